@@ -1,0 +1,423 @@
+"""The agent's record of what it runs, kept in ``<data_dir>/checkpoint.json``.
+
+Pods outlive the agent: a restarted agent (after a crash, kill -9 or an
+upgrade) reads this file and re-adopts its pods instead of starting them
+again.  The runtime rewrites the file on every change, and always before
+the change becomes visible (before a process is spawned, before a status
+is reported), so the file never knows less than the rest of the system.
+
+Writes are atomic: the new content goes to a temporary file in the same
+directory, is fsynced, renamed over the old file, and the directory is
+fsynced so the rename itself survives a power cut.  A reader sees the old
+file or the new one, never a torn one.
+
+This module owns the on-disk format only.  Pod specs travel as JSON
+objects produced by the runtime's codec, so this module does not depend on
+the runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TypeAlias, Union
+
+__all__ = [
+    "FORMAT_VERSION",
+    "FILE_NAME",
+    "JSONValue",
+    "JSONObject",
+    "CheckpointError",
+    "FieldReader",
+    "TerminationRecord",
+    "ContainerRecord",
+    "StopRecord",
+    "PodRecord",
+    "Checkpoint",
+    "path_for",
+    "save",
+    "load",
+    "encode",
+    "decode",
+]
+
+FORMAT_VERSION: Final = 1
+FILE_NAME: Final = "checkpoint.json"
+
+JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
+JSONObject: TypeAlias = dict[str, JSONValue]
+
+
+class CheckpointError(Exception):
+    """The checkpoint could not be read or written.
+
+    ``path`` is the file, ``detail`` what was wrong.  A checkpoint that
+    cannot be read is never replaced silently: the agent must not start,
+    because it could not tell which pods are already running.
+    """
+
+    def __init__(self, *, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"checkpoint {path}: {detail}; the agent cannot tell which pods already run, "
+            "so it will not start pods until the file is repaired or removed by an operator"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TerminationRecord:
+    exit_code: int
+    reason: str
+    message: str
+    started_at: float | None
+    finished_at: float
+    signal: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRecord:
+    """One container.  ``pid`` with ``start_ticks`` identifies its main process.
+
+    ``starting`` is true from just before a spawn until the spawned pid is
+    recorded; an agent that finds it true after a restart knows the process
+    may exist but cannot identify it.
+    """
+
+    name: str
+    state: str
+    pid: int | None
+    start_ticks: int | None
+    cgroup: tuple[tuple[str, str], ...]
+    log_path: str
+    restart_count: int
+    backoff_index: int
+    oom_kills_at_start: int
+    started_at: float | None
+    starting: bool
+    waiting_reason: str | None
+    terminated: TerminationRecord | None
+    last_termination: TerminationRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class StopRecord:
+    """A stop in progress; ``deadline`` is the wall-clock time its grace ends."""
+
+    reason: str
+    message: str
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    uid: str
+    spec: JSONObject
+    phase: str
+    finished: bool
+    reason: str | None
+    message: str
+    stop: StopRecord | None
+    containers: tuple[ContainerRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Everything the agent runs.  ``boot_id`` scopes every ``start_ticks``."""
+
+    boot_id: str
+    seq: int
+    written_at: float
+    pods: tuple[PodRecord, ...]
+    version: int = FORMAT_VERSION
+
+
+def path_for(data_dir: Path) -> Path:
+    return data_dir / FILE_NAME
+
+
+# --- encoding ----------------------------------------------------------------
+
+
+def _termination_json(record: TerminationRecord | None) -> JSONValue:
+    if record is None:
+        return None
+    return {
+        "exitCode": record.exit_code,
+        "reason": record.reason,
+        "message": record.message,
+        "startedAt": record.started_at,
+        "finishedAt": record.finished_at,
+        "signal": record.signal,
+    }
+
+
+def _container_json(record: ContainerRecord) -> JSONObject:
+    return {
+        "name": record.name,
+        "state": record.state,
+        "pid": record.pid,
+        "startTicks": record.start_ticks,
+        "cgroup": [[controller, directory] for controller, directory in record.cgroup],
+        "logPath": record.log_path,
+        "restartCount": record.restart_count,
+        "backoffIndex": record.backoff_index,
+        "oomKillsAtStart": record.oom_kills_at_start,
+        "startedAt": record.started_at,
+        "starting": record.starting,
+        "waitingReason": record.waiting_reason,
+        "terminated": _termination_json(record.terminated),
+        "lastTermination": _termination_json(record.last_termination),
+    }
+
+
+def encode(checkpoint: Checkpoint) -> JSONObject:
+    pods: list[JSONValue] = []
+    for pod in checkpoint.pods:
+        stop: JSONValue = None
+        if pod.stop is not None:
+            stop = {"reason": pod.stop.reason, "message": pod.stop.message, "deadline": pod.stop.deadline}
+        pods.append(
+            {
+                "uid": pod.uid,
+                "spec": pod.spec,
+                "phase": pod.phase,
+                "finished": pod.finished,
+                "reason": pod.reason,
+                "message": pod.message,
+                "stop": stop,
+                "containers": [_container_json(container) for container in pod.containers],
+            }
+        )
+    return {
+        "version": checkpoint.version,
+        "bootId": checkpoint.boot_id,
+        "seq": checkpoint.seq,
+        "writtenAt": checkpoint.written_at,
+        "pods": pods,
+    }
+
+
+# --- decoding ----------------------------------------------------------------
+
+
+class FieldReader:
+    """Typed access to a decoded JSON object; every failure names the field and the file."""
+
+    def __init__(self, obj: Mapping[str, JSONValue], *, path: str, where: str) -> None:
+        self._obj = obj
+        self._path = path
+        self._where = where
+
+    def _fail(self, key: str, wanted: str) -> CheckpointError:
+        found = type(self._obj.get(key)).__name__ if key in self._obj else "nothing"
+        return CheckpointError(path=self._path, detail=f"{self._where}.{key}: expected {wanted}, found {found}")
+
+    def get_str(self, key: str) -> str:
+        value = self._obj.get(key)
+        if not isinstance(value, str):
+            raise self._fail(key, "a string")
+        return value
+
+    def get_opt_str(self, key: str) -> str | None:
+        value = self._obj.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self._fail(key, "a string or null")
+        return value
+
+    def get_int(self, key: str) -> int:
+        value = self._obj.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._fail(key, "an integer")
+        return value
+
+    def get_opt_int(self, key: str) -> int | None:
+        value = self._obj.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._fail(key, "an integer or null")
+        return value
+
+    def get_float(self, key: str) -> float:
+        value = self._obj.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._fail(key, "a number")
+        return float(value)
+
+    def get_opt_float(self, key: str) -> float | None:
+        if self._obj.get(key) is None:
+            return None
+        return self.get_float(key)
+
+    def get_bool(self, key: str) -> bool:
+        value = self._obj.get(key)
+        if not isinstance(value, bool):
+            raise self._fail(key, "true or false")
+        return value
+
+    def obj(self, key: str) -> FieldReader:
+        value = self._obj.get(key)
+        if not isinstance(value, dict):
+            raise self._fail(key, "an object")
+        return FieldReader(value, path=self._path, where=f"{self._where}.{key}")
+
+    def opt_obj(self, key: str) -> FieldReader | None:
+        if self._obj.get(key) is None:
+            return None
+        return self.obj(key)
+
+    def raw_obj(self, key: str) -> JSONObject:
+        value = self._obj.get(key)
+        if not isinstance(value, dict):
+            raise self._fail(key, "an object")
+        return value
+
+    def objs(self, key: str) -> list[FieldReader]:
+        value = self._obj.get(key)
+        if not isinstance(value, list):
+            raise self._fail(key, "a list")
+        readers: list[FieldReader] = []
+        for index, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise CheckpointError(path=self._path, detail=f"{self._where}.{key}[{index}]: expected an object")
+            readers.append(FieldReader(item, path=self._path, where=f"{self._where}.{key}[{index}]"))
+        return readers
+
+    def get_str_list(self, key: str) -> tuple[str, ...]:
+        value = self._obj.get(key)
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self._fail(key, "a list of strings")
+        return tuple(item for item in value if isinstance(item, str))
+
+    def has(self, key: str) -> bool:
+        return self._obj.get(key) is not None
+
+    def pairs(self, key: str) -> tuple[tuple[str, str], ...]:
+        value = self._obj.get(key)
+        if not isinstance(value, list):
+            raise self._fail(key, "a list of [controller, directory] pairs")
+        pairs: list[tuple[str, str]] = []
+        for item in value:
+            if not (isinstance(item, list) and len(item) == 2 and all(isinstance(part, str) for part in item)):
+                raise self._fail(key, "a list of [controller, directory] pairs")
+            first, second = item
+            assert isinstance(first, str) and isinstance(second, str)
+            pairs.append((first, second))
+        return tuple(pairs)
+
+
+def _termination(reader: FieldReader | None) -> TerminationRecord | None:
+    if reader is None:
+        return None
+    return TerminationRecord(
+        exit_code=reader.get_int("exitCode"),
+        reason=reader.get_str("reason"),
+        message=reader.get_str("message"),
+        started_at=reader.get_opt_float("startedAt"),
+        finished_at=reader.get_float("finishedAt"),
+        signal=reader.get_opt_int("signal"),
+    )
+
+
+def _container(reader: FieldReader) -> ContainerRecord:
+    return ContainerRecord(
+        name=reader.get_str("name"),
+        state=reader.get_str("state"),
+        pid=reader.get_opt_int("pid"),
+        start_ticks=reader.get_opt_int("startTicks"),
+        cgroup=reader.pairs("cgroup"),
+        log_path=reader.get_str("logPath"),
+        restart_count=reader.get_int("restartCount"),
+        backoff_index=reader.get_int("backoffIndex"),
+        oom_kills_at_start=reader.get_int("oomKillsAtStart"),
+        started_at=reader.get_opt_float("startedAt"),
+        starting=reader.get_bool("starting"),
+        waiting_reason=reader.get_opt_str("waitingReason"),
+        terminated=_termination(reader.opt_obj("terminated")),
+        last_termination=_termination(reader.opt_obj("lastTermination")),
+    )
+
+
+def decode(obj: JSONValue, *, path: str) -> Checkpoint:
+    if not isinstance(obj, dict):
+        raise CheckpointError(path=path, detail="expected a JSON object at the top level")
+    top = FieldReader(obj, path=path, where="checkpoint")
+    version = top.get_int("version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(path=path, detail=f"format version {version} is not {FORMAT_VERSION}")
+    pods: list[PodRecord] = []
+    for pod in top.objs("pods"):
+        stop = pod.opt_obj("stop")
+        pods.append(
+            PodRecord(
+                uid=pod.get_str("uid"),
+                spec=pod.raw_obj("spec"),
+                phase=pod.get_str("phase"),
+                finished=pod.get_bool("finished"),
+                reason=pod.get_opt_str("reason"),
+                message=pod.get_str("message"),
+                stop=None
+                if stop is None
+                else StopRecord(reason=stop.get_str("reason"), message=stop.get_str("message"), deadline=stop.get_float("deadline")),
+                containers=tuple(_container(container) for container in pod.objs("containers")),
+            )
+        )
+    return Checkpoint(
+        boot_id=top.get_str("bootId"),
+        seq=top.get_int("seq"),
+        written_at=top.get_float("writtenAt"),
+        pods=tuple(pods),
+        version=version,
+    )
+
+
+# --- files -------------------------------------------------------------------
+
+
+def save(path: Path, checkpoint: Checkpoint) -> None:
+    """Replace ``path`` atomically with ``checkpoint``."""
+    data = json.dumps(encode(checkpoint), indent=1, sort_keys=True).encode() + b"\n"
+    directory = path.parent
+    temporary = directory / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise CheckpointError(path=str(path), detail=f"could not write: {exc.strerror or exc}") from exc
+
+
+def load(path: Path) -> Checkpoint | None:
+    """Read ``path``; None when there is no checkpoint (a node that never ran pods)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CheckpointError(path=str(path), detail=f"could not read: {exc.strerror or exc}") from exc
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(path=str(path), detail=f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    return decode(obj, path=str(path))

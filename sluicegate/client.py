@@ -1,0 +1,151 @@
+"""The client library behind sluicectl: typed calls over the controller's gRPC API.
+
+Objects come back as plain dicts in the Kubernetes shape (what
+``sluicectl get -o json`` prints).  Errors raise :class:`ClientError` with
+the server's status code and message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from sluicegate.v1 import objects_pb2, objects_pb2_grpc, workloads_pb2, workloads_pb2_grpc
+
+DEFAULT_SERVER = "127.0.0.1:7420"
+
+
+def default_server() -> str:
+    return os.environ.get("SLUICEGATE_SERVER", DEFAULT_SERVER)
+
+
+class ClientError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code.name}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    body: str
+    source: str
+
+
+def _obj(o: objects_pb2.Object) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(o.json)
+    return doc
+
+
+class Client:
+    """Async client; use as ``async with Client(addr) as c: ...``."""
+
+    def __init__(self, server: str | None = None, *, timeout: float = 30.0) -> None:
+        self.server = server or default_server()
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(
+            self.server,
+            options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)],
+        )
+        self._admin = objects_pb2_grpc.AdminStub(self._channel)
+        self._workloads = workloads_pb2_grpc.WorkloadsStub(self._channel)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, fn: Any, request: Any) -> Any:
+        try:
+            return await fn(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise ClientError(exc.code(), exc.details() or "") from None
+
+    async def apply(self, documents: Iterable[Document], *, dry_run: bool = False) -> list[tuple[str, str, str, str]]:
+        req = objects_pb2.ApplyRequest(
+            documents=[objects_pb2.Document(body=d.body.encode(), source=d.source) for d in documents],
+            dry_run=dry_run,
+        )
+        resp = await self._call(self._admin.Apply, req)
+        return [(r.ref.kind, r.ref.namespace, r.ref.name, r.action) for r in resp.results]
+
+    async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+        resp = await self._call(self._admin.Get, objects_pb2.ObjectRef(kind=kind, namespace=namespace, name=name))
+        return _obj(resp)
+
+    async def list(self, kind: str, namespace: str = "", label_selector: str = "") -> list[dict[str, Any]]:
+        resp = await self._call(
+            self._admin.List, objects_pb2.ListRequest(kind=kind, namespace=namespace, label_selector=label_selector)
+        )
+        return [_obj(o) for o in resp.objects]
+
+    async def delete(self, kind: str, name: str, namespace: str = "") -> bool:
+        resp = await self._call(self._admin.Delete, objects_pb2.ObjectRef(kind=kind, namespace=namespace, name=name))
+        return bool(resp.deleted)
+
+    async def create_workload(self, document: Document) -> tuple[dict[str, Any], bool]:
+        req = workloads_pb2.CreateWorkloadRequest(
+            document=objects_pb2.Document(body=document.body.encode(), source=document.source)
+        )
+        resp = await self._call(self._workloads.Create, req)
+        return _obj(resp.workload), bool(resp.created)
+
+    async def get_workload(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        resp = await self._call(self._workloads.Get, workloads_pb2.WorkloadRef(namespace=namespace, name=name))
+        return _obj(resp)
+
+    async def list_workloads(
+        self,
+        *,
+        namespace: str = "",
+        local_queue: str = "",
+        cluster_queue: str = "",
+        state: str = "",
+        label_selector: str = "",
+        limit: int = 0,
+    ) -> list[dict[str, Any]]:
+        req = workloads_pb2.ListWorkloadsRequest(
+            namespace=namespace,
+            local_queue=local_queue,
+            cluster_queue=cluster_queue,
+            state=state,
+            label_selector=label_selector,
+            limit=limit,
+        )
+        resp = await self._call(self._workloads.List, req)
+        return [_obj(o) for o in resp.objects]
+
+    async def delete_workload(self, name: str, namespace: str = "default") -> bool:
+        resp = await self._call(self._workloads.Delete, workloads_pb2.WorkloadRef(namespace=namespace, name=name))
+        return bool(resp.deleted)
+
+    async def set_active(self, name: str, active: bool, namespace: str = "default") -> dict[str, Any]:
+        resp = await self._call(
+            self._workloads.SetActive, workloads_pb2.SetActiveRequest(namespace=namespace, name=name, active=active)
+        )
+        return _obj(resp)
+
+    async def watch_workloads(
+        self, *, namespace: str = "", name: str = "", send_initial: bool = True
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Yield (event type, workload) until the caller stops iterating."""
+        call = self._workloads.Watch(
+            workloads_pb2.WatchWorkloadsRequest(namespace=namespace, name=name, send_initial=send_initial)
+        )
+        names = {v: k for k, v in workloads_pb2.WorkloadEvent.Type.items()}
+        try:
+            async for ev in call:
+                yield names[ev.type], _obj(ev.workload)
+        except grpc.aio.AioRpcError as exc:
+            raise ClientError(exc.code(), exc.details() or "") from None
+        finally:
+            call.cancel()

@@ -1,0 +1,17 @@
+"""Process plumbing shared by the controller and agent daemons.
+
+Everything a long-running sluicegate service needs in order to behave well
+under systemd and be observable by operators, and nothing about queues,
+quota or pods:
+
+* ``sdnotify``  -- the systemd notify protocol (readiness, status, watchdog);
+* ``supervise`` -- one supervisor for the named root tasks, stop signals and
+  a hard shutdown deadline;
+* ``health``    -- the operator HTTP port: liveness, readiness, metrics and
+  caller-supplied JSON views;
+* ``metrics``   -- a small Prometheus text-format registry.
+
+This is an edge layer: it may use asyncio and aiohttp, and the pure cores
+(``controller/model``, ``controller/scheduling``, ``agent/policy``) must never
+import it.
+"""

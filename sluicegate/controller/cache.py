@@ -1,0 +1,149 @@
+"""The live cluster state: objects, the quota tree, admitted workloads, queues.
+
+One coroutine owns it (the controller's :class:`~sluicegate.controller.manager.Manager`);
+nothing here awaits, so every method runs to completion without another
+request interleaving.  The store is the durable copy; this is the fast one,
+rebuilt from the store at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from sluicegate.controller.model.config import ControllerConfig
+from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
+from sluicegate.controller.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
+from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
+from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.queues import QueueManager
+from sluicegate.controller.scheduling.quota import QuotaTree
+from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
+
+
+@dataclass(slots=True)
+class Cache:
+    config: ControllerConfig = field(default_factory=ControllerConfig)
+    flavors: dict[FlavorName, ResourceFlavor] = field(default_factory=dict)
+    cohorts: dict[CohortName, CohortSpec] = field(default_factory=dict)
+    cluster_queues: dict[ClusterQueueName, ClusterQueueSpec] = field(default_factory=dict)
+    local_queues: dict[tuple[str, str], LocalQueueSpec] = field(default_factory=dict)
+    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    namespaces: dict[str, Namespace] = field(default_factory=dict)
+    workloads: dict[WorkloadKey, Workload] = field(default_factory=dict)
+    tree: QuotaTree = field(default_factory=QuotaTree)
+    admitted: dict[ClusterQueueName, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
+    queues: QueueManager = field(default_factory=QueueManager)
+
+    # -- queues and cohorts ---------------------------------------------------
+
+    def inactive_reason(self, cq: ClusterQueueName) -> str | None:
+        spec = self.cluster_queues.get(cq)
+        if spec is None:
+            return f"ClusterQueue {cq} not found"
+        if spec.stop_policy is not StopPolicy.NONE:
+            return f"ClusterQueue {cq} is stopped (spec.stopPolicy={spec.stop_policy.value})"
+        missing = [f for f in spec.flavors if f not in self.flavors]
+        if missing:
+            return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
+        return None
+
+    def inactive_queues(self) -> frozenset[ClusterQueueName]:
+        return frozenset(cq for cq in self.cluster_queues if self.inactive_reason(cq) is not None)
+
+    def set_cluster_queue(self, spec: ClusterQueueSpec) -> None:
+        old = self.cluster_queues.get(spec.name)
+        self.cluster_queues[spec.name] = spec
+        self.tree.set_cluster_queue(
+            spec.name, quotas=spec.quotas(), cohort=spec.cohort, weight=spec.fair_sharing_weight
+        )
+        self.admitted.setdefault(spec.name, {})
+        q = self.queues.ensure_queue(spec.name, spec.queueing_strategy, active=self.inactive_reason(spec.name) is None)
+        if old is None or old.resource_groups != spec.resource_groups:
+            q.reset_last_tried()
+
+    def remove_cluster_queue(self, name: ClusterQueueName) -> list[Workload]:
+        self.cluster_queues.pop(name, None)
+        self.tree.remove_cluster_queue(name)
+        return self.queues.remove_queue(name)
+
+    def set_cohort(self, spec: CohortSpec) -> None:
+        self.cohorts[spec.name] = spec
+        self.tree.set_cohort(spec.name, quotas=spec.quotas(), parent=spec.parent, weight=spec.fair_sharing_weight)
+
+    def remove_cohort(self, name: CohortName) -> None:
+        self.cohorts.pop(name, None)
+        self.tree.remove_cohort(name)
+
+    def refresh_queue_activity(self) -> None:
+        for name, spec in self.cluster_queues.items():
+            self.queues.ensure_queue(name, spec.queueing_strategy, active=self.inactive_reason(name) is None)
+
+    def tree_members(self, cq: ClusterQueueName) -> list[ClusterQueueName]:
+        """Every ClusterQueue in the same cohort tree as ``cq`` (itself included)."""
+        node = self.tree.cluster_queues.get(cq)
+        if node is None:
+            return [cq]
+        return [ClusterQueueName(n.name) for n in node.root().subtree_cluster_queues()]
+
+    # -- namespaces and local queues -----------------------------------------
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        ns = self.namespaces.get(namespace) or Namespace(namespace)
+        return ns.effective_labels()
+
+    def local_queue_for(self, wl: Workload) -> LocalQueueSpec | None:
+        return self.local_queues.get((wl.namespace, wl.queue_name))
+
+    def workloads_of_local_queue(self, namespace: str, name: str) -> Iterator[Workload]:
+        for wl in self.workloads.values():
+            if wl.namespace == namespace and wl.queue_name == name:
+                yield wl
+
+    # -- admitted workloads ---------------------------------------------------
+
+    def add_admitted(self, wl: Workload, admitted_at: float) -> AdmittedWorkload:
+        assert wl.status.admission is not None
+        cq = wl.status.admission.cluster_queue
+        info = AdmittedWorkload(wl, cq, wl.status.admission.usage(), admitted_at)
+        self.admitted.setdefault(cq, {})[wl.key] = info
+        node = self.tree.cluster_queues.get(cq)
+        if node is not None:
+            self.tree.live.add_all(node, info.usage)
+        return info
+
+    def update_admitted(self, wl: Workload) -> None:
+        """Refresh the workload object held with an admission (usage unchanged)."""
+        if wl.status.admission is None:
+            return
+        holder = self.admitted.get(wl.status.admission.cluster_queue, {})
+        old = holder.get(wl.key)
+        if old is not None:
+            holder[wl.key] = AdmittedWorkload(wl, old.cluster_queue, old.usage, old.admitted_at)
+
+    def release(self, key: WorkloadKey) -> ClusterQueueName | None:
+        """Give back the quota a workload holds; returns its ClusterQueue."""
+        for cq, holder in self.admitted.items():
+            info = holder.pop(key, None)
+            if info is not None:
+                node = self.tree.cluster_queues.get(cq)
+                if node is not None:
+                    self.tree.live.remove_all(node, info.usage)
+                return cq
+        return None
+
+    def holds_quota(self, key: WorkloadKey) -> bool:
+        return any(key in holder for holder in self.admitted.values())
+
+    def snapshot(self, now: float) -> Snapshot:
+        return Snapshot(
+            tree=self.tree,
+            cluster_queues=self.cluster_queues,
+            flavors=self.flavors,
+            admitted=self.admitted,
+            config=self.config,
+            inactive=self.inactive_queues(),
+            namespace_labels=self.namespace_labels,
+            now=now,
+        )

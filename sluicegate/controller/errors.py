@@ -1,0 +1,26 @@
+"""Domain errors of the controller; the gRPC layer maps each to one status code."""
+
+from __future__ import annotations
+
+
+class ControllerError(Exception):
+    """Base of errors a caller can act on."""
+
+
+class NotFound(ControllerError):
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        self.kind, self.namespace, self.name = kind, namespace, name
+        where = f"{namespace}/{name}" if namespace else name
+        super().__init__(f"{kind} {where} not found")
+
+
+class InvalidArgument(ControllerError):
+    """Bad input; ``field`` names the offending field path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class FailedPrecondition(ControllerError):
+    """The request is valid but the current state forbids it (e.g. deleting a queue in use)."""

@@ -1,0 +1,773 @@
+"""The controller's one owner of state: applies objects, queues and admits workloads.
+
+Every mutation follows the same order: validate → compute the new objects →
+write them to the store in one transaction → apply them to the cache →
+publish watch events.  If the store write fails nothing else happens, so
+the cache never runs ahead of what would survive a crash.
+
+The manager's methods are synchronous (they never await), so requests and
+scheduling cycles never interleave half-way; the asyncio side only decides
+*when* to call them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, NotFound
+from sluicegate.controller.model.conditions import set_condition
+from sluicegate.controller.model.config import ControllerConfig
+from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
+from sluicegate.controller.model.objects import (
+    SYSTEM_CLUSTER_CRITICAL,
+    SYSTEM_NODE_CRITICAL,
+    Namespace,
+    PriorityClass,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
+from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
+from sluicegate.controller.model.workloads import Admission, PodSetAssignment, Workload
+from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
+from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
+from sluicegate.controller.store import Delete, Put, Store
+from sluicegate.manifest.decode import decode, find_cohort_cycle
+from sluicegate.manifest.encode import encode
+from sluicegate.manifest.errors import ManifestError
+from sluicegate.manifest.loader import RawDocument
+
+log = logging.getLogger(__name__)
+
+Obj = Any  # one of the decoded model objects
+
+KIND_OF: dict[type, str] = {
+    ResourceFlavor: "ResourceFlavor",
+    CohortSpec: "Cohort",
+    ClusterQueueSpec: "ClusterQueue",
+    LocalQueueSpec: "LocalQueue",
+    WorkloadPriorityClass: "WorkloadPriorityClass",
+    PriorityClass: "PriorityClass",
+    Namespace: "Namespace",
+    Workload: "Workload",
+}
+NAMESPACED = {"LocalQueue", "Workload"}
+KIND_ALIASES = {
+    "resourceflavor": "ResourceFlavor",
+    "resourceflavors": "ResourceFlavor",
+    "flavor": "ResourceFlavor",
+    "flavors": "ResourceFlavor",
+    "rf": "ResourceFlavor",
+    "cohort": "Cohort",
+    "cohorts": "Cohort",
+    "clusterqueue": "ClusterQueue",
+    "clusterqueues": "ClusterQueue",
+    "cq": "ClusterQueue",
+    "localqueue": "LocalQueue",
+    "localqueues": "LocalQueue",
+    "queue": "LocalQueue",
+    "queues": "LocalQueue",
+    "lq": "LocalQueue",
+    "workloadpriorityclass": "WorkloadPriorityClass",
+    "workloadpriorityclasses": "WorkloadPriorityClass",
+    "wpc": "WorkloadPriorityClass",
+    "priorityclass": "PriorityClass",
+    "priorityclasses": "PriorityClass",
+    "pc": "PriorityClass",
+    "namespace": "Namespace",
+    "namespaces": "Namespace",
+    "ns": "Namespace",
+    "workload": "Workload",
+    "workloads": "Workload",
+    "wl": "Workload",
+}
+
+
+def canonical_kind(kind: str) -> str:
+    k = KIND_ALIASES.get(kind.lower())
+    if k is None:
+        raise InvalidArgument("kind", f"unknown kind {kind!r}; expected one of {', '.join(sorted(set(KIND_ALIASES.values())))}")
+    return k
+
+
+def ref_of(obj: Obj) -> tuple[str, str, str]:
+    kind = KIND_OF[type(obj)]
+    if isinstance(obj, LocalQueueSpec):
+        return kind, obj.namespace, obj.name
+    if isinstance(obj, Workload):
+        return kind, obj.namespace, obj.name
+    return kind, "", str(obj.name)
+
+
+def _json(d: dict[str, Any]) -> bytes:
+    return json.dumps(d, separators=(",", ":"), sort_keys=True).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED
+    workload: Workload
+    resource_version: int
+
+
+class _Watcher:
+    def __init__(self, namespace: str, name: str) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue(maxsize=100_000)
+        self.overflowed = False
+
+    def wants(self, wl: Workload) -> bool:
+        return (not self.namespace or wl.namespace == self.namespace) and (not self.name or wl.name == self.name)
+
+
+@dataclass(slots=True)
+class CycleStats:
+    heads: int = 0
+    admitted: int = 0
+    preempting: int = 0
+    pending: int = 0
+    entries: list[Entry] = field(default_factory=list)
+
+
+class Manager:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], float],
+        config: ControllerConfig | None = None,
+        preemptor: Preemptor | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.cache = Cache(config=config or ControllerConfig())
+        self.preemptor: Preemptor = preemptor or DefaultPreemptor()
+        self.versions: dict[tuple[str, str, str], int] = {}
+        self.cycle = 0
+        self._watchers: list[_Watcher] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    # ------------------------------------------------------------------ load
+
+    def load(self) -> int:
+        """Rebuild the cache from the store; returns how many objects were loaded."""
+        objs: list[tuple[Obj, int]] = []
+        for stored in self.store.load():
+            try:
+                obj = decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
+            except (ManifestError, ValueError) as exc:
+                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace, stored.name, exc)
+                continue
+            objs.append((obj, stored.resource_version))
+        order = {"Namespace": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2, "Cohort": 3, "ClusterQueue": 4, "LocalQueue": 5, "Workload": 6}
+        objs.sort(key=lambda o: order[KIND_OF[type(o[0])]])
+        for obj, rv in objs:
+            self.versions[ref_of(obj)] = rv
+            if isinstance(obj, Workload):
+                self._load_workload(obj)
+            else:
+                self._apply_to_cache(obj)
+        self.cache.refresh_queue_activity()
+        self._wake.set()
+        return len(objs)
+
+    def _load_workload(self, wl: Workload) -> None:
+        c = self.cache
+        c.workloads[wl.key] = wl
+        if wl.has_quota_reservation and not wl.is_finished and wl.status.admission is not None:
+            cond = wl.status.condition("QuotaReserved")
+            c.add_admitted(wl, cond.last_transition_time if cond else wl.creation_timestamp)
+        else:
+            self._enqueue(wl)
+
+    # ------------------------------------------------------------- helpers
+
+    def _write(self, puts: Iterable[Obj] = (), deletes: Iterable[tuple[str, str, str]] = ()) -> int:
+        changes: list[Put | Delete] = []
+        refs: list[tuple[str, str, str]] = []
+        for obj in puts:
+            kind, ns, name = ref_of(obj)
+            changes.append(Put(kind, ns, name, _json(encode(obj))))
+            refs.append((kind, ns, name))
+        for kind, ns, name in deletes:
+            changes.append(Delete(kind, ns, name))
+        version = self.store.write(changes)
+        for r in refs:
+            self.versions[r] = version
+        for r in deletes:
+            self.versions.pop(r, None)
+        return version
+
+    def _publish(self, type_: str, wl: Workload) -> None:
+        if not self._watchers:
+            return
+        ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0))
+        for w in self._watchers:
+            if w.overflowed or not w.wants(wl):
+                continue
+            try:
+                w.queue.put_nowait(ev)
+            except asyncio.QueueFull:
+                w.overflowed = True
+                w.queue.get_nowait()
+                w.queue.put_nowait(None)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ----------------------------------------------------------- apply
+
+    def apply(self, docs: Sequence[RawDocument], *, dry_run: bool = False) -> list[tuple[tuple[str, str, str], str]]:
+        """Create or update objects of any kind: all documents or none."""
+        objs: list[Obj] = []
+        errors: list[str] = []
+        for doc in docs:
+            try:
+                obj = decode(doc, source=doc.source)
+            except ManifestError as exc:
+                errors.append(str(exc))
+                continue
+            if KIND_OF.get(type(obj)) is None:
+                errors.append(
+                    f"{doc.source}: kind {type(obj).__name__} is not applied to a running controller "
+                    "(the Configuration is read from the controller's --config file)"
+                )
+                continue
+            objs.append(obj)
+        if errors:
+            raise InvalidArgument("", "\n".join(errors))
+        seen: set[tuple[str, str, str]] = set()
+        for obj in objs:
+            r = ref_of(obj)
+            if r in seen:
+                raise InvalidArgument("metadata.name", f"{r[0]} {r[1] + '/' if r[1] else ''}{r[2]} appears twice in one apply")
+            seen.add(r)
+        self._check_cohort_cycles(objs)
+        prepared: list[tuple[Obj, str]] = []
+        for obj in objs:
+            if isinstance(obj, Workload):
+                new, action = self._prepare_workload(obj)
+            else:
+                new, action = obj, self._action(obj)
+            prepared.append((new, action))
+        results = [(ref_of(o), a) for o, a in prepared]
+        if dry_run:
+            return results
+        changed = [o for o, a in prepared if a != "unchanged"]
+        if changed:
+            self._write(changed)
+        for obj, action in prepared:
+            if action == "unchanged":
+                continue
+            if isinstance(obj, Workload):
+                self._workload_stored(obj, created=action == "created")
+            else:
+                self._apply_to_cache(obj)
+        self.cache.refresh_queue_activity()
+        self._wake.set()
+        return results
+
+    def _existing(self, kind: str, ns: str, name: str) -> Obj | None:
+        c = self.cache
+        table: dict[str, Any] = {
+            "ResourceFlavor": c.flavors,
+            "Cohort": c.cohorts,
+            "ClusterQueue": c.cluster_queues,
+            "WorkloadPriorityClass": c.workload_priority_classes,
+            "PriorityClass": c.priority_classes,
+            "Namespace": c.namespaces,
+        }
+        if kind == "LocalQueue":
+            return c.local_queues.get((ns, name))
+        if kind == "Workload":
+            return c.workloads.get(workload_key(ns, name))
+        return table[kind].get(name)
+
+    def _action(self, obj: Obj) -> str:
+        old = self._existing(*ref_of(obj))
+        if old is None:
+            return "created"
+        return "unchanged" if old == obj else "configured"
+
+    def _check_cohort_cycles(self, objs: Sequence[Obj]) -> None:
+        parents: dict[str, str | None] = {name: spec.parent for name, spec in self.cache.cohorts.items()}
+        touched = False
+        for obj in objs:
+            if isinstance(obj, CohortSpec):
+                parents[obj.name] = obj.parent
+                touched = True
+        if not touched:
+            return
+        cycle = find_cohort_cycle(parents)
+        if cycle:
+            raise InvalidArgument("spec.parentName", f"cohort parents form a cycle: {' -> '.join(cycle)}")
+
+    def _apply_to_cache(self, obj: Obj) -> None:
+        c = self.cache
+        if isinstance(obj, ResourceFlavor):
+            c.flavors[obj.name] = obj
+            c.refresh_queue_activity()
+            c.queues.queue_inadmissible([cq for cq, s in c.cluster_queues.items() if obj.name in s.flavors])
+        elif isinstance(obj, CohortSpec):
+            c.set_cohort(obj)
+            node = c.tree.cohorts.get(obj.name)
+            if node is not None:
+                c.queues.queue_inadmissible(ClusterQueueName(n.name) for n in node.root().subtree_cluster_queues())
+        elif isinstance(obj, ClusterQueueSpec):
+            c.set_cluster_queue(obj)
+            self._requeue_unqueued(lambda wl: self._cq_for(wl) == obj.name)
+            c.queues.queue_inadmissible(c.tree_members(obj.name))
+        elif isinstance(obj, LocalQueueSpec):
+            c.local_queues[(obj.namespace, obj.name)] = obj
+            for wl in list(c.workloads_of_local_queue(obj.namespace, obj.name)):
+                if not c.holds_quota(wl.key) and not wl.is_finished:
+                    self._enqueue(wl)
+        elif isinstance(obj, WorkloadPriorityClass):
+            c.workload_priority_classes[obj.name] = obj
+        elif isinstance(obj, PriorityClass):
+            c.priority_classes[obj.name] = obj
+        elif isinstance(obj, Namespace):
+            c.namespaces[obj.name] = obj
+            c.queues.queue_inadmissible(list(c.cluster_queues))
+
+    def _requeue_unqueued(self, pred: Callable[[Workload], bool]) -> None:
+        c = self.cache
+        for wl in list(c.workloads.values()):
+            if c.queues.cluster_queue_of(wl.key) is None and not c.holds_quota(wl.key) and pred(wl):
+                self._enqueue(wl)
+
+    # ---------------------------------------------------------- queueing
+
+    def _cq_for(self, wl: Workload) -> ClusterQueueName | None:
+        lq = self.cache.local_queue_for(wl)
+        return lq.cluster_queue if lq is not None else None
+
+    def _unqueued_reason(self, wl: Workload) -> str | None:
+        """Why a workload cannot even wait in a ClusterQueue (None: it can)."""
+        if not wl.active:
+            return None
+        lq = self.cache.local_queue_for(wl)
+        if lq is None:
+            return f"LocalQueue {wl.namespace}/{wl.queue_name} doesn't exist"
+        if lq.stop_policy is not StopPolicy.NONE:
+            return f"LocalQueue {wl.namespace}/{wl.queue_name} is stopped (spec.stopPolicy={lq.stop_policy.value})"
+        if lq.cluster_queue not in self.cache.cluster_queues:
+            return f"ClusterQueue {lq.cluster_queue} doesn't exist"
+        return None
+
+    def _enqueue(self, wl: Workload) -> None:
+        """Queue a workload that holds no quota, if it may wait for admission."""
+        c = self.cache
+        if not wl.active or wl.is_finished or c.holds_quota(wl.key):
+            c.queues.delete(wl.key)
+            return
+        cq = self._cq_for(wl)
+        if cq is None or self._unqueued_reason(wl) is not None:
+            c.queues.delete(wl.key)
+            return
+        c.queues.add_or_update(wl, cq)
+
+    # --------------------------------------------------------- workloads
+
+    def resolve_priority(self, wl: Workload) -> Workload:
+        """Fill spec.priority from the referenced class (WorkloadPriorityClass or PriorityClass)."""
+        c = self.cache
+        if wl.priority_class is not None:
+            kind, name = wl.priority_class
+            if kind == "WorkloadPriorityClass":
+                wpc = c.workload_priority_classes.get(name)
+                if wpc is None:
+                    raise InvalidArgument("spec.priorityClassRef.name", f"WorkloadPriorityClass {name!r} not found")
+                return replace(wl, priority=wpc.value)
+            value = self._pod_priority(name)
+            if value is None:
+                raise InvalidArgument("spec.priorityClassRef.name", f"PriorityClass {name!r} not found")
+            return replace(wl, priority=value)
+        for ps in wl.pod_sets:
+            if ps.priority_class_name:
+                value = self._pod_priority(ps.priority_class_name)
+                if value is None:
+                    raise InvalidArgument(
+                        f"spec.podSets[{wl.pod_sets.index(ps)}].template.spec.priorityClassName",
+                        f"PriorityClass {ps.priority_class_name!r} not found",
+                    )
+                return replace(wl, priority=value, priority_class=("PriorityClass", ps.priority_class_name))
+        return wl
+
+    def _pod_priority(self, name: str) -> int | None:
+        builtin = {"system-node-critical": SYSTEM_NODE_CRITICAL, "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL}
+        if name in builtin:
+            return builtin[name]
+        pc = self.cache.priority_classes.get(name)
+        return pc.value if pc is not None else None
+
+    def _prepare_workload(self, wl: Workload) -> tuple[Workload, str]:
+        old = self.cache.workloads.get(wl.key)
+        if old is None:
+            now = self.clock()
+            wl = replace(
+                wl,
+                uid=wl.uid or str(uuid.uuid4()),
+                creation_timestamp=wl.creation_timestamp or now,
+            )
+            wl = self.resolve_priority(wl)
+            # A new workload starts from a clean status unless the document
+            # carries one (restoring from a backup or a simulate file).
+            return wl, "created"
+        if old.pod_sets != wl.pod_sets:
+            raise InvalidArgument("spec.podSets", "field is immutable once the workload exists (delete and recreate it)")
+        if old.queue_name != wl.queue_name and old.has_quota_reservation:
+            raise InvalidArgument("spec.queueName", "cannot change while the workload holds quota")
+        wl = self.resolve_priority(wl)
+        new = replace(old, active=wl.active, priority=wl.priority, priority_class=wl.priority_class,
+                      queue_name=wl.queue_name, labels=wl.labels, annotations=wl.annotations,
+                      maximum_execution_time_seconds=wl.maximum_execution_time_seconds)
+        if new == old:
+            return old, "unchanged"
+        new = replace(new, generation=old.generation + 1)
+        if old.active and not new.active:
+            new = self._deactivated(new)
+        return new, "configured"
+
+    def _deactivated(self, wl: Workload) -> Workload:
+        """active: false — evict without requeue (the status part; quota is released by the caller)."""
+        now = self.clock()
+        st = wl.status
+        conds = st.conditions
+        if wl.has_quota_reservation:
+            conds = set_condition(conds, type_="Evicted", status=True, reason="Deactivated",
+                                  message="The workload is deactivated", now=now)
+            conds = set_condition(conds, type_="QuotaReserved", status=False, reason="Pending",
+                                  message="The workload is deactivated", now=now)
+            conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
+                                  message="The workload has no reservation", now=now)
+            return replace(wl, status=replace(st, conditions=conds, admission=None))
+        return wl
+
+    def create_workload(self, doc: RawDocument) -> tuple[Workload, bool]:
+        try:
+            obj = decode(doc, source=doc.source)
+        except ManifestError as exc:
+            raise InvalidArgument("", str(exc)) from exc
+        if not isinstance(obj, Workload):
+            raise InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}")
+        existing = self.cache.workloads.get(obj.key)
+        if existing is not None:
+            # Idempotent by name: a retried submission is the same workload.
+            return existing, False
+        wl, _ = self._prepare_workload(obj)
+        self._write([wl])
+        self._workload_stored(wl, created=True)
+        self._wake.set()
+        return wl, True
+
+    def _workload_stored(self, wl: Workload, *, created: bool) -> None:
+        c = self.cache
+        old = c.workloads.get(wl.key)
+        c.workloads[wl.key] = wl
+        if old is not None and c.holds_quota(wl.key) and not wl.has_quota_reservation:
+            cq = c.release(wl.key)
+            if cq is not None:
+                c.queues.queue_inadmissible(c.tree_members(cq))
+        elif c.holds_quota(wl.key):
+            c.update_admitted(wl)
+        self._enqueue(wl)
+        self._publish("ADDED" if created else "MODIFIED", wl)
+
+    def get_workload(self, namespace: str, name: str) -> Workload:
+        wl = self.cache.workloads.get(workload_key(namespace, name))
+        if wl is None:
+            raise NotFound("Workload", namespace, name)
+        return wl
+
+    def set_active(self, namespace: str, name: str, active: bool) -> Workload:
+        old = self.get_workload(namespace, name)
+        if old.active == active:
+            return old
+        new = replace(old, active=active, generation=old.generation + 1)
+        if not active:
+            new = self._deactivated(new)
+        else:
+            # Reactivation resets the backoff bookkeeping, as Kueue does.
+            new = replace(new, status=replace(new.status, requeue_state=None))
+        self._write([new])
+        self._workload_stored(new, created=False)
+        self._wake.set()
+        return new
+
+    def delete_workload(self, namespace: str, name: str) -> bool:
+        key = workload_key(namespace, name)
+        wl = self.cache.workloads.get(key)
+        if wl is None:
+            raise NotFound("Workload", namespace, name)
+        self._write(deletes=[("Workload", namespace, name)])
+        c = self.cache
+        del c.workloads[key]
+        c.queues.delete(key)
+        cq = c.release(key)
+        if cq is not None:
+            c.queues.queue_inadmissible(c.tree_members(cq))
+        self._publish("DELETED", wl)
+        self._wake.set()
+        return True
+
+    def list_workloads(
+        self, *, namespace: str = "", local_queue: str = "", cluster_queue: str = "", state: str = "",
+        labels: dict[str, str] | None = None, limit: int = 0,
+    ) -> list[Workload]:
+        out: list[Workload] = []
+        for wl in self.cache.workloads.values():
+            if namespace and wl.namespace != namespace:
+                continue
+            if local_queue and wl.queue_name != local_queue:
+                continue
+            if cluster_queue:
+                adm = wl.status.admission
+                cq = adm.cluster_queue if adm is not None else self._cq_for(wl)
+                if cq != cluster_queue:
+                    continue
+            if state and workload_state(wl) != state:
+                continue
+            if labels and any(wl.labels.get(k) != v for k, v in labels.items()):
+                continue
+            out.append(wl)
+        out.sort(key=lambda w: (w.creation_timestamp, w.uid))
+        return out[:limit] if limit else out
+
+    async def watch(self, namespace: str, name: str, send_initial: bool) -> AsyncIterator[WatchEvent]:
+        w = _Watcher(namespace, name)
+        if send_initial:
+            for wl in self.list_workloads(namespace=namespace):
+                if w.wants(wl):
+                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0)))
+        self._watchers.append(w)
+        try:
+            while True:
+                ev = await w.queue.get()
+                if ev is None:
+                    raise FailedPrecondition("watch fell behind by more than 100000 events; start a new watch")
+                yield ev
+        finally:
+            self._watchers.remove(w)
+
+    # ------------------------------------------------------------ generic
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj:
+        kind = canonical_kind(kind)
+        ns = namespace if kind in NAMESPACED else ""
+        if kind in NAMESPACED and not ns:
+            ns = "default"
+        obj = self._existing(kind, ns, name)
+        if obj is None:
+            raise NotFound(kind, ns, name)
+        return obj
+
+    def list(self, kind: str, namespace: str = "", labels: dict[str, str] | None = None) -> list[Obj]:
+        kind = canonical_kind(kind)
+        c = self.cache
+        if kind == "Workload":
+            return list(self.list_workloads(namespace=namespace, labels=labels))
+        if kind == "LocalQueue":
+            items: list[Obj] = [lq for (ns, _), lq in sorted(c.local_queues.items()) if not namespace or ns == namespace]
+            return items
+        table: dict[str, dict[Any, Any]] = {
+            "ResourceFlavor": c.flavors,
+            "Cohort": c.cohorts,
+            "ClusterQueue": c.cluster_queues,
+            "WorkloadPriorityClass": c.workload_priority_classes,
+            "PriorityClass": c.priority_classes,
+            "Namespace": c.namespaces,
+        }
+        return [table[kind][k] for k in sorted(table[kind])]
+
+    def delete(self, kind: str, namespace: str, name: str) -> bool:
+        kind = canonical_kind(kind)
+        if kind == "Workload":
+            return self.delete_workload(namespace or "default", name)
+        c = self.cache
+        ns = (namespace or "default") if kind in NAMESPACED else ""
+        obj = self._existing(kind, ns, name)
+        if obj is None:
+            raise NotFound(kind, ns, name)
+        if kind == "ClusterQueue":
+            held = len(c.admitted.get(ClusterQueueName(name), {}))
+            if held:
+                raise FailedPrecondition(
+                    f"ClusterQueue {name} still holds quota for {held} workload(s); set spec.stopPolicy: HoldAndDrain "
+                    "or wait for them to finish, then delete it"
+                )
+        if kind == "ResourceFlavor":
+            users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
+            if users:
+                raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
+        self._write(deletes=[(kind, ns, name)])
+        if kind == "ResourceFlavor":
+            c.flavors.pop(FlavorName(name), None)
+        elif kind == "Cohort":
+            c.remove_cohort(CohortName(name))
+        elif kind == "ClusterQueue":
+            c.remove_cluster_queue(ClusterQueueName(name))
+        elif kind == "LocalQueue":
+            c.local_queues.pop((ns, name), None)
+            for wl in list(c.workloads_of_local_queue(ns, name)):
+                c.queues.delete(wl.key)
+        elif kind == "WorkloadPriorityClass":
+            c.workload_priority_classes.pop(name, None)
+        elif kind == "PriorityClass":
+            c.priority_classes.pop(name, None)
+        elif kind == "Namespace":
+            c.namespaces.pop(name, None)
+        c.refresh_queue_activity()
+        self._wake.set()
+        return True
+
+    # --------------------------------------------------------- scheduling
+
+    def schedule_once(self) -> CycleStats:
+        """Run one scheduling cycle and commit its decisions."""
+        c = self.cache
+        heads = c.queues.heads()
+        stats = CycleStats(heads=len(heads))
+        if not heads:
+            return stats
+        self.cycle += 1
+        now = self.clock()
+        snapshot = c.snapshot(now)
+        entries = run_cycle(heads, snapshot, preemptor=self.preemptor)
+        stats.entries = entries
+        updated: list[tuple[Entry, Workload]] = []
+        for e in entries:
+            new = self._decided(e, now)
+            if new is not None:
+                updated.append((e, new))
+        try:
+            if updated:
+                self._write([wl for _, wl in updated])
+        except Exception:
+            log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
+            for e in entries:
+                e.status = EntryStatus.SKIPPED
+                c.queues.requeue(e)
+            return stats
+        decided = {e.key: wl for e, wl in updated}
+        for e in entries:
+            wl = decided.get(e.key, e.workload)
+            if e.status is EntryStatus.ASSUMED:
+                c.workloads[wl.key] = wl
+                c.add_admitted(wl, now)
+                c.queues.admitted(e)
+                stats.admitted += 1
+                log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
+            else:
+                if e.key in c.workloads:
+                    c.workloads[wl.key] = wl
+                    c.queues.requeue(replace_entry_workload(e, wl))
+                if e.status is EntryStatus.PREEMPTING:
+                    stats.preempting += 1
+                else:
+                    stats.pending += 1
+            if e.key in decided:
+                self._publish("MODIFIED", wl)
+        return stats
+
+    def _decided(self, e: Entry, now: float) -> Workload | None:
+        """The workload's new state after its cycle, or None if nothing changed."""
+        wl = e.workload
+        st = wl.status
+        if e.status is EntryStatus.ASSUMED:
+            assert e.assignment is not None
+            admission = Admission(
+                cluster_queue=e.cluster_queue,
+                pod_set_assignments=tuple(
+                    PodSetAssignment(
+                        name=ps.name,
+                        flavors={r: fc.flavor for r, fc in ps.flavors.items()},
+                        resource_usage={r: ps.requests[r] for r in ps.flavors},
+                        count=ps.count,
+                    )
+                    for ps in e.assignment.pod_sets
+                ),
+            )
+            conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
+                                  message=f"Quota reserved in ClusterQueue {e.cluster_queue}", now=now)
+            conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
+                                  message="The workload is admitted", now=now)
+            for t in ("Evicted", "Preempted"):
+                old = st.condition(t)
+                if old is not None and old.is_true:
+                    conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
+                                          message=f"Previously: {old.message}", now=now)
+            return replace(wl, status=replace(st, conditions=conds, admission=admission))
+        message = e.message or "Workload is waiting for quota"
+        old = st.condition("QuotaReserved")
+        if old is not None and old.status == "False" and old.message == message and old.reason == "Pending":
+            return None
+        conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
+        return replace(wl, status=replace(st, conditions=conds))
+
+    async def run_scheduler(self) -> None:
+        """Run cycles whenever there may be something to admit."""
+        while not self._stopping:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.cache.queues.has_heads():
+                stats = self.schedule_once()
+                if stats.heads == 0:
+                    break
+                # Let requests in between cycles; a long backlog must not starve the API.
+                await asyncio.sleep(0)
+
+    def weighted_share(self, name: str, *, cohort: bool) -> float | None:
+        """The fair-sharing share of a queue or cohort (None when fair sharing is off)."""
+        if not self.cache.config.fair_sharing.enabled:
+            return None
+        from sluicegate.controller.scheduling import fairsharing
+
+        tree = self.cache.tree
+        node = tree.cohorts.get(CohortName(name)) if cohort else tree.cluster_queues.get(ClusterQueueName(name))
+        if node is None:
+            return None
+        return float(fairsharing.weighted_share(tree.live, node))
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+
+def replace_entry_workload(e: Entry, wl: Workload) -> Entry:
+    if e.workload is wl:
+        return e
+    from sluicegate.controller.scheduling.cycle import Head
+
+    e.head = Head(workload=wl, cluster_queue=e.head.cluster_queue, last_tried=e.head.last_tried)
+    return e
+
+
+def workload_state(wl: Workload) -> str:
+    if wl.is_finished:
+        return "Finished"
+    if not wl.active:
+        return "Inactive"
+    if wl.is_admitted:
+        return "Admitted"
+    if wl.has_quota_reservation:
+        return "QuotaReserved"
+    return "Pending"
+
+
+def parse_label_selector(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise InvalidArgument("label_selector", f"expected key=value, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip().rstrip("=")] = v.strip()
+    return out

@@ -1,0 +1,45 @@
+"""The controller's Configuration (Kueue's config.kueue.x-k8s.io shape)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class FairPreemptionStrategy(enum.Enum):
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+class RequeuingTimestamp(enum.Enum):
+    EVICTION = "Eviction"
+    CREATION = "Creation"
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharingConfig:
+    enabled: bool = False
+    preemption_strategies: tuple[FairPreemptionStrategy, ...] = (
+        FairPreemptionStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        FairPreemptionStrategy.LESS_THAN_INITIAL_SHARE,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReadyConfig:
+    enabled: bool = False
+    timeout_seconds: float = 300.0
+    recovery_timeout_seconds: float | None = None
+    block_admission: bool = False
+    requeuing_timestamp: RequeuingTimestamp = RequeuingTimestamp.EVICTION
+    backoff_base_seconds: float = 60.0
+    backoff_max_seconds: float = 3600.0
+    # None: requeue forever.
+    backoff_limit_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
+    wait_for_pods_ready: WaitForPodsReadyConfig = field(default_factory=WaitForPodsReadyConfig)
+    label_keys_to_copy: tuple[str, ...] = ()

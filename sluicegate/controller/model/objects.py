@@ -1,0 +1,50 @@
+"""Small cluster-scoped objects: flavors, priority classes, namespaces."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sluicegate.controller.model.names import FlavorName
+
+# Kubernetes' built-in priority classes.  The kubelet treats any pod at or
+# above SYSTEM_CLUSTER_CRITICAL as critical.
+SYSTEM_CLUSTER_CRITICAL = 2_000_000_000
+SYSTEM_NODE_CRITICAL = 2_000_001_000
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: FlavorName
+    # Nodes whose labels include all of these serve this flavor.
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """Pod priority class (scheduling.k8s.io/v1 PriorityClass)."""
+
+    name: str
+    value: int
+    global_default: bool = False
+    description: str = ""
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A tenant.  Only its labels matter: ClusterQueue namespaceSelectors match them."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def effective_labels(self) -> dict[str, str]:
+        # Kubernetes stamps every namespace with its own name as a label.
+        return {**self.labels, "kubernetes.io/metadata.name": self.name}

@@ -1,0 +1,150 @@
+"""ClusterQueues, Cohorts and LocalQueues, with Kueue v1beta2 defaults."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from sluicegate.controller.model.labels import LabelSelector
+from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName
+from sluicegate.controller.model.resources import FlavorResource
+
+
+class QueueingStrategy(enum.Enum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class StopPolicy(enum.Enum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class PreemptionPolicy(enum.Enum):
+    """withinClusterQueue."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimPolicy(enum.Enum):
+    """reclaimWithinCohort."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(enum.Enum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class FlavorFungibilityPolicy(enum.Enum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(enum.Enum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    nominal: int
+    # None means "no limit", exactly as in Kueue.
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: FlavorName
+    resources: Mapping[str, ResourceQuota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+    @property
+    def flavor_names(self) -> tuple[FlavorName, ...]:
+        return tuple(f.name for f in self.flavors)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    # v1beta2 defaults: stop at a flavor that fits by borrowing, but look at
+    # the next flavor before preempting.
+    when_can_borrow: FlavorFungibilityPolicy = FlavorFungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FlavorFungibilityPolicy = FlavorFungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference | None = None
+
+
+def quotas_of(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, ResourceQuota]:
+    return {
+        FlavorResource(fq.name, res): quota
+        for rg in groups
+        for fq in rg.flavors
+        for res, quota in fq.resources.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueSpec:
+    name: ClusterQueueName
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: CohortName | None = None
+    # None is Kueue's "nothing" selector: no namespace may use the queue.
+    namespace_selector: LabelSelector | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    preemption: Preemption = field(default_factory=Preemption)
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    fair_sharing_weight: Fraction = Fraction(1)
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    def quotas(self) -> dict[FlavorResource, ResourceQuota]:
+        return quotas_of(self.resource_groups)
+
+    def group_for(self, resource: str) -> ResourceGroup | None:
+        for rg in self.resource_groups:
+            if resource in rg.covered_resources:
+                return rg
+        return None
+
+    @property
+    def flavors(self) -> tuple[FlavorName, ...]:
+        return tuple(f.name for rg in self.resource_groups for f in rg.flavors)
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    name: CohortName
+    parent: CohortName | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: Fraction = Fraction(1)
+
+    def quotas(self) -> dict[FlavorResource, ResourceQuota]:
+        return quotas_of(self.resource_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueueSpec:
+    namespace: str
+    name: str
+    cluster_queue: ClusterQueueName
+    stop_policy: StopPolicy = StopPolicy.NONE

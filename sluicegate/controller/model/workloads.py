@@ -1,0 +1,143 @@
+"""Workloads: what is asked for (spec) and what happened to it (status)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sluicegate.controller.model.names import ClusterQueueName, FlavorName, WorkloadKey, workload_key
+from sluicegate.controller.model.resources import FlavorResource
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    working_dir: str = ""
+    requests: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    # Partial admission: the scheduler may admit as few as min_count pods.
+    min_count: int | None = None
+    # Effective per-pod requests (Kubernetes' rule: the larger of the sum of
+    # app containers and the largest init container), canonical units.
+    requests: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    restart_policy: str = "Never"
+    termination_grace_period_seconds: int = 30
+    priority_class_name: str = ""
+
+    def total_requests(self, count: int | None = None) -> dict[str, int]:
+        n = self.count if count is None else count
+        return {res: qty * n for res, qty in self.requests.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+    last_transition_time: float
+
+    @property
+    def is_true(self) -> bool:
+        return self.status == "True"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: Mapping[str, FlavorName]
+    resource_usage: Mapping[str, int]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: ClusterQueueName
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+
+    def usage(self) -> dict[FlavorResource, int]:
+        """Quota this admission holds, per flavor/resource."""
+        out: dict[FlavorResource, int] = {}
+        for psa in self.pod_set_assignments:
+            for res, qty in psa.resource_usage.items():
+                flavor = psa.flavors.get(res)
+                if flavor is None:
+                    continue
+                key = FlavorResource(flavor, res)
+                out[key] = out.get(key, 0) + qty
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueState:
+    count: int = 0
+    requeue_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadStatus:
+    conditions: tuple[Condition, ...] = ()
+    admission: Admission | None = None
+    requeue_state: RequeueState | None = None
+    reclaimable_pods: Mapping[str, int] = field(default_factory=dict)
+    accumulated_past_execution_time_seconds: int = 0
+    # Opaque per-pod details (node, phase, exit codes) kept by the runtime layers.
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def condition(self, type_: str) -> Condition | None:
+        for c in self.conditions:
+            if c.type == type_:
+                return c
+        return None
+
+    def is_true(self, type_: str) -> bool:
+        c = self.condition(type_)
+        return c is not None and c.is_true
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    uid: str
+    # Seconds since the epoch; Kueue orders FIFO by this, ties broken by uid.
+    creation_timestamp: float
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    # (kind, name) of the class the priority came from, if any.
+    priority_class: tuple[str, str] | None = None
+    active: bool = True
+    maximum_execution_time_seconds: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    generation: int = 1
+    status: WorkloadStatus = field(default_factory=WorkloadStatus)
+
+    @property
+    def key(self) -> WorkloadKey:
+        return workload_key(self.namespace, self.name)
+
+    @property
+    def has_quota_reservation(self) -> bool:
+        return self.status.is_true("QuotaReserved")
+
+    @property
+    def is_admitted(self) -> bool:
+        return self.status.is_true("Admitted")
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status.is_true("Finished")

@@ -1,0 +1,252 @@
+"""Pending workloads: one priority heap per ClusterQueue, plus parking.
+
+Order within a queue: higher priority first, then older queue-order
+timestamp (creation, or the pods-ready eviction), then uid.  A head that
+cannot be admitted is *parked* as inadmissible under BestEffortFIFO so the
+workloads behind it get their turn; it comes back when something that could
+change the answer happens in its cohort tree (quota released, queue or
+cohort changed).  Under StrictFIFO it goes straight back to the heap and
+keeps blocking the queue, as Kueue does.
+
+A workload whose backoff has not expired (``requeueState.requeueAt``) waits
+in a timer list and enters the heap when it is due.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from sluicegate.controller.model.config import RequeuingTimestamp
+from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
+from sluicegate.controller.model.queues import QueueingStrategy
+from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
+from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
+
+
+@dataclass(slots=True)
+class _Pending:
+    workload: Workload
+    last_tried: tuple[dict[str, int], ...] | None
+    # Bumped on every update so stale heap items are recognised and skipped.
+    version: int
+
+
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue."""
+
+    def __init__(self, name: ClusterQueueName, strategy: QueueingStrategy, requeuing: RequeuingTimestamp) -> None:
+        self.name = name
+        self.strategy = strategy
+        self.requeuing = requeuing
+        self.active = True
+        self._items: dict[WorkloadKey, _Pending] = {}
+        self._heap: list[tuple[int, float, str, str, int]] = []
+        self._inadmissible: dict[WorkloadKey, _Pending] = {}
+        # The workload popped for the running cycle, still counted as pending.
+        self._in_flight: dict[WorkloadKey, _Pending] = {}
+        self._version = 0
+        # Kueue's guard against losing a wake-up: if inadmissible workloads
+        # were released after a head was popped, that head must not be parked.
+        self.pop_cycle = 0
+        self.queue_inadmissible_cycle = -1
+
+    def __len__(self) -> int:
+        return len(self._items) + len(self._inadmissible) + len(self._in_flight)
+
+    @property
+    def has_heads(self) -> bool:
+        return bool(self._items)
+
+    def keys(self) -> Iterator[WorkloadKey]:
+        yield from self._items
+        yield from self._inadmissible
+        yield from self._in_flight
+
+    def _push(self, wl: Workload, last_tried: tuple[dict[str, int], ...] | None) -> None:
+        self._version += 1
+        p = _Pending(wl, last_tried, self._version)
+        self._items[wl.key] = p
+        heapq.heappush(
+            self._heap,
+            (-wl.priority, queue_order_timestamp(wl, self.requeuing), wl.uid, wl.key, p.version),
+        )
+
+    def add_or_update(self, wl: Workload) -> None:
+        key = wl.key
+        self._inadmissible.pop(key, None)
+        old = self._items.get(key) or self._in_flight.get(key)
+        if key in self._in_flight:
+            # Updated while its cycle runs: the requeue after the cycle uses this version.
+            self._in_flight[key] = _Pending(wl, None, 0)
+            return
+        self._push(wl, old.last_tried if old is not None else None)
+
+    def delete(self, key: WorkloadKey) -> bool:
+        found = False
+        for d in (self._items, self._inadmissible, self._in_flight):
+            if d.pop(key, None) is not None:
+                found = True
+        return found
+
+    def pop(self) -> Head | None:
+        while self._heap:
+            *_, key, version = heapq.heappop(self._heap)
+            wk = WorkloadKey(key)
+            p = self._items.get(wk)
+            if p is None or p.version != version:
+                continue
+            del self._items[wk]
+            self._in_flight[wk] = p
+            self.pop_cycle += 1
+            return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
+        return None
+
+    def requeue(self, entry: Entry) -> bool:
+        """Put a head back after its cycle; returns False if it was deleted meanwhile."""
+        key = entry.key
+        p = self._in_flight.pop(key, None)
+        if p is None:
+            return False
+        wl = p.workload if p.version == 0 else entry.workload
+        last_tried = entry.last_tried
+        if self.strategy is QueueingStrategy.STRICT_FIFO:
+            immediate = entry.requeue_reason is not RequeueReason.NAMESPACE_MISMATCH
+        else:
+            immediate = entry.requeue_reason in (
+                RequeueReason.FAILED_AFTER_NOMINATION,
+                RequeueReason.PENDING_PREEMPTION,
+            )
+        if p.version == 0 or immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
+            self._push(wl, last_tried)
+        else:
+            self._version += 1
+            self._inadmissible[key] = _Pending(wl, last_tried, self._version)
+        return True
+
+    def forget_in_flight(self, key: WorkloadKey) -> None:
+        """The head was admitted: it is no longer pending."""
+        self._in_flight.pop(key, None)
+
+    def queue_inadmissible(self) -> bool:
+        """Move every parked workload back into the heap."""
+        self.queue_inadmissible_cycle = self.pop_cycle
+        if not self._inadmissible:
+            return False
+        parked, self._inadmissible = self._inadmissible, {}
+        for p in parked.values():
+            self._push(p.workload, p.last_tried)
+        return True
+
+    def reset_last_tried(self) -> None:
+        """Quota changed: every workload starts its flavor search from the first flavor."""
+        for d in (self._items, self._inadmissible):
+            for p in d.values():
+                p.last_tried = None
+
+    def pending_workloads(self) -> list[Workload]:
+        return [p.workload for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+
+
+class QueueManager:
+    """All ClusterQueue queues, and which of them have a head to offer."""
+
+    def __init__(self, requeuing: RequeuingTimestamp = RequeuingTimestamp.EVICTION) -> None:
+        self.requeuing = requeuing
+        self.queues: dict[ClusterQueueName, ClusterQueueQueue] = {}
+        self._where: dict[WorkloadKey, ClusterQueueName] = {}
+
+    def ensure_queue(self, name: ClusterQueueName, strategy: QueueingStrategy, *, active: bool) -> ClusterQueueQueue:
+        q = self.queues.get(name)
+        if q is None:
+            q = ClusterQueueQueue(name, strategy, self.requeuing)
+            self.queues[name] = q
+        elif q.strategy is not strategy:
+            q.strategy = strategy
+        q.active = active
+        return q
+
+    def remove_queue(self, name: ClusterQueueName) -> list[Workload]:
+        """Drop a queue; returns the workloads that were pending in it."""
+        q = self.queues.pop(name, None)
+        if q is None:
+            return []
+        orphans = q.pending_workloads()
+        for wl in orphans:
+            self._where.pop(wl.key, None)
+        return orphans
+
+    def cluster_queue_of(self, key: WorkloadKey) -> ClusterQueueName | None:
+        return self._where.get(key)
+
+    def add_or_update(self, wl: Workload, cq: ClusterQueueName) -> None:
+        old = self._where.get(wl.key)
+        if old is not None and old != cq:
+            self.delete(wl.key)
+        q = self.queues.get(cq)
+        if q is None:
+            raise KeyError(cq)
+        q.add_or_update(wl)
+        self._where[wl.key] = cq
+
+    def delete(self, key: WorkloadKey) -> bool:
+        cq = self._where.pop(key, None)
+        if cq is None:
+            return False
+        q = self.queues.get(cq)
+        return q.delete(key) if q is not None else False
+
+    def heads(self) -> list[Head]:
+        out: list[Head] = []
+        for q in self.queues.values():
+            if not q.active or not q.has_heads:
+                continue
+            head = q.pop()
+            if head is not None:
+                out.append(head)
+        return out
+
+    def has_heads(self) -> bool:
+        return any(q.active and q.has_heads for q in self.queues.values())
+
+    def requeue(self, entry: Entry) -> None:
+        q = self.queues.get(entry.cluster_queue)
+        if q is None:
+            self._where.pop(entry.key, None)
+            return
+        q.requeue(entry)
+
+    def admitted(self, entry: Entry) -> None:
+        q = self.queues.get(entry.cluster_queue)
+        if q is not None:
+            q.forget_in_flight(entry.key)
+        self._where.pop(entry.key, None)
+
+    def queue_inadmissible(self, cqs: Iterable[ClusterQueueName]) -> bool:
+        moved = False
+        for name in cqs:
+            q = self.queues.get(name)
+            if q is not None and q.queue_inadmissible():
+                moved = True
+        return moved
+
+    def pending_count(self, cq: ClusterQueueName) -> int:
+        q = self.queues.get(cq)
+        return len(q) if q is not None else 0
+
+    def position(self, key: WorkloadKey) -> int | None:
+        """1-based position in its queue's order (None if not pending)."""
+        cq = self._where.get(key)
+        if cq is None:
+            return None
+        q = self.queues[cq]
+        wls = sorted(
+            q.pending_workloads(),
+            key=lambda w: (-w.priority, queue_order_timestamp(w, self.requeuing), w.uid, w.key),
+        )
+        for i, w in enumerate(wls, 1):
+            if w.key == key:
+                return i
+        return None

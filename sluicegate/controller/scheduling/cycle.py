@@ -1,0 +1,340 @@
+"""One scheduling cycle: heads in, decisions out.
+
+Steps (Kueue's ``schedule()``):
+
+1. take the head of every active ClusterQueue (done by the caller's queues);
+2. look at them through a snapshot with a cycle-local usage overlay;
+3. nominate: assign flavors and, where quota is short, find preemption targets;
+4. order the entries (classical or fair-sharing order);
+5. walk them: check each still fits given what earlier entries took, record
+   its usage in the overlay, and decide Admitted / Preempting / Pending;
+6. hand back every entry with its requeue reason; the caller commits the
+   decisions to the store, applies them, and requeues the rest.
+
+Nothing here performs I/O: the caller acts on the returned decisions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sluicegate.controller.model.names import ClusterQueueName, FlavorName, WorkloadKey
+from sluicegate.controller.model.queues import ReclaimPolicy
+from sluicegate.controller.model.resources import FlavorResource
+from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner, Mode, PreemptionOracle
+from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot, queue_order_timestamp
+
+
+class EntryStatus(enum.Enum):
+    NOT_NOMINATED = "NotNominated"
+    SKIPPED = "Skipped"
+    ASSUMED = "Assumed"  # admitted in this cycle
+    PREEMPTING = "Preempting"  # waiting for its targets to exit
+
+
+class RequeueReason(enum.Enum):
+    GENERIC = ""
+    FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+    NAMESPACE_MISMATCH = "NamespaceMismatch"
+    NO_FIT = "NoFit"
+    PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+    PENDING_PREEMPTION = "PendingPreemption"
+
+
+# Preemption reasons, as in the Preempted condition.
+IN_CLUSTER_QUEUE = "InClusterQueue"
+IN_COHORT_RECLAMATION = "InCohortReclamation"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    victim: AdmittedWorkload
+    reason: str
+
+
+class Preemptor(Protocol):
+    """Finds the workloads to preempt so that an assignment fits."""
+
+    def oracle(self, snapshot: Snapshot) -> PreemptionOracle: ...
+
+    def get_targets(
+        self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment, snapshot: Snapshot
+    ) -> list[Target]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A workload popped from its ClusterQueue for this cycle."""
+
+    workload: Workload
+    cluster_queue: ClusterQueueName
+    # Per pod set, per resource: the last flavor index tried in an earlier cycle.
+    last_tried: tuple[dict[str, int], ...] | None = None
+
+
+@dataclass(slots=True)
+class Entry:
+    head: Head
+    assignment: Assignment | None = None
+    targets: list[Target] = field(default_factory=list)
+    status: EntryStatus = EntryStatus.NOT_NOMINATED
+    requeue_reason: RequeueReason = RequeueReason.GENERIC
+    message: str = ""
+    # Kept for the next attempt (None: start from the first flavor again).
+    last_tried: tuple[dict[str, int], ...] | None = None
+
+    @property
+    def workload(self) -> Workload:
+        return self.head.workload
+
+    @property
+    def key(self) -> WorkloadKey:
+        return self.head.workload.key
+
+    @property
+    def cluster_queue(self) -> ClusterQueueName:
+        return self.head.cluster_queue
+
+    def flavors(self) -> dict[str, dict[str, FlavorName]]:
+        return self.assignment.flavors_by_pod_set() if self.assignment is not None else {}
+
+    # -- named state changes --------------------------------------------------
+
+    def mark_skipped(self, message: str) -> None:
+        self.status = EntryStatus.SKIPPED
+        self.message = message
+        self.last_tried = None
+
+    def mark_preempting(self, targets: list[Target]) -> None:
+        self.status = EntryStatus.PREEMPTING
+        self.targets = targets
+        self.requeue_reason = RequeueReason.PENDING_PREEMPTION
+        self.message = f"{self.message}. Pending the preemption of {len(targets)} workload(s)"
+        self.last_tried = None
+
+    def mark_assumed(self) -> None:
+        self.status = EntryStatus.ASSUMED
+        self.message = ""
+
+
+def can_always_reclaim(snapshot: Snapshot, cq: ClusterQueueName) -> bool:
+    """A queue that may preempt anyone in its cohort always gets its nominal quota back."""
+    return snapshot.cluster_queues[cq].preemption.reclaim_within_cohort is ReclaimPolicy.ANY
+
+
+def resources_to_reserve(entry: Entry, snapshot: Snapshot) -> dict[FlavorResource, int]:
+    """Capacity held back in this cycle for a workload that must wait for preemption."""
+    assert entry.assignment is not None
+    node = snapshot.node(entry.cluster_queue)
+    view = snapshot.view
+    if entry.assignment.mode() is not Mode.PREEMPT:
+        return dict(entry.assignment.usage)
+    reserved: dict[FlavorResource, int] = {}
+    for fr, usage in entry.assignment.usage.items():
+        quota = node.quota_for(fr)
+        used = view.usage(node, fr)
+        if entry.assignment.borrowing > 0:
+            if quota.borrowing_limit is None:
+                reserved[fr] = usage
+            else:
+                reserved[fr] = min(usage, quota.nominal + quota.borrowing_limit - used)
+        else:
+            reserved[fr] = max(0, min(usage, quota.nominal - used))
+    return reserved
+
+
+def _namespace_ok(snapshot: Snapshot, head: Head) -> bool:
+    selector = snapshot.cluster_queues[head.cluster_queue].namespace_selector
+    if selector is None:
+        return False
+    return selector.matches(snapshot.namespace_labels(head.workload.namespace))
+
+
+def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor) -> tuple[list[Entry], list[Entry]]:
+    """Assign flavors to every head; return (entries to walk, entries that cannot be admitted)."""
+    entries: list[Entry] = []
+    inadmissible: list[Entry] = []
+    oracle = preemptor.oracle(snapshot)
+    for head in heads:
+        e = Entry(head=head)
+        cq = head.cluster_queue
+        if cq not in snapshot.cluster_queues or cq not in snapshot.tree.cluster_queues:
+            e.message = f"ClusterQueue {cq} not found"
+        elif cq in snapshot.inactive:
+            e.message = f"ClusterQueue {cq} is inactive"
+        elif not _namespace_ok(snapshot, head):
+            e.message = (
+                f"Workload namespace doesn't match ClusterQueue selector: namespace {head.workload.namespace} "
+                f"is not selected by ClusterQueue {cq} (spec.namespaceSelector)"
+            )
+            e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
+        else:
+            e.assignment, e.targets = get_assignment(head, snapshot, preemptor, oracle)
+            e.message = e.assignment.message()
+            e.last_tried = tuple(e.assignment.last_tried())
+            entries.append(e)
+            continue
+        inadmissible.append(e)
+    return entries, inadmissible
+
+
+def get_assignment(
+    head: Head, snapshot: Snapshot, preemptor: Preemptor, oracle: PreemptionOracle
+) -> tuple[Assignment, list[Target]]:
+    """Full assignment first; if it cannot be admitted, the largest partial one that can."""
+    assigner = FlavorAssigner(
+        workload=head.workload,
+        spec=snapshot.cluster_queues[head.cluster_queue],
+        node=snapshot.node(head.cluster_queue),
+        view=snapshot.view,
+        flavors=snapshot.flavors,
+        oracle=oracle,
+        fair_sharing=snapshot.fair_sharing,
+        last_tried=head.last_tried,
+    )
+    full = assigner.assign()
+    mode = full.mode()
+    if mode is Mode.FIT:
+        return full, []
+    if mode is Mode.PREEMPT:
+        targets = preemptor.get_targets(workload=head.workload, cq=head.cluster_queue, assignment=full, snapshot=snapshot)
+        if targets:
+            return full, targets
+    if can_be_partially_admitted(head.workload):
+
+        def attempt(counts: Sequence[int]) -> tuple[Assignment, list[Target]] | None:
+            a = assigner.assign(counts)
+            m = a.mode()
+            if m is Mode.FIT:
+                return a, []
+            if m is Mode.PREEMPT:
+                t = preemptor.get_targets(workload=head.workload, cq=head.cluster_queue, assignment=a, snapshot=snapshot)
+                if t:
+                    return a, t
+            return None
+
+        found = search_partial_counts(head.workload, attempt)
+        if found is not None:
+            return found
+    return full, []
+
+
+def can_be_partially_admitted(wl: Workload) -> bool:
+    return any(ps.min_count is not None and ps.min_count < ps.count for ps in wl.pod_sets)
+
+
+def search_partial_counts(
+    wl: Workload,
+    attempt: Callable[[Sequence[int]], tuple[Assignment, list[Target]] | None],
+) -> tuple[Assignment, list[Target]] | None:
+    """Binary-search the largest reduction that admits, as Kueue's pod-set reducer does.
+
+    All reducible pod sets shrink together: reduction step ``k`` of ``total``
+    removes ``(count - minCount) * k / total`` pods from each, so the search
+    finds the largest admissible counts with O(log total) assignments.
+    """
+    deltas = [ps.count - ps.min_count if ps.min_count is not None else 0 for ps in wl.pod_sets]
+    total = sum(deltas)
+    if total == 0:
+        return None
+
+    def counts_for(step: int) -> list[int]:
+        return [ps.count - (d * step) // total for ps, d in zip(wl.pod_sets, deltas, strict=True)]
+
+    lo, hi = 1, total  # smallest step known to work is unknown; search in [1, total]
+    best: tuple[Assignment, list[Target]] | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        result = attempt(counts_for(mid))
+        if result is not None:
+            best = result
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    return best
+
+
+def classical_order_key(entry: Entry, snapshot: Snapshot) -> tuple[bool, int, int, float, str, str]:
+    """Sort key, in order: quota already reserved first; less borrowing first;
+    higher priority first; older queue-order timestamp first; then uid and key."""
+    wl = entry.workload
+    assert entry.assignment is not None
+    return (
+        not wl.has_quota_reservation,
+        entry.assignment.borrowing,
+        -wl.priority,
+        queue_order_timestamp(wl, snapshot.config.wait_for_pods_ready.requeuing_timestamp),
+        wl.uid,
+        wl.key,
+    )
+
+
+Ordering = Callable[[list[Entry], Snapshot], Iterable[Entry]]
+
+
+def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterable[Entry]:
+    return sorted(entries, key=lambda e: classical_order_key(e, snapshot))
+
+
+def process_entry(entry: Entry, snapshot: Snapshot, preempted: set[WorkloadKey]) -> None:
+    """Decide one nominated entry against the snapshot, updating the overlay."""
+    assert entry.assignment is not None
+    mode = entry.assignment.mode()
+    cq = entry.cluster_queue
+    node = snapshot.node(cq)
+    view = snapshot.view
+    if mode is Mode.NO_FIT:
+        entry.requeue_reason = RequeueReason.NO_FIT
+        return
+    if mode is Mode.PREEMPT and not entry.targets:
+        entry.requeue_reason = RequeueReason.PREEMPTION_NO_CANDIDATES
+        if not can_always_reclaim(snapshot, cq):
+            view.add_all(node, resources_to_reserve(entry, snapshot))
+        return
+    if any(t.victim.key in preempted for t in entry.targets):
+        entry.mark_skipped("Workload has overlapping preemption targets with another workload")
+        return
+    usage = entry.assignment.usage
+    removals = [
+        (snapshot.node(t.victim.cluster_queue), t.victim.usage) for t in entry.targets
+    ]
+    with view.simulate_removal(removals):
+        fits = view.fits(node, usage)
+    if not fits:
+        entry.mark_skipped("Workload no longer fits after processing another workload")
+        return
+    preempted.update(t.victim.key for t in entry.targets)
+    view.add_all(node, usage)
+    if mode is Mode.PREEMPT:
+        entry.mark_preempting(list(entry.targets))
+        return
+    entry.mark_assumed()
+
+
+def run_cycle(
+    heads: Sequence[Head],
+    snapshot: Snapshot,
+    *,
+    preemptor: Preemptor,
+    ordering: Ordering | None = None,
+) -> list[Entry]:
+    """Run one cycle over ``heads``; return every entry with its decision."""
+    # 3. Nominate.
+    entries, inadmissible = nominate(heads, snapshot, preemptor)
+    # 4. Order.
+    order = ordering if ordering is not None else classical_order
+    # 5. Walk, recording tentative usage in the snapshot's overlay.
+    preempted: set[WorkloadKey] = set()
+    for entry in order(entries, snapshot):
+        process_entry(entry, snapshot, preempted)
+    # 6. Requeue reasons for whatever was not admitted.
+    for entry in entries:
+        if entry.status is EntryStatus.SKIPPED and entry.requeue_reason is RequeueReason.GENERIC:
+            entry.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
+    return entries + inadmissible

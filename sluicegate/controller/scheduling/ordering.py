@@ -1,0 +1,74 @@
+"""The order in which preemption considers its candidates, and who may be a candidate at all.
+
+Both the classic and the fair-sharing preemptor walk candidates in this one
+order (Kueue ``pkg/scheduler/preemption/common/ordering.go``), and both ask
+the same question of each candidate: does the preempting queue's policy
+allow evicting it (``common/preemption_policy.go``)?
+"""
+
+from __future__ import annotations
+
+from sluicegate.controller.model.config import RequeuingTimestamp
+from sluicegate.controller.model.names import ClusterQueueName
+from sluicegate.controller.model.queues import PreemptionPolicy, ReclaimPolicy
+from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, queue_order_timestamp
+
+CandidateKey = tuple[bool, bool, int, float, str, str]
+
+
+def is_evicted(wl: Workload) -> bool:
+    """An eviction was already issued: the workload still holds quota until it exits."""
+    return wl.status.is_true("Evicted")
+
+
+def candidate_order_key(victim: AdmittedWorkload, preemptor_cq: ClusterQueueName) -> CandidateKey:
+    """Sort key for preemption candidates, cheapest victim first.
+
+    In order:
+
+    1. workloads already being evicted (preempting them again costs nothing);
+    2. workloads of other ClusterQueues before those of the preemptor's own
+       queue (reclaiming borrowed quota is preferred to hurting oneself);
+    3. lower priority first;
+    4. most recently admitted first (the least work is lost);
+    5. uid, then key, so that the order never depends on dict iteration.
+    """
+    wl = victim.workload
+    return (
+        not is_evicted(wl),
+        victim.cluster_queue == preemptor_cq,
+        wl.priority,
+        -victim.admitted_at,
+        wl.uid,
+        wl.key,
+    )
+
+
+def sort_candidates(candidates: list[AdmittedWorkload], preemptor_cq: ClusterQueueName) -> list[AdmittedWorkload]:
+    return sorted(candidates, key=lambda v: candidate_order_key(v, preemptor_cq))
+
+
+def satisfies_policy(
+    *,
+    preemptor: Workload,
+    candidate: Workload,
+    policy: PreemptionPolicy | ReclaimPolicy,
+    requeuing: RequeuingTimestamp,
+) -> bool:
+    """Whether ``policy`` lets ``preemptor`` evict ``candidate``.
+
+    ``LowerOrNewerEqualPriority`` also allows an equal-priority candidate that
+    entered the queue after the preemptor, which is what stops a newer
+    workload from starving an older one of the same priority.
+    """
+    value = policy.value
+    lower = preemptor.priority > candidate.priority
+    if value == "LowerPriority":
+        return lower
+    if value == "LowerOrNewerEqualPriority":
+        newer_equal = preemptor.priority == candidate.priority and queue_order_timestamp(
+            preemptor, requeuing
+        ) < queue_order_timestamp(candidate, requeuing)
+        return lower or newer_equal
+    return value == "Any"

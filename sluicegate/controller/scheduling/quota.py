@@ -1,0 +1,420 @@
+"""All quota arithmetic over cohort trees, in one place.
+
+A :class:`QuotaNode` is a ClusterQueue or a Cohort.  Each node has
+
+* ``quotas`` — its own nominal quota and limits per flavor/resource;
+* ``subtree_quota`` — its own nominal quota plus what its children lend it
+  (a child lends everything except ``nominal - lendingLimit``, which stays
+  local to the child);
+* ``usage`` — for a ClusterQueue, the quota its admitted workloads hold; for a
+  Cohort, the part of its children's usage that exceeds what they keep
+  locally.
+
+Usage is always read and written through a :class:`UsageView`, so the same
+functions serve the live tree (``LiveUsage``, owned by the controller's
+cache) and a scheduling cycle's tentative state (``UsageOverlay``, which
+records deltas on top of the live tree and is thrown away at the end of the
+cycle).  That keeps a cycle's cost proportional to what it touches, never to
+the number of admitted workloads.
+
+The semantics are Kueue's (``pkg/cache/scheduler/resource_node.go``):
+``available`` may be negative after over-admission (quota lowered below
+usage); ``potential_available`` ignores usage entirely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from fractions import Fraction
+
+from sluicegate.controller.model.names import ClusterQueueName, CohortName
+from sluicegate.controller.model.queues import ResourceQuota
+from sluicegate.controller.model.resources import FlavorResource
+
+_NO_QUOTA = ResourceQuota(nominal=0)
+
+
+class QuotaNode:
+    """A ClusterQueue or Cohort in the quota tree (mutable, owned by one coroutine)."""
+
+    __slots__ = (
+        "name",
+        "is_cohort",
+        "parent",
+        "quotas",
+        "subtree_quota",
+        "usage",
+        "child_cqs",
+        "child_cohorts",
+        "explicit",
+        "weight",
+    )
+
+    def __init__(self, name: str, *, is_cohort: bool) -> None:
+        self.name = name
+        self.is_cohort = is_cohort
+        self.parent: QuotaNode | None = None
+        self.quotas: dict[FlavorResource, ResourceQuota] = {}
+        self.subtree_quota: dict[FlavorResource, int] = {}
+        self.usage: dict[FlavorResource, int] = {}
+        self.child_cqs: dict[str, QuotaNode] = {}
+        self.child_cohorts: dict[str, QuotaNode] = {}
+        # False for a cohort that exists only because a queue names it.
+        self.explicit = not is_cohort
+        # fairSharing.weight; 0 makes the node's share infinite once it borrows.
+        self.weight: Fraction = Fraction(1)
+
+    def __repr__(self) -> str:
+        kind = "Cohort" if self.is_cohort else "ClusterQueue"
+        return f"<{kind} {self.name}>"
+
+    def quota_for(self, fr: FlavorResource) -> ResourceQuota:
+        return self.quotas.get(fr, _NO_QUOTA)
+
+    def local_quota(self, fr: FlavorResource) -> int:
+        """Capacity this node never lends to its parent (nominal minus lendingLimit)."""
+        q = self.quotas.get(fr)
+        if q is not None and q.lending_limit is not None:
+            return max(0, self.subtree_quota.get(fr, 0) - q.lending_limit)
+        return 0
+
+    def path_to_root(self) -> Iterator[QuotaNode]:
+        """Ancestors, nearest first (not including self)."""
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def root(self) -> QuotaNode:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def height(self) -> int:
+        """Distance to the furthest leaf (a cohort with only queues has height 1)."""
+        h = min(len(self.child_cqs) + len(self.child_cohorts), 1)
+        for child in self.child_cohorts.values():
+            h = max(h, child.height() + 1)
+        return h
+
+    def subtree_cluster_queues(self) -> Iterator[QuotaNode]:
+        if not self.is_cohort:
+            yield self
+            return
+        yield from self.child_cqs.values()
+        for child in self.child_cohorts.values():
+            yield from child.subtree_cluster_queues()
+
+
+def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
+    """The most the node could ever hold of ``fr`` if nothing else were used."""
+    if node.parent is None:
+        return node.subtree_quota.get(fr, 0)
+    available = node.local_quota(fr) + potential_available(node.parent, fr)
+    limit = node.quota_for(fr).borrowing_limit
+    if limit is not None:
+        available = min(node.subtree_quota.get(fr, 0) + limit, available)
+    return available
+
+
+class UsageView:
+    """Reads and writes usage; subclasses decide where writes land."""
+
+    __slots__ = ()
+
+    def usage(self, node: QuotaNode, fr: FlavorResource) -> int:
+        raise NotImplementedError
+
+    def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
+        raise NotImplementedError
+
+    # -- derived quantities -------------------------------------------------
+
+    def local_available(self, node: QuotaNode, fr: FlavorResource) -> int:
+        return max(0, node.local_quota(fr) - self.usage(node, fr))
+
+    def available(self, node: QuotaNode, fr: FlavorResource) -> int:
+        """Unused capacity the node may take now, within borrowing limits."""
+        if node.parent is None:
+            return node.subtree_quota.get(fr, 0) - self.usage(node, fr)
+        parent_available = self.available(node.parent, fr)
+        limit = node.quota_for(fr).borrowing_limit
+        if limit is not None:
+            local = node.local_quota(fr)
+            stored_in_parent = node.subtree_quota.get(fr, 0) - local
+            used_in_parent = max(0, self.usage(node, fr) - local)
+            parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
+        return self.local_available(node, fr) + parent_available
+
+    def borrowing_with(self, node: QuotaNode, fr: FlavorResource, val: int) -> bool:
+        return self.usage(node, fr) + val > node.subtree_quota.get(fr, 0)
+
+    def is_borrowing(self, node: QuotaNode, fr: FlavorResource) -> bool:
+        return self.borrowing_with(node, fr, 0)
+
+    def borrowed(self, node: QuotaNode, fr: FlavorResource) -> int:
+        return max(0, self.usage(node, fr) - node.subtree_quota.get(fr, 0))
+
+    def is_within_nominal(self, node: QuotaNode, frs: frozenset[FlavorResource] | set[FlavorResource]) -> bool:
+        return all(self.usage(node, fr) <= node.subtree_quota.get(fr, 0) for fr in frs)
+
+    def fits_in_quota(
+        self, node: QuotaNode, requests: Mapping[FlavorResource, int]
+    ) -> tuple[bool, dict[FlavorResource, int]]:
+        """Whether ``requests`` fit this node's subtree quota, and what exceeds its local quota."""
+        fits = True
+        remaining: dict[FlavorResource, int] = {}
+        for fr, v in requests.items():
+            if self.usage(node, fr) + v > node.subtree_quota.get(fr, 0):
+                fits = False
+            remaining[fr] = max(0, v - self.local_available(node, fr))
+        return fits, remaining
+
+    def lowest_subtree_that_fits(self, cq: QuotaNode, fr: FlavorResource, val: int) -> tuple[int, bool]:
+        """Height of the smallest subtree around ``cq`` that holds ``val`` more of ``fr``.
+
+        Returns ``(height, reclaim_possible_above)``: height 0 means the queue
+        fits it without borrowing; the flag tells whether a larger tree exists
+        above the returned subtree (so reclaiming there could still help).
+        """
+        if cq.parent is None or not self.borrowing_with(cq, fr, val):
+            return 0, cq.parent is not None
+        remaining = val - self.local_available(cq, fr)
+        tracking: QuotaNode = cq
+        for ancestor in cq.path_to_root():
+            tracking = ancestor
+            if not self.borrowing_with(ancestor, fr, remaining):
+                return ancestor.height(), ancestor.parent is not None
+            remaining -= self.local_available(ancestor, fr)
+        return tracking.height(), tracking.parent is not None
+
+    # -- updates ------------------------------------------------------------
+
+    def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """Add usage to a node and bubble what exceeds its local quota up the tree."""
+        while True:
+            local_available = self.local_available(node, fr)
+            self._add(node, fr, val)
+            parent = node.parent
+            if parent is None or val <= local_available:
+                return
+            val -= local_available
+            node = parent
+
+    def remove_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """Remove usage from a node and what it was storing in its ancestors."""
+        while True:
+            stored_in_parent = self.usage(node, fr) - node.local_quota(fr)
+            self._add(node, fr, -val)
+            parent = node.parent
+            if stored_in_parent <= 0 or parent is None:
+                return
+            val = min(val, stored_in_parent)
+            node = parent
+
+    def add_all(self, node: QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
+        for fr, v in usage.items():
+            if v:
+                self.add_usage(node, fr, v)
+
+    def remove_all(self, node: QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
+        for fr, v in usage.items():
+            if v:
+                self.remove_usage(node, fr, v)
+
+    def fits(self, cq: QuotaNode, usage: Mapping[FlavorResource, int]) -> bool:
+        return all(self.available(cq, fr) >= v for fr, v in usage.items() if v)
+
+
+class LiveUsage(UsageView):
+    """Writes straight into the nodes: used by the controller's cache."""
+
+    __slots__ = ()
+
+    def usage(self, node: QuotaNode, fr: FlavorResource) -> int:
+        return node.usage.get(fr, 0)
+
+    def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
+        v = node.usage.get(fr, 0) + delta
+        if v:
+            node.usage[fr] = v
+        else:
+            node.usage.pop(fr, None)
+
+
+class UsageOverlay(UsageView):
+    """Tentative usage of one scheduling cycle, layered over the live tree.
+
+    The live tree is never written; dropping the overlay discards everything
+    the cycle assumed.
+    """
+
+    __slots__ = ("_delta",)
+
+    def __init__(self) -> None:
+        self._delta: dict[tuple[QuotaNode, FlavorResource], int] = {}
+
+    def usage(self, node: QuotaNode, fr: FlavorResource) -> int:
+        return node.usage.get(fr, 0) + self._delta.get((node, fr), 0)
+
+    def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
+        key = (node, fr)
+        self._delta[key] = self._delta.get(key, 0) + delta
+
+    @contextmanager
+    def simulate_removal(self, removals: list[tuple[QuotaNode, Mapping[FlavorResource, int]]]) -> Iterator[None]:
+        """Pretend these admitted usages were gone, and restore them afterwards."""
+        for node, usage in removals:
+            self.remove_all(node, usage)
+        try:
+            yield
+        finally:
+            for node, usage in reversed(removals):
+                self.add_all(node, usage)
+
+    @contextmanager
+    def simulate_addition(self, node: QuotaNode, usage: Mapping[FlavorResource, int]) -> Iterator[None]:
+        self.add_all(node, usage)
+        try:
+            yield
+        finally:
+            self.remove_all(node, usage)
+
+
+class QuotaTree:
+    """ClusterQueue and Cohort nodes, linked into cohort trees.
+
+    Structural changes (a queue or cohort added, changed or removed) rebuild
+    the subtree quotas and cohort usage of the affected tree from its root;
+    admissions and releases then update usage incrementally along one path.
+    """
+
+    def __init__(self) -> None:
+        self.cluster_queues: dict[ClusterQueueName, QuotaNode] = {}
+        self.cohorts: dict[CohortName, QuotaNode] = {}
+        self.live = LiveUsage()
+
+    # -- structure ----------------------------------------------------------
+
+    def _cohort(self, name: CohortName) -> QuotaNode:
+        node = self.cohorts.get(name)
+        if node is None:
+            node = QuotaNode(name, is_cohort=True)
+            self.cohorts[name] = node
+        return node
+
+    def _detach(self, node: QuotaNode) -> QuotaNode | None:
+        parent = node.parent
+        if parent is None:
+            return None
+        if node.is_cohort:
+            parent.child_cohorts.pop(node.name, None)
+        else:
+            parent.child_cqs.pop(node.name, None)
+        node.parent = None
+        self._drop_if_unused(parent)
+        return parent
+
+    def _drop_if_unused(self, cohort: QuotaNode) -> None:
+        if cohort.explicit or cohort.child_cqs or cohort.child_cohorts:
+            return
+        self.cohorts.pop(CohortName(cohort.name), None)
+        parent = self._detach(cohort)
+        if parent is not None:
+            self._recompute(parent.root())
+
+    def _attach(self, node: QuotaNode, parent_name: CohortName | None) -> None:
+        if parent_name is None:
+            return
+        parent = self._cohort(parent_name)
+        # A cycle would make every walk up the tree loop forever; validation
+        # rejects such manifests, this is the last line of defence.
+        if node.is_cohort and (parent is node or any(a is node for a in parent.path_to_root())):
+            return
+        node.parent = parent
+        if node.is_cohort:
+            parent.child_cohorts[node.name] = node
+        else:
+            parent.child_cqs[node.name] = node
+
+    def set_cluster_queue(
+        self,
+        name: ClusterQueueName,
+        *,
+        quotas: Mapping[FlavorResource, ResourceQuota],
+        cohort: CohortName | None,
+        weight: Fraction = Fraction(1),
+    ) -> QuotaNode:
+        node = self.cluster_queues.get(name)
+        if node is None:
+            node = QuotaNode(name, is_cohort=False)
+            self.cluster_queues[name] = node
+        old_root = self._detach(node)
+        node.quotas = dict(quotas)
+        node.weight = weight
+        self._attach(node, cohort)
+        self._recompute(node.root())
+        if old_root is not None and old_root.root() is not node.root():
+            self._recompute(old_root.root())
+        return node
+
+    def remove_cluster_queue(self, name: ClusterQueueName) -> None:
+        node = self.cluster_queues.pop(name, None)
+        if node is None:
+            return
+        parent = self._detach(node)
+        if parent is not None and CohortName(parent.name) in self.cohorts:
+            self._recompute(parent.root())
+
+    def set_cohort(
+        self,
+        name: CohortName,
+        *,
+        quotas: Mapping[FlavorResource, ResourceQuota],
+        parent: CohortName | None,
+        weight: Fraction = Fraction(1),
+    ) -> QuotaNode:
+        node = self._cohort(name)
+        node.explicit = True
+        old_parent = self._detach(node)
+        node.quotas = dict(quotas)
+        node.weight = weight
+        self._attach(node, parent)
+        self._recompute(node.root())
+        if old_parent is not None and CohortName(old_parent.name) in self.cohorts:
+            self._recompute(old_parent.root())
+        return node
+
+    def remove_cohort(self, name: CohortName) -> None:
+        """The Cohort object is gone; queues naming it keep an implicit cohort."""
+        node = self.cohorts.get(name)
+        if node is None:
+            return
+        node.explicit = False
+        node.quotas = {}
+        node.weight = Fraction(1)
+        parent = self._detach(node)
+        self._recompute(node.root())
+        if parent is not None and CohortName(parent.name) in self.cohorts:
+            self._recompute(parent.root())
+        self._drop_if_unused(node)
+
+    # -- recomputation ------------------------------------------------------
+
+    def _recompute(self, node: QuotaNode) -> None:
+        """Rebuild subtree quotas (and cohort usage) below ``node``."""
+        if not node.is_cohort:
+            node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
+            return
+        node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
+        node.usage = {}
+        for child in (*node.child_cohorts.values(), *node.child_cqs.values()):
+            self._recompute(child)
+            for fr, q in child.subtree_quota.items():
+                node.subtree_quota[fr] = node.subtree_quota.get(fr, 0) + q - child.local_quota(fr)
+            for fr, u in child.usage.items():
+                over = max(0, u - child.local_quota(fr))
+                if over:
+                    node.usage[fr] = node.usage.get(fr, 0) + over

@@ -1,0 +1,47 @@
+"""Model objects <-> protobuf messages (the controller side of the wire)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sluicegate.controller.manager import Manager, Obj, ref_of
+from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
+from sluicegate.controller.status import cluster_queue_status, cohort_status, local_queue_status
+from sluicegate.manifest.encode import encode
+from sluicegate.manifest.loader import RawDocument, parse_text
+from sluicegate.v1 import objects_pb2
+
+
+def document_of(manager: Manager, obj: Obj) -> dict[str, Any]:
+    """The full Kubernetes-shaped document, with observed status for queues."""
+    doc = encode(obj)
+    cache = manager.cache
+    if isinstance(obj, ClusterQueueSpec):
+        doc["status"] = cluster_queue_status(cache, obj.name, weighted_share=manager.weighted_share(obj.name, cohort=False))
+    elif isinstance(obj, LocalQueueSpec):
+        doc["status"] = local_queue_status(cache, obj)
+    elif isinstance(obj, CohortSpec):
+        doc["status"] = cohort_status(cache, obj.name, weighted_share=manager.weighted_share(obj.name, cohort=True))
+    return doc
+
+
+def object_to_proto(manager: Manager, obj: Obj) -> objects_pb2.Object:
+    kind, ns, name = ref_of(obj)
+    doc = document_of(manager, obj)
+    doc.setdefault("metadata", {})["resourceVersion"] = str(manager.versions.get((kind, ns, name), 0))
+    return objects_pb2.Object(
+        kind=kind,
+        namespace=ns,
+        name=name,
+        json=json.dumps(doc, separators=(",", ":")).encode(),
+        resource_version=manager.versions.get((kind, ns, name), 0),
+    )
+
+
+def documents_from_proto(docs: Any) -> list[RawDocument]:
+    out: list[RawDocument] = []
+    for i, d in enumerate(docs):
+        source = d.source or f"request#{i}"
+        out.extend(parse_text(d.body.decode("utf-8", errors="replace"), source))
+    return out

@@ -1,0 +1,76 @@
+"""The Workloads service: create (idempotent), get, list, watch, delete, set active."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
+from sluicegate.controller.manager import Manager, parse_label_selector
+from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
+from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
+
+_EVENT = {
+    "ADDED": workloads_pb2.WorkloadEvent.ADDED,
+    "MODIFIED": workloads_pb2.WorkloadEvent.MODIFIED,
+    "DELETED": workloads_pb2.WorkloadEvent.DELETED,
+}
+_STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
+
+
+class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+
+    @handled
+    async def Create(
+        self, request: workloads_pb2.CreateWorkloadRequest, context: grpc.aio.ServicerContext
+    ) -> workloads_pb2.CreateWorkloadResponse:
+        docs = documents_from_proto([request.document])
+        if len(docs) != 1:
+            raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
+        wl, created = self.m.create_workload(docs[0])
+        return workloads_pb2.CreateWorkloadResponse(workload=object_to_proto(self.m, wl), created=created)
+
+    @handled
+    async def Get(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+        return object_to_proto(self.m, self.m.get_workload(request.namespace or "default", request.name))
+
+    @handled
+    async def List(
+        self, request: workloads_pb2.ListWorkloadsRequest, context: grpc.aio.ServicerContext
+    ) -> objects_pb2.ListResponse:
+        if request.state not in _STATES:
+            raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {', '.join(s for s in _STATES if s)}")
+        if request.limit < 0:
+            raise InvalidArgument("limit", "must not be negative")
+        wls = self.m.list_workloads(
+            namespace=request.namespace,
+            local_queue=request.local_queue,
+            cluster_queue=request.cluster_queue,
+            state=request.state,
+            labels=parse_label_selector(request.label_selector),
+            limit=request.limit,
+        )
+        return objects_pb2.ListResponse(objects=[object_to_proto(self.m, w) for w in wls])
+
+    async def Watch(
+        self, request: workloads_pb2.WatchWorkloadsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
+        try:
+            async for ev in self.m.watch(request.namespace, request.name, request.send_initial):
+                yield workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=object_to_proto(self.m, ev.workload))
+        except FailedPrecondition as exc:
+            code, msg = status_for(exc)
+            await context.abort(code, msg)
+
+    @handled
+    async def Delete(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.DeleteResponse:
+        return objects_pb2.DeleteResponse(deleted=self.m.delete_workload(request.namespace or "default", request.name))
+
+    @handled
+    async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+        wl = self.m.set_active(request.namespace or "default", request.name, request.active)
+        return object_to_proto(self.m, wl)

@@ -1,0 +1,111 @@
+"""The controller's settings file (YAML), with command-line overrides.
+
+Every key is optional; unknown keys are errors that name the key.
+
+    listen: 127.0.0.1:7420          # gRPC API (sluicectl, agents)
+    healthListen: 127.0.0.1:7421    # /livez /readyz /metrics
+    store: /var/lib/sluicegate/controller.db   # sqlite path or sqlite:///path
+    storeSynchronous: NORMAL        # NORMAL survives kill -9; FULL also power loss
+    configuration: /etc/sluicegate/configuration.yaml   # Kueue Configuration document
+    nodeHeartbeatTimeout: 40s       # a node silent this long becomes NotReady
+    grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sluicegate.controller.model.config import ControllerConfig
+from sluicegate.manifest.timefmt import parse_duration
+
+
+class SettingsError(Exception):
+    """The settings file or a flag is wrong; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    listen: str = "127.0.0.1:7420"
+    health_listen: str = "127.0.0.1:7421"
+    store: str = "/var/lib/sluicegate/controller.db"
+    store_synchronous: str = "NORMAL"
+    configuration_path: str = ""
+    node_heartbeat_timeout: float = 40.0
+    grpc_grace: float = 5.0
+    config: ControllerConfig = field(default_factory=ControllerConfig)
+
+
+_KEYS = {
+    "listen": ("listen", str),
+    "healthListen": ("health_listen", str),
+    "store": ("store", str),
+    "storeSynchronous": ("store_synchronous", str),
+    "configuration": ("configuration_path", str),
+    "nodeHeartbeatTimeout": ("node_heartbeat_timeout", "duration"),
+    "grpcGrace": ("grpc_grace", "duration"),
+}
+
+
+def split_hostport(value: str, *, key: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise SettingsError(f"{key}: expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSettings:
+    s = ControllerSettings()
+    raw: dict[str, Any] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SettingsError(f"{path}: cannot read settings: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise SettingsError(f"{path}: expected a mapping of settings")
+        raw = loaded
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _KEYS:
+            raise SettingsError(f"{path}: {key}: unknown setting (known: {', '.join(sorted(_KEYS))})")
+        attr, typ = _KEYS[key]
+        if typ == "duration":
+            try:
+                values[attr] = parse_duration(value) if isinstance(value, str) else float(value)
+            except (ValueError, TypeError) as exc:
+                raise SettingsError(f"{path}: {key}: {exc}") from exc
+        else:
+            if not isinstance(value, str):
+                raise SettingsError(f"{path}: {key}: expected a string, got {value!r}")
+            values[attr] = value
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    s = replace(s, **values)
+    split_hostport(s.listen, key="listen")
+    split_hostport(s.health_listen, key="healthListen")
+    if s.configuration_path:
+        s = replace(s, config=load_configuration(s.configuration_path))
+    return s
+
+
+def load_configuration(path: str) -> ControllerConfig:
+    from sluicegate.manifest.decode import decode
+    from sluicegate.manifest.errors import ManifestError
+    from sluicegate.manifest.loader import load_documents
+
+    try:
+        docs = load_documents([path])
+    except ManifestError as exc:
+        raise SettingsError(str(exc)) from exc
+    if len(docs) != 1:
+        raise SettingsError(f"{path}: expected exactly one Configuration document, found {len(docs)}")
+    try:
+        cfg = decode(docs[0], source=docs[0].source)
+    except ManifestError as exc:
+        raise SettingsError(str(exc)) from exc
+    if not isinstance(cfg, ControllerConfig):
+        raise SettingsError(f"{path}: expected kind Configuration (config.kueue.x-k8s.io/v1beta2)")
+    return cfg

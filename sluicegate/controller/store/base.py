@@ -1,0 +1,71 @@
+"""The storage interface: load everything, write atomic batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class StoreError(Exception):
+    """The store could not be opened or written."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    kind: str
+    namespace: str
+    name: str
+    # The encoded object (JSON bytes), status included.
+    body: bytes
+    resource_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    kind: str
+    namespace: str
+    name: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    kind: str
+    namespace: str
+    name: str
+
+
+Change = Put | Delete
+
+
+class Store(Protocol):
+    def load(self) -> list[StoredObject]:
+        """Every stored object, in insertion order."""
+        ...
+
+    def write(self, changes: Sequence[Change]) -> int:
+        """Apply all changes atomically; return the new resource version.
+
+        Durable against the process dying (kill -9) once this returns.
+        """
+        ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(url: str, *, synchronous: str = "NORMAL") -> Store:
+    """Open the store named by ``url``: ``sqlite:///path``, or a plain path."""
+    from sluicegate.controller.store.sqlite import SqliteStore
+
+    if url.startswith("sqlite:///"):
+        return SqliteStore(url[len("sqlite:///") - 1 :], synchronous=synchronous)
+    if url.startswith("sqlite://"):
+        return SqliteStore(url[len("sqlite://") :], synchronous=synchronous)
+    if "://" in url:
+        raise StoreError(f"store url {url!r}: unsupported scheme (supported: sqlite:///PATH or a plain path)")
+    return SqliteStore(url, synchronous=synchronous)

@@ -1,0 +1,87 @@
+"""ResourceFlavor, WorkloadPriorityClass, PriorityClass and Namespace documents."""
+
+from __future__ import annotations
+
+from sluicegate.controller.model import (
+    SYSTEM_CLUSTER_CRITICAL,
+    SYSTEM_NODE_CRITICAL,
+    FlavorName,
+    Namespace,
+    PriorityClass,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
+from sluicegate.manifest.dialect import Meta
+from sluicegate.manifest.reader import Fields
+from sluicegate.manifest.syntax import label_value_problem, qualified_name_problem
+
+MAX_NODE_LABELS = 8
+MAX_DESCRIPTION = 2048
+# Kubernetes keeps priorities above this for its two built-in classes.
+HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
+BUILTIN_PRIORITY_CLASSES = {
+    "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL,
+    "system-node-critical": SYSTEM_NODE_CRITICAL,
+}
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+RESOURCE_FLAVOR_UNSUPPORTED = {
+    "nodeTaints": "sluicegate nodes carry no taints; tell flavors apart with nodeLabels",
+    "tolerations": "sluicegate nodes carry no taints, so there is nothing to tolerate",
+    "topologyName": "Topology Aware Scheduling is not implemented",
+    "resourceWeights": "per-flavor weights in the dominant resource share are not implemented",
+}
+
+
+def read_resource_flavor(doc: Fields, meta: Meta) -> ResourceFlavor:
+    spec = doc.mapping("spec", known=("nodeLabels",), unsupported=RESOURCE_FLAVOR_UNSUPPORTED)
+    labels: dict[str, str] = {}
+    if spec is not None:
+        labels = spec.string_map(
+            "nodeLabels",
+            key_check=qualified_name_problem,
+            value_check=label_value_problem,
+            max_entries=MAX_NODE_LABELS,
+        )
+    return ResourceFlavor(name=FlavorName(meta.name), node_labels=labels)
+
+
+def read_workload_priority_class(doc: Fields, meta: Meta) -> WorkloadPriorityClass:
+    value = doc.integer("value", required=True)
+    description = doc.string("description")
+    if len(description) > MAX_DESCRIPTION:
+        doc.error("description", f"must be at most {MAX_DESCRIPTION} characters, got {len(description)}")
+    return WorkloadPriorityClass(name=meta.name, value=value or 0, description=description)
+
+
+def read_priority_class(doc: Fields, meta: Meta) -> PriorityClass:
+    value = doc.integer("value", required=True)
+    builtin = BUILTIN_PRIORITY_CLASSES.get(meta.name)
+    if builtin is not None:
+        if value is not None and value != builtin:
+            doc.error("value", f"{meta.name} is built in with value {builtin}, got {value}")
+    elif meta.name.startswith("system-"):
+        doc.problems.add(
+            "metadata.name",
+            "names starting with system- are reserved for Kubernetes' built-in classes "
+            "(system-cluster-critical, system-node-critical)",
+        )
+    elif value is not None and value > HIGHEST_USER_DEFINABLE_PRIORITY:
+        doc.error(
+            "value",
+            f"must be at most {HIGHEST_USER_DEFINABLE_PRIORITY} (higher values are reserved for "
+            f"system-cluster-critical and system-node-critical), got {value}",
+        )
+    return PriorityClass(
+        name=meta.name,
+        value=value or 0,
+        global_default=doc.boolean("globalDefault", default=False),
+        description=doc.string("description"),
+        preemption_policy=doc.choice(
+            "preemptionPolicy", {p: p for p in PREEMPTION_POLICIES}, default="PreemptLowerPriority"
+        ),
+    )
+
+
+def read_namespace(meta: Meta) -> Namespace:
+    return Namespace(name=meta.name, labels=meta.labels)

@@ -1,0 +1,147 @@
+"""API versions we read, and the object metadata common to every kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sluicegate.manifest.reader import Fields
+from sluicegate.manifest.syntax import (
+    dns_label_problem,
+    dns_subdomain_problem,
+    label_value_problem,
+    qualified_name_problem,
+)
+from sluicegate.manifest.timefmt import parse_rfc3339
+
+SLUICEGATE_V1BETA2 = "sluicegate.io/v1beta2"
+KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
+KUEUE_V1BETA1 = "kueue.x-k8s.io/v1beta1"
+CONFIG_V1BETA2 = "config.kueue.x-k8s.io/v1beta2"
+CONFIG_V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
+SCHEDULING_V1 = "scheduling.k8s.io/v1"
+CORE_V1 = "v1"
+
+KUEUE_KINDS = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Workload")
+
+# The kinds each apiVersion carries.  sluicegate.io/v1beta2 is Kueue
+# v1beta2 under our own group, plus our Configuration (Kueue's v1beta2
+# Configuration with an explicit ``enable`` on its optional sections, so a
+# section can be written down and still be switched off).
+KINDS_BY_API_VERSION: dict[str, tuple[str, ...]] = {
+    SLUICEGATE_V1BETA2: (*KUEUE_KINDS, "Configuration"),
+    KUEUE_V1BETA2: KUEUE_KINDS,
+    KUEUE_V1BETA1: KUEUE_KINDS,
+    SCHEDULING_V1: ("PriorityClass",),
+    CORE_V1: ("Namespace",),
+    CONFIG_V1BETA2: ("Configuration",),
+    CONFIG_V1BETA1: ("Configuration",),
+}
+
+NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload"})
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """Which spelling of the API a document uses."""
+
+    api_version: str
+
+    @property
+    def v1beta1(self) -> bool:
+        """Kueue's older API: ClusterQueue ``cohort``, fungibility ``Borrow``/``Preempt``, ``enable`` flags."""
+        return self.api_version in (KUEUE_V1BETA1, CONFIG_V1BETA1)
+
+    @property
+    def native(self) -> bool:
+        """Our own apiVersion, which may carry sluicegate extensions (``status.extra``)."""
+        return self.api_version == SLUICEGATE_V1BETA2
+
+
+METADATA_FIELDS = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "creationTimestamp",
+    "generation",
+    "resourceVersion",
+)
+_METADATA_UNSUPPORTED = {
+    "generateName": "objects are identified by a fixed name (requests are idempotent by name); set metadata.name",
+    "finalizers": "sluicegate manages object lifetimes itself",
+    "ownerReferences": "there is no garbage collector of owned objects",
+    "managedFields": "server-side apply bookkeeping has no meaning here; remove it",
+    "deletionTimestamp": "an object being deleted cannot be applied",
+    "deletionGracePeriodSeconds": "an object being deleted cannot be applied",
+    "selfLink": "remove it; it is output-only in Kubernetes",
+}
+# Kubernetes' cap on the total size of an object's annotations.
+_ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    creation_timestamp: float = 0.0
+    generation: int = 1
+
+
+def read_metadata(doc: Fields, kind: str) -> Meta:
+    meta = doc.mapping("metadata", known=METADATA_FIELDS, unsupported=_METADATA_UNSUPPORTED, required=True)
+    if meta is None:
+        return Meta()
+    # Namespaces are DNS labels; everything else may be a dotted subdomain.
+    name_check = dns_label_problem if kind == "Namespace" else dns_subdomain_problem
+    name = meta.string("name", required=True, check=name_check)
+    namespace = ""
+    if kind in NAMESPACED_KINDS:
+        namespace = meta.string("namespace", default=DEFAULT_NAMESPACE, check=dns_label_problem) or DEFAULT_NAMESPACE
+    elif meta.has("namespace"):
+        meta.error("namespace", f"{kind} is cluster-scoped and takes no namespace; remove metadata.namespace")
+    uid = meta.string("uid")
+    labels = meta.string_map("labels", key_check=qualified_name_problem, value_check=label_value_problem)
+    annotations = meta.string_map("annotations", key_check=qualified_name_problem)
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if size > _ANNOTATIONS_MAX_BYTES:
+        meta.error("annotations", f"must total at most {_ANNOTATIONS_MAX_BYTES} bytes, got {size}")
+    created = 0.0
+    stamp = meta.optional_string("creationTimestamp")
+    if stamp:
+        try:
+            created = parse_rfc3339(stamp)
+        except ValueError as exc:
+            meta.error("creationTimestamp", str(exc))
+    generation = meta.integer("generation", default=1, minimum=0, maximum=None)
+    # resourceVersion is the API server's optimistic-concurrency token: text
+    # exported from a cluster carries it, and it means nothing to us.
+    meta.optional_string("resourceVersion")
+    return Meta(
+        name=name,
+        namespace=namespace,
+        uid=uid,
+        labels=labels,
+        annotations=annotations,
+        creation_timestamp=created,
+        generation=generation if generation is not None else 1,
+    )
+
+
+def peek_identity(body: dict[object, object]) -> tuple[str, str]:
+    """Best-effort (kind, "name" or "namespace/name") for error headers, before validation."""
+    kind = body.get("kind")
+    kind_s = kind if isinstance(kind, str) else ""
+    meta = body.get("metadata")
+    if not isinstance(meta, dict):
+        return kind_s, ""
+    name = meta.get("name")
+    name_s = name if isinstance(name, str) else ""
+    if kind_s in NAMESPACED_KINDS and name_s:
+        ns = meta.get("namespace")
+        return kind_s, f"{ns if isinstance(ns, str) and ns else DEFAULT_NAMESPACE}/{name_s}"
+    return kind_s, name_s

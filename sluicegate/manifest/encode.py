@@ -1,0 +1,344 @@
+"""Model values -> manifest documents (the inverse of :mod:`sluicegate.manifest.decode`).
+
+Kueue kinds are written as ``sluicegate.io/v1beta2``; PriorityClass as
+``scheduling.k8s.io/v1``, Namespace as ``v1`` and the Configuration as
+``sluicegate.io/v1beta2`` (Kueue v1beta2 with explicit ``enable`` flags).
+Quantities use :func:`sluicegate.quantity.format_canonical` and times are
+RFC 3339 in UTC.  For every valid object ``decode(encode(x)) == x``.
+
+Two things are not written because the model derives them: a PodSet's
+``requests`` (recomputed from its containers) and the labels/annotations of
+pod templates (not kept by the model).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from fractions import Fraction
+
+from sluicegate.controller.model import (
+    Admission,
+    ClusterQueueSpec,
+    CohortSpec,
+    Condition,
+    Container,
+    ControllerConfig,
+    LabelSelector,
+    LocalQueueSpec,
+    Namespace,
+    PodSet,
+    PriorityClass,
+    ResourceFlavor,
+    ResourceGroup,
+    Workload,
+    WorkloadPriorityClass,
+    WorkloadStatus,
+)
+from sluicegate.controller.model.config import FairSharingConfig, WaitForPodsReadyConfig
+from sluicegate.controller.model.queues import FlavorFungibility, Preemption
+from sluicegate.manifest.decode_workload import ACCUMULATED_V1BETA2, POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
+from sluicegate.manifest.dialect import CORE_V1, SCHEDULING_V1, SLUICEGATE_V1BETA2
+from sluicegate.manifest.refs import Decoded, object_ref
+from sluicegate.manifest.syntax import decimal_text
+from sluicegate.manifest.timefmt import format_duration, format_rfc3339
+from sluicegate.quantity import format_canonical
+
+# object_ref is re-exported: callers that encode usually need the identity too.
+__all__ = ["encode", "object_ref"]
+
+Doc = dict[str, object]
+
+_GROUP_FOR_KIND = {"WorkloadPriorityClass": WORKLOAD_PRIORITY_GROUP, "PriorityClass": POD_PRIORITY_GROUP}
+
+
+def encode(obj: Decoded) -> Doc:
+    """The manifest document for a model object (plain dicts, lists, str, int, bool)."""
+    if isinstance(obj, ResourceFlavor):
+        spec: Doc = {}
+        if obj.node_labels:
+            spec["nodeLabels"] = dict(obj.node_labels)
+        return _object("ResourceFlavor", {"name": obj.name}, spec=spec)
+    if isinstance(obj, CohortSpec):
+        return _object("Cohort", {"name": obj.name}, spec=_cohort_spec(obj))
+    if isinstance(obj, ClusterQueueSpec):
+        return _object("ClusterQueue", {"name": obj.name}, spec=_cluster_queue_spec(obj))
+    if isinstance(obj, LocalQueueSpec):
+        return _object(
+            "LocalQueue",
+            {"name": obj.name, "namespace": obj.namespace},
+            spec={"clusterQueue": obj.cluster_queue, "stopPolicy": obj.stop_policy.value},
+        )
+    if isinstance(obj, WorkloadPriorityClass):
+        doc = _object("WorkloadPriorityClass", {"name": obj.name})
+        doc["value"] = obj.value
+        if obj.description:
+            doc["description"] = obj.description
+        return doc
+    if isinstance(obj, PriorityClass):
+        return _priority_class(obj)
+    if isinstance(obj, Namespace):
+        meta: Doc = {"name": obj.name}
+        if obj.labels:
+            meta["labels"] = dict(obj.labels)
+        return {"apiVersion": CORE_V1, "kind": "Namespace", "metadata": meta}
+    if isinstance(obj, Workload):
+        return _workload(obj)
+    if isinstance(obj, ControllerConfig):
+        return _configuration(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__}; expected one of the manifest kinds")
+
+
+def _object(kind: str, metadata: Doc, *, spec: Doc | None = None) -> Doc:
+    doc: Doc = {"apiVersion": SLUICEGATE_V1BETA2, "kind": kind, "metadata": metadata}
+    if spec is not None:
+        doc["spec"] = spec
+    return doc
+
+
+def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    return {res: format_canonical(res, qty) for res, qty in amounts.items()}
+
+
+# -- queues ------------------------------------------------------------------
+
+
+def _resource_groups(groups: tuple[ResourceGroup, ...]) -> list[Doc]:
+    out: list[Doc] = []
+    for rg in groups:
+        flavors: list[Doc] = []
+        for fq in rg.flavors:
+            resources: list[Doc] = []
+            for res, quota in fq.resources.items():
+                entry: Doc = {"name": res, "nominalQuota": format_canonical(res, quota.nominal)}
+                if quota.borrowing_limit is not None:
+                    entry["borrowingLimit"] = format_canonical(res, quota.borrowing_limit)
+                if quota.lending_limit is not None:
+                    entry["lendingLimit"] = format_canonical(res, quota.lending_limit)
+                resources.append(entry)
+            flavors.append({"name": fq.name, "resources": resources})
+        out.append({"coveredResources": list(rg.covered_resources), "flavors": flavors})
+    return out
+
+
+def _weight(weight: Fraction) -> Doc:
+    return {"weight": decimal_text(weight)}
+
+
+def _cohort_spec(cohort: CohortSpec) -> Doc:
+    spec: Doc = {}
+    if cohort.parent:
+        spec["parentName"] = cohort.parent
+    if cohort.resource_groups:
+        spec["resourceGroups"] = _resource_groups(cohort.resource_groups)
+    if cohort.fair_sharing_weight != 1:
+        spec["fairSharing"] = _weight(cohort.fair_sharing_weight)
+    return spec
+
+
+def _cluster_queue_spec(cq: ClusterQueueSpec) -> Doc:
+    spec: Doc = {}
+    if cq.cohort:
+        spec["cohortName"] = cq.cohort
+    if cq.resource_groups:
+        spec["resourceGroups"] = _resource_groups(cq.resource_groups)
+    if cq.namespace_selector is not None:
+        spec["namespaceSelector"] = _selector(cq.namespace_selector)
+    spec["queueingStrategy"] = cq.queueing_strategy.value
+    spec["preemption"] = _preemption(cq.preemption)
+    spec["flavorFungibility"] = _fungibility(cq.flavor_fungibility)
+    if cq.fair_sharing_weight != 1:
+        spec["fairSharing"] = _weight(cq.fair_sharing_weight)
+    spec["stopPolicy"] = cq.stop_policy.value
+    return spec
+
+
+def _selector(selector: LabelSelector) -> Doc:
+    out: Doc = {}
+    if selector.match_labels:
+        out["matchLabels"] = dict(selector.match_labels)
+    if selector.match_expressions:
+        exprs: list[Doc] = []
+        for req in selector.match_expressions:
+            expr: Doc = {"key": req.key, "operator": req.operator}
+            if req.values:
+                expr["values"] = list(req.values)
+            exprs.append(expr)
+        out["matchExpressions"] = exprs
+    return out
+
+
+def _preemption(p: Preemption) -> Doc:
+    borrow: Doc = {"policy": p.borrow_within_cohort.value}
+    if p.max_priority_threshold is not None:
+        borrow["maxPriorityThreshold"] = p.max_priority_threshold
+    return {
+        "withinClusterQueue": p.within_cluster_queue.value,
+        "reclaimWithinCohort": p.reclaim_within_cohort.value,
+        "borrowWithinCohort": borrow,
+    }
+
+
+def _fungibility(ff: FlavorFungibility) -> Doc:
+    out: Doc = {"whenCanBorrow": ff.when_can_borrow.value, "whenCanPreempt": ff.when_can_preempt.value}
+    if ff.preference is not None:
+        out["preference"] = ff.preference.value
+    return out
+
+
+def _priority_class(pc: PriorityClass) -> Doc:
+    doc: Doc = {"apiVersion": SCHEDULING_V1, "kind": "PriorityClass", "metadata": {"name": pc.name}, "value": pc.value}
+    if pc.global_default:
+        doc["globalDefault"] = True
+    if pc.description:
+        doc["description"] = pc.description
+    doc["preemptionPolicy"] = pc.preemption_policy
+    return doc
+
+
+# -- workloads -----------------------------------------------------------------
+
+
+def _workload(wl: Workload) -> Doc:
+    meta: Doc = {"name": wl.name, "namespace": wl.namespace}
+    if wl.uid:
+        meta["uid"] = wl.uid
+    if wl.creation_timestamp:
+        meta["creationTimestamp"] = format_rfc3339(wl.creation_timestamp)
+    if wl.labels:
+        meta["labels"] = dict(wl.labels)
+    if wl.annotations:
+        meta["annotations"] = dict(wl.annotations)
+    meta["generation"] = wl.generation
+    spec: Doc = {"queueName": wl.queue_name, "podSets": [_pod_set(ps) for ps in wl.pod_sets]}
+    if wl.priority_class is not None:
+        kind, name = wl.priority_class
+        if kind not in _GROUP_FOR_KIND:
+            raise ValueError(f"workload {wl.key}: priority class kind {kind!r} is neither WorkloadPriorityClass nor PriorityClass")
+        spec["priorityClassRef"] = {"group": _GROUP_FOR_KIND[kind], "kind": kind, "name": name}
+    spec["priority"] = wl.priority
+    spec["active"] = wl.active
+    if wl.maximum_execution_time_seconds is not None:
+        spec["maximumExecutionTimeSeconds"] = wl.maximum_execution_time_seconds
+    doc = _object("Workload", meta, spec=spec)
+    if wl.status != WorkloadStatus():
+        doc["status"] = _status(wl.status)
+    return doc
+
+
+def _pod_set(ps: PodSet) -> Doc:
+    pod: Doc = {"containers": [_container(c) for c in ps.containers]}
+    if ps.init_containers:
+        pod["initContainers"] = [_container(c) for c in ps.init_containers]
+    if ps.node_selector:
+        pod["nodeSelector"] = dict(ps.node_selector)
+    if ps.priority_class_name:
+        pod["priorityClassName"] = ps.priority_class_name
+    pod["restartPolicy"] = ps.restart_policy
+    pod["terminationGracePeriodSeconds"] = ps.termination_grace_period_seconds
+    out: Doc = {"name": ps.name, "count": ps.count}
+    if ps.min_count is not None:
+        out["minCount"] = ps.min_count
+    out["template"] = {"spec": pod}
+    return out
+
+
+def _container(c: Container) -> Doc:
+    out: Doc = {"name": c.name}
+    if c.command:
+        out["command"] = list(c.command)
+    if c.args:
+        out["args"] = list(c.args)
+    if c.env:
+        out["env"] = [{"name": name, "value": value} for name, value in c.env]
+    if c.working_dir:
+        out["workingDir"] = c.working_dir
+    resources: Doc = {}
+    if c.requests:
+        resources["requests"] = _quantities(c.requests)
+    if c.limits:
+        resources["limits"] = _quantities(c.limits)
+    if resources:
+        out["resources"] = resources
+    return out
+
+
+def _status(status: WorkloadStatus) -> Doc:
+    out: Doc = {}
+    if status.conditions:
+        out["conditions"] = [_condition(c) for c in status.conditions]
+    if status.admission is not None:
+        out["admission"] = _admission(status.admission)
+    if status.requeue_state is not None:
+        rq: Doc = {"count": status.requeue_state.count}
+        if status.requeue_state.requeue_at is not None:
+            rq["requeueAt"] = format_rfc3339(status.requeue_state.requeue_at)
+        out["requeueState"] = rq
+    if status.reclaimable_pods:
+        out["reclaimablePods"] = [{"name": name, "count": count} for name, count in status.reclaimable_pods.items()]
+    if status.accumulated_past_execution_time_seconds:
+        out[ACCUMULATED_V1BETA2] = status.accumulated_past_execution_time_seconds
+    if status.extra:
+        out["extra"] = copy.deepcopy(dict(status.extra))
+    return out
+
+
+def _condition(c: Condition) -> Doc:
+    return {
+        "type": c.type,
+        "status": c.status,
+        "reason": c.reason,
+        "message": c.message,
+        "lastTransitionTime": format_rfc3339(c.last_transition_time),
+    }
+
+
+def _admission(adm: Admission) -> Doc:
+    return {
+        "clusterQueue": adm.cluster_queue,
+        "podSetAssignments": [
+            {
+                "name": psa.name,
+                "flavors": dict(psa.flavors),
+                "resourceUsage": _quantities(psa.resource_usage),
+                "count": psa.count,
+            }
+            for psa in adm.pod_set_assignments
+        ],
+    }
+
+
+# -- configuration -------------------------------------------------------------
+
+
+def _configuration(cfg: ControllerConfig) -> Doc:
+    doc: Doc = {"apiVersion": SLUICEGATE_V1BETA2, "kind": "Configuration"}
+    if cfg.fair_sharing != FairSharingConfig():
+        doc["fairSharing"] = {
+            "enable": cfg.fair_sharing.enabled,
+            "preemptionStrategies": [s.value for s in cfg.fair_sharing.preemption_strategies],
+        }
+    if cfg.wait_for_pods_ready != WaitForPodsReadyConfig():
+        doc["waitForPodsReady"] = _wait_for_pods_ready(cfg.wait_for_pods_ready)
+    if cfg.label_keys_to_copy:
+        doc["integrations"] = {"labelKeysToCopy": list(cfg.label_keys_to_copy)}
+    return doc
+
+
+def _seconds(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _wait_for_pods_ready(w: WaitForPodsReadyConfig) -> Doc:
+    out: Doc = {"enable": w.enabled, "timeout": format_duration(w.timeout_seconds), "blockAdmission": w.block_admission}
+    if w.recovery_timeout_seconds is not None:
+        out["recoveryTimeout"] = format_duration(w.recovery_timeout_seconds)
+    strategy: Doc = {
+        "timestamp": w.requeuing_timestamp.value,
+        "backoffBaseSeconds": _seconds(w.backoff_base_seconds),
+        "backoffMaxSeconds": _seconds(w.backoff_max_seconds),
+    }
+    if w.backoff_limit_count is not None:
+        strategy["backoffLimitCount"] = w.backoff_limit_count
+    out["requeuingStrategy"] = strategy
+    return out

@@ -1,0 +1,211 @@
+"""Reading manifest files into raw documents.
+
+Files are YAML (``*.yaml``, ``*.yml``, several documents separated by
+``---``) or JSON (``*.json``).  A directory contributes its manifest files in
+name order, not recursing, as ``kubectl apply -f DIR`` does.  Empty
+documents are skipped; a ``kind: List`` (what ``kubectl get -o yaml`` prints)
+contributes its items.
+
+The YAML reader differs from a plain ``yaml.safe_load`` in two ways, both to
+match what the Kubernetes API server would accept:
+
+* timestamps stay strings (``creationTimestamp: 2024-05-01T12:00:00Z``), so
+  the decoder sees the text a person wrote;
+* a key repeated in one mapping is an error instead of "last one wins".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import yaml
+
+from sluicegate.manifest.errors import FieldError, ManifestError
+from sluicegate.manifest.syntax import show
+
+__all__ = ["RawDocument", "load_documents", "parse_text", "MANIFEST_SUFFIXES"]
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class RawDocument:
+    """One parsed document, not yet validated.
+
+    ``source`` is ``file.yaml#N`` where N counts the documents of the file
+    from 1 (``file.yaml#N.items[i]`` for an item of a List); ``line`` is the
+    1-based line where the document starts.
+    """
+
+    source: str
+    body: dict[str, object]
+    line: int = 1
+
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe YAML loading with Kubernetes' expectations (see module docstring)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            # Keys brought in by a merge (<<: *base) may legitimately be
+            # overridden; only keys written twice in the same mapping clash.
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found the key {key!r} twice; each field may appear only once",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        result: dict[object, object] = super().construct_mapping(node, deep=deep)
+        return result
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP_TAG]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_documents(paths: Sequence[str]) -> list[RawDocument]:
+    """Read every document of the given files and directories, in order.
+
+    Raises :class:`ManifestError` for the first file that cannot be read or
+    parsed, naming the file and, where the parser knows it, the line.
+    """
+    docs: list[RawDocument] = []
+    for path in paths:
+        for file in _expand(path):
+            docs.extend(_load_file(file))
+    return docs
+
+
+def _expand(path: str) -> list[str]:
+    if os.path.isdir(path):
+        try:
+            names = sorted(os.listdir(path))
+        except OSError as exc:
+            raise ManifestError(path, [FieldError("", f"cannot list directory: {exc.strerror}")]) from None
+        return [
+            os.path.join(path, name)
+            for name in names
+            if name.endswith(MANIFEST_SUFFIXES) and os.path.isfile(os.path.join(path, name))
+        ]
+    return [path]
+
+
+def _load_file(path: str) -> list[RawDocument]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise ManifestError(path, [FieldError("", "no such file or directory")]) from None
+    except UnicodeDecodeError as exc:
+        raise ManifestError(path, [FieldError("", f"is not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+    except OSError as exc:
+        raise ManifestError(path, [FieldError("", f"cannot read file: {exc.strerror}")]) from None
+    return parse_text(text, path, fmt="json" if path.endswith(".json") else "yaml")
+
+
+def parse_text(text: str, source: str, *, fmt: Literal["yaml", "json"] = "yaml") -> list[RawDocument]:
+    """Parse manifest text; ``source`` names it in documents and errors (a file name, ``<stdin>``)."""
+    if fmt == "json":
+        return _parse_json(text, source)
+    return _parse_yaml(text, source)
+
+
+def _parse_yaml(text: str, source: str) -> list[RawDocument]:
+    docs: list[RawDocument] = []
+    loader = _ManifestLoader(text)
+    try:
+        number = 0
+        while loader.check_node():
+            node = loader.get_node()
+            number += 1
+            line = node.start_mark.line + 1
+            data = loader.construct_document(node)
+            docs.extend(_documents_of(data, f"{source}#{number}", line))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        detail = exc.problem or "malformed YAML"
+        if exc.context:
+            detail = f"{detail} ({exc.context})"
+        raise ManifestError(
+            source,
+            [FieldError("", f"could not parse YAML: {detail}")],
+            line=mark.line + 1 if mark is not None else None,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ManifestError(source, [FieldError("", f"could not parse YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _reject_duplicate_json_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"found the key {key!r} twice; each field may appear only once")
+        out[key] = value
+    return out
+
+
+def _parse_json(text: str, source: str) -> list[RawDocument]:
+    if not text.strip():
+        return []
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicate_json_keys)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc.msg}")], line=exc.lineno) from None
+    except ValueError as exc:
+        raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc}")]) from None
+    return _documents_of(data, f"{source}#1", 1)
+
+
+def _documents_of(data: object, source: str, line: int) -> list[RawDocument]:
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise ManifestError(
+            source,
+            [FieldError("", f"a document must be a mapping with apiVersion and kind, got {show(data)}")],
+            line=line,
+        )
+    if data.get("kind") == "List" and data.get("apiVersion") == "v1":
+        return _list_items(data, source, line)
+    return [RawDocument(source=source, body=data, line=line)]
+
+
+def _list_items(data: dict[object, object], source: str, line: int) -> list[RawDocument]:
+    # A List's own metadata only carries paging state (resourceVersion,
+    # continue) from the server that printed it; it says nothing about the
+    # objects, so it is accepted and not read.
+    extra = sorted(str(k) for k in data if k not in ("apiVersion", "kind", "items", "metadata"))
+    if extra:
+        raise ManifestError(source, [FieldError(extra[0], "unknown field; a List holds only items")], kind="List", line=line)
+    items = data.get("items") or []
+    if not isinstance(items, list):
+        raise ManifestError(source, [FieldError("items", f"must be a list, got {show(items)}")], kind="List", line=line)
+    docs: list[RawDocument] = []
+    for i, item in enumerate(items):
+        item_source = f"{source}.items[{i}]"
+        if not isinstance(item, dict):
+            raise ManifestError(
+                item_source, [FieldError("", f"a List item must be a mapping, got {show(item)}")], line=line
+            )
+        docs.append(RawDocument(source=item_source, body=item, line=line))
+    return docs

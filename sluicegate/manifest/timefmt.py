@@ -1,0 +1,143 @@
+"""Timestamps and durations as Kubernetes writes them.
+
+Timestamps are RFC 3339 (``2024-05-01T12:00:00Z``, optional fraction and
+offset) and become seconds since the epoch as a float.  Durations are Go's
+``time.ParseDuration`` syntax (``1h30m``, ``45s``, ``500ms``), used by
+metav1.Duration fields in the Configuration, and become seconds.
+
+Both directions are exact for the values this project produces: formatting
+writes the shortest decimal that parses back to the very same float, so a
+workload's creation time survives a trip through the store unchanged (FIFO
+order is decided by it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from fractions import Fraction
+
+from sluicegate.manifest.syntax import decimal_text
+
+__all__ = ["parse_rfc3339", "format_rfc3339", "parse_duration", "format_duration"]
+
+_RFC3339 = re.compile(
+    r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt]"
+    r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<frac>\d+))?"
+    r"(?P<tz>[Zz]|[+-]\d{2}:\d{2})$"
+)
+_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
+# Go's time.Parse accepts at most nanoseconds; more digits add nothing a
+# float could hold either.
+_MAX_FRACTION_DIGITS = 9
+
+
+def parse_rfc3339(text: str) -> float:
+    """``2024-05-01T12:00:00Z`` -> 1714564800.0.  Raises ValueError on anything else."""
+    m = _RFC3339.match(text)
+    if m is None:
+        raise ValueError(
+            f"{text!r} is not an RFC 3339 timestamp; expected the form 2024-05-01T12:00:00Z "
+            "(optionally with a fraction of a second and a +hh:mm offset)"
+        )
+    try:
+        day = _dt.date(int(m["y"]), int(m["mo"]), int(m["d"]))
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a real calendar date: {exc}") from None
+    hour, minute, second = int(m["h"]), int(m["mi"]), int(m["s"])
+    if hour > 23 or minute > 59 or second > 59:
+        raise ValueError(f"{text!r} has a time of day out of range")
+    offset = 0
+    tz = m["tz"]
+    if tz not in ("Z", "z"):
+        off_h, off_m = int(tz[1:3]), int(tz[4:6])
+        if off_h > 23 or off_m > 59:
+            raise ValueError(f"{text!r} has a UTC offset out of range")
+        offset = (off_h * 3600 + off_m * 60) * (1 if tz[0] == "+" else -1)
+    whole = (day.toordinal() - _EPOCH_ORDINAL) * 86400 + hour * 3600 + minute * 60 + second - offset
+    frac = m["frac"]
+    if not frac:
+        return float(whole)
+    frac = frac[:_MAX_FRACTION_DIGITS]
+    # Exact rational first, one rounding at the end: the float we return is
+    # the one nearest the written instant, so formatting it again gives the
+    # same text back.
+    return float(Fraction(whole) + Fraction(int(frac), 10 ** len(frac)))
+
+
+def format_rfc3339(epoch: float) -> str:
+    """Seconds since the epoch -> ``2024-05-01T12:00:00Z``, with the shortest exact fraction."""
+    if not math.isfinite(epoch):
+        raise ValueError(f"timestamp {epoch!r} is not a finite number of seconds")
+    exact = Fraction(epoch)
+    digits = 0
+    scaled = round(exact)
+    while digits < _MAX_FRACTION_DIGITS and scaled / 10**digits != epoch:
+        digits += 1
+        scaled = round(exact * 10**digits)
+    whole, frac = divmod(scaled, 10**digits)
+    stamp = (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S")
+    if digits:
+        stamp += "." + str(frac).rjust(digits, "0")
+    return stamp + "Z"
+
+
+_DURATION_PART = re.compile(r"(\d*\.?\d*)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {
+    "ns": Fraction(1, 10**9),
+    "us": Fraction(1, 10**6),
+    "µs": Fraction(1, 10**6),
+    "μs": Fraction(1, 10**6),
+    "ms": Fraction(1, 10**3),
+    "s": Fraction(1),
+    "m": Fraction(60),
+    "h": Fraction(3600),
+}
+
+
+def parse_duration(text: str) -> float:
+    """Go duration (``1h30m``, ``45s``, ``500ms``, ``-1.5h``) -> seconds."""
+    body = text.strip()
+    sign = 1
+    if body[:1] in ("+", "-"):
+        sign = -1 if body[0] == "-" else 1
+        body = body[1:]
+    if body == "0":
+        return 0.0
+    total = Fraction(0)
+    pos = 0
+    while pos < len(body):
+        m = _DURATION_PART.match(body, pos)
+        if m is None or m.group(1) in ("", "."):
+            raise ValueError(
+                f"{text!r} is not a duration; expected numbers with units h, m, s, ms, us or ns, "
+                "such as 5m, 1h30m, 45s or 500ms"
+            )
+        total += Fraction(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos == 0:
+        raise ValueError(f"{text!r} is not a duration; expected a value such as 5m, 1h30m, 45s or 500ms")
+    return float(sign * total)
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds -> a Go duration string that parses back to the same float (``5400.0`` -> ``1h30m``)."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"duration {seconds!r} is not a finite number of seconds")
+    # repr() is the shortest decimal that reads back as this float; working
+    # from it keeps the text short and the round trip exact.
+    exact = Fraction(repr(abs(seconds)))
+    if exact == 0:
+        return "0s"
+    hours, rest = divmod(exact, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = "-" if seconds < 0 else ""
+    if hours:
+        out += f"{hours}h"
+    if minutes:
+        out += f"{minutes}m"
+    if secs or not (hours or minutes):
+        out += decimal_text(secs) + "s"
+    return out
+

@@ -1,0 +1,84 @@
+from sluicegate.v1 import objects_pb2 as _objects_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorkloadRef(_message.Message):
+    __slots__ = ("namespace", "name")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class CreateWorkloadRequest(_message.Message):
+    __slots__ = ("document",)
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    document: _objects_pb2.Document
+    def __init__(self, document: _Optional[_Union[_objects_pb2.Document, _Mapping]] = ...) -> None: ...
+
+class CreateWorkloadResponse(_message.Message):
+    __slots__ = ("workload", "created")
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    workload: _objects_pb2.Object
+    created: bool
+    def __init__(self, workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class ListWorkloadsRequest(_message.Message):
+    __slots__ = ("namespace", "local_queue", "cluster_queue", "state", "label_selector", "limit")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    local_queue: str
+    cluster_queue: str
+    state: str
+    label_selector: str
+    limit: int
+    def __init__(self, namespace: _Optional[str] = ..., local_queue: _Optional[str] = ..., cluster_queue: _Optional[str] = ..., state: _Optional[str] = ..., label_selector: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class WatchWorkloadsRequest(_message.Message):
+    __slots__ = ("namespace", "name", "send_initial")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SEND_INITIAL_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    send_initial: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., send_initial: _Optional[bool] = ...) -> None: ...
+
+class WorkloadEvent(_message.Message):
+    __slots__ = ("type", "workload")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        TYPE_UNSPECIFIED: _ClassVar[WorkloadEvent.Type]
+        ADDED: _ClassVar[WorkloadEvent.Type]
+        MODIFIED: _ClassVar[WorkloadEvent.Type]
+        DELETED: _ClassVar[WorkloadEvent.Type]
+    TYPE_UNSPECIFIED: WorkloadEvent.Type
+    ADDED: WorkloadEvent.Type
+    MODIFIED: WorkloadEvent.Type
+    DELETED: WorkloadEvent.Type
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    type: WorkloadEvent.Type
+    workload: _objects_pb2.Object
+    def __init__(self, type: _Optional[_Union[WorkloadEvent.Type, str]] = ..., workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ...) -> None: ...
+
+class SetActiveRequest(_message.Message):
+    __slots__ = ("namespace", "name", "active")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    active: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...

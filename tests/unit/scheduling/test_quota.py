@@ -1,0 +1,121 @@
+"""Quota arithmetic over cohort trees (Kueue's resource_node semantics)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluicegate.controller.model import ClusterQueueName, CohortName, FlavorName, FlavorResource
+from sluicegate.controller.scheduling.quota import QuotaTree, UsageOverlay, potential_available
+
+from .builders import cohort, cq, flavor, group
+
+CPU = FlavorResource(FlavorName("default"), "cpu")
+
+
+def tree_of(queues, cohorts=(), usage=None) -> QuotaTree:
+    t = QuotaTree()
+    for co in cohorts:
+        t.set_cohort(co.name, quotas=co.quotas(), parent=co.parent)
+    for q in queues:
+        t.set_cluster_queue(q.name, quotas=q.quotas(), cohort=q.cohort)
+    for name, amount in (usage or {}).items():
+        t.live.add_usage(t.cluster_queues[ClusterQueueName(name)], CPU, amount * 1000)
+    return t
+
+
+def cpu(nominal: str, borrow: str | None = None, lend: str | None = None):
+    return group(flavor("default", cpu=(nominal, borrow, lend)))
+
+
+CASES = [
+    # (id, queues, cohorts, usage in cpus, queue asked, available cpus, potential cpus)
+    ("lone queue", [cq("a", cpu("10"))], [], {}, "a", 10, 10),
+    ("lone queue with usage", [cq("a", cpu("10"))], [], {"a": 4}, "a", 6, 10),
+    ("cohort pools nominal quota", [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")], [], {}, "a", 20, 20),
+    ("borrowing limit caps what is taken from the cohort",
+     [cq("a", cpu("10", "5"), cohort="c"), cq("b", cpu("10"), cohort="c")], [], {}, "a", 15, 15),
+    ("lending limit caps what others may borrow",
+     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {}, "a", 14, 14),
+    ("the lender keeps its guaranteed part and can still borrow",
+     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {}, "b", 20, 20),
+    ("another queue's borrowing reduces what is left",
+     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")], [], {"a": 12}, "b", 8, 20),
+    ("guaranteed quota is not visible to the cohort",
+     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {"b": 3}, "a", 14, 14),
+    ("usage within the guaranteed part does not reach the cohort",
+     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {"b": 6}, "a", 14, 14),
+    ("usage past the guaranteed part is stored in the cohort",
+     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {"b": 8}, "a", 12, 14),
+    ("cohort's own quota is shared with its queues",
+     [cq("a", cpu("2"), cohort="c")], [cohort("c", cpu("6"))], {}, "a", 8, 8),
+    ("hierarchical: capacity from a sibling subtree",
+     [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+     [cohort("root"), cohort("c1", parent="root")], {}, "a", 20, 20),
+    ("hierarchical: sibling subtree's usage",
+     [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+     [cohort("root"), cohort("c1", parent="root")], {"x": 10}, "a", 10, 20),
+    ("hierarchical: a lending limit on a sibling queue",
+     [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10", None, "0"), cohort="root")],
+     [cohort("root"), cohort("c1", parent="root")], {}, "a", 10, 10),
+    ("over-admission gives negative availability",
+     [cq("a", cpu("4"))], [], {"a": 6}, "a", -2, 4),
+]
+
+
+@pytest.mark.parametrize(("queues", "cohorts", "usage", "asked", "available", "potential"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_available_and_potential(queues, cohorts, usage, asked, available, potential) -> None:
+    t = tree_of(queues, cohorts, usage)
+    node = t.cluster_queues[ClusterQueueName(asked)]
+    assert (t.live.available(node, CPU), potential_available(node, CPU)) == (available * 1000, potential * 1000)
+
+
+HEIGHT_CASES = [
+    ("fits in the queue's own quota", 3, (0, True)),
+    ("needs the queue's cohort", 8, (1, True)),
+    ("needs the root of the tree", 15, (2, False)),
+]
+
+
+@pytest.mark.parametrize(("cpus", "expected"), [c[1:] for c in HEIGHT_CASES], ids=[c[0] for c in HEIGHT_CASES])
+def test_lowest_subtree_that_fits(cpus: int, expected: tuple[int, bool]) -> None:
+    t = tree_of(
+        [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+        [cohort("root"), cohort("c1", parent="root")],
+    )
+    assert t.live.lowest_subtree_that_fits(t.cluster_queues[ClusterQueueName("a")], CPU, cpus * 1000) == expected
+
+
+def test_add_and_remove_usage_round_trip_through_the_tree() -> None:
+    t = tree_of(
+        [cq("a", cpu("5", None, "2"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+        [cohort("root"), cohort("c1", parent="root")],
+    )
+    a = t.cluster_queues[ClusterQueueName("a")]
+    c1, root = t.cohorts[CohortName("c1")], t.cohorts[CohortName("root")]
+    t.live.add_usage(a, CPU, 9000)
+    # a keeps 3 locally (5 - lendingLimit 2); 6 goes to c1; c1 has no local quota, so 6 reaches root.
+    assert (a.usage[CPU], c1.usage[CPU], root.usage[CPU]) == (9000, 6000, 6000)
+    t.live.remove_usage(a, CPU, 9000)
+    assert (a.usage, c1.usage, root.usage) == ({}, {}, {})
+
+
+def test_overlay_never_writes_the_live_tree() -> None:
+    t = tree_of([cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")])
+    a, b = t.cluster_queues[ClusterQueueName("a")], t.cluster_queues[ClusterQueueName("b")]
+    overlay = UsageOverlay()
+    overlay.add_usage(a, CPU, 15000)
+    assert overlay.available(b, CPU) == 5000
+    assert t.live.available(b, CPU) == 20000
+    with overlay.simulate_removal([(a, {CPU: 15000})]):
+        assert overlay.available(b, CPU) == 20000
+    assert overlay.available(b, CPU) == 5000
+
+
+def test_structural_change_recomputes_subtree_quota_and_keeps_usage() -> None:
+    t = tree_of([cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")], usage={"a": 12})
+    t.set_cluster_queue(ClusterQueueName("b"), quotas=cq("b", cpu("20")).quotas(), cohort=CohortName("c"))
+    a = t.cluster_queues[ClusterQueueName("a")]
+    assert t.live.available(a, CPU) == 18000
+    t.remove_cluster_queue(ClusterQueueName("b"))
+    assert t.live.available(a, CPU) == -2000

@@ -1,0 +1,55 @@
+"""Imports point inward: the pure cores import only the stdlib and each other."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "sluicegate"
+
+PURE = {
+    "controller/model": ("sluicegate.controller.model", "sluicegate.quantity"),
+    "controller/scheduling": ("sluicegate.controller.model", "sluicegate.controller.scheduling", "sluicegate.quantity"),
+    "agent/policy": ("sluicegate.agent.policy", "sluicegate.quantity"),
+}
+
+
+def imports_of(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(PURE))
+def test_pure_package_imports_only_stdlib_and_inner_layers(package: str) -> None:
+    allowed = PURE[package]
+    bad = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for mod in imports_of(path):
+            top = mod.split(".")[0]
+            if top == "sluicegate":
+                if not any(mod == a or mod.startswith(a + ".") for a in allowed):
+                    bad.append(f"{path.relative_to(ROOT)}: {mod}")
+            elif top not in sys.stdlib_module_names or top in ("asyncio", "sqlite3", "socket", "logging"):
+                bad.append(f"{path.relative_to(ROOT)}: {mod}")
+    assert bad == []
+
+
+def test_only_transport_modules_import_generated_stubs() -> None:
+    allowed = ("controller/service/", "controller/server.py", "agent/link", "agent/server.py", "client.py", "v1/")
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if any(rel.startswith(a) for a in allowed):
+            continue
+        if any(m.startswith("sluicegate.v1") for m in imports_of(path)):
+            bad.append(rel)
+    assert bad == []
