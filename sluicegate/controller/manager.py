@@ -133,7 +133,14 @@ class CycleStats:
     admitted: int = 0
     preempting: int = 0
     pending: int = 0
+    # Heads put straight back into their heap: the next cycle sees them again.
+    requeued: int = 0
     entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def made_progress(self) -> bool:
+        """False when another cycle right now would see the same heads and decide the same."""
+        return self.heads > self.requeued or self.admitted > 0
 
 
 class Manager:
@@ -656,6 +663,7 @@ class Manager:
             for e in entries:
                 e.status = EntryStatus.SKIPPED
                 c.queues.requeue(e)
+            stats.requeued = stats.heads
             return stats
         decided = {e.key: wl for e, wl in updated}
         for e in entries:
@@ -669,7 +677,8 @@ class Manager:
             else:
                 if e.key in c.workloads:
                     c.workloads[wl.key] = wl
-                    c.queues.requeue(replace_entry_workload(e, wl))
+                    if c.queues.requeue(replace_entry_workload(e, wl)):
+                        stats.requeued += 1
                 if e.status is EntryStatus.PREEMPTING:
                     stats.preempting += 1
                 else:
@@ -720,7 +729,9 @@ class Manager:
             self._wake.clear()
             while self.cache.queues.has_heads():
                 stats = self.schedule_once()
-                if stats.heads == 0:
+                if not stats.made_progress:
+                    # Nothing changed: wait for an event (quota released, new
+                    # workload, queue changed) instead of spinning on the same heads.
                     break
                 # Let requests in between cycles; a long backlog must not starve the API.
                 await asyncio.sleep(0)

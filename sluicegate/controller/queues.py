@@ -105,7 +105,10 @@ class ClusterQueueQueue:
         return None
 
     def requeue(self, entry: Entry) -> bool:
-        """Put a head back after its cycle; returns False if it was deleted meanwhile."""
+        """Put a head back after its cycle; True if it went back into the heap.
+
+        False means it was parked as inadmissible, or deleted meanwhile.
+        """
         key = entry.key
         p = self._in_flight.pop(key, None)
         if p is None:
@@ -121,10 +124,10 @@ class ClusterQueueQueue:
             )
         if p.version == 0 or immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
             self._push(wl, last_tried)
-        else:
-            self._version += 1
-            self._inadmissible[key] = _Pending(wl, last_tried, self._version)
-        return True
+            return True
+        self._version += 1
+        self._inadmissible[key] = _Pending(wl, last_tried, self._version)
+        return False
 
     def forget_in_flight(self, key: WorkloadKey) -> None:
         """The head was admitted: it is no longer pending."""
@@ -211,12 +214,13 @@ class QueueManager:
     def has_heads(self) -> bool:
         return any(q.active and q.has_heads for q in self.queues.values())
 
-    def requeue(self, entry: Entry) -> None:
+    def requeue(self, entry: Entry) -> bool:
+        """Requeue a head; True if it is back in the heap (the next cycle sees it again)."""
         q = self.queues.get(entry.cluster_queue)
         if q is None:
             self._where.pop(entry.key, None)
-            return
-        q.requeue(entry)
+            return False
+        return q.requeue(entry)
 
     def admitted(self, entry: Entry) -> None:
         q = self.queues.get(entry.cluster_queue)

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Scheduling-cycle throughput: N ClusterQueues in cohorts, M pending workloads.
+
+Builds the real controller Manager on a real SQLite store (every admission is
+committed before it counts), submits M one-CPU workloads spread over the
+queues, then runs scheduling cycles until nothing more fits and prints:
+admissions per second, cycles, per-cycle time (median/p99) and the process's
+peak RSS.  Not a test: it prints figures.
+
+    .venv/bin/python bench/scheduler_cycles.py --cluster-queues 1000 --workloads 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sluicegate.controller.manager import Manager  # noqa: E402
+from sluicegate.controller.store import open_store  # noqa: E402
+from sluicegate.controller.store.memory import MemoryStore  # noqa: E402
+from sluicegate.manifest.loader import RawDocument  # noqa: E402
+
+
+def queues(n_cq: int, n_cohorts: int, nominal: int) -> list[RawDocument]:
+    docs = [{"apiVersion": "sluicegate.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}}]
+    for i in range(n_cq):
+        docs.append({
+            "apiVersion": "sluicegate.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
+            "spec": {"cohortName": f"cohort-{i % n_cohorts}", "namespaceSelector": {},
+                     "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                         {"name": "default", "resources": [{"name": "cpu", "nominalQuota": str(nominal)}]}]}]},
+        })
+        docs.append({"apiVersion": "sluicegate.io/v1beta2", "kind": "LocalQueue",
+                     "metadata": {"name": f"lq-{i}", "namespace": "default"}, "spec": {"clusterQueue": f"cq-{i}"}})
+    return [RawDocument(source=f"bench#{i}", body=d) for i, d in enumerate(docs)]
+
+
+def workload(i: int, n_cq: int) -> RawDocument:
+    return RawDocument(source="bench", body={
+        "apiVersion": "sluicegate.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": f"wl-{i}", "namespace": "default"},
+        "spec": {"queueName": f"lq-{i % n_cq}", "priority": i % 3, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}]}}}]},
+    })
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cluster-queues", type=int, default=1000)
+    p.add_argument("--cohorts", type=int, default=10)
+    p.add_argument("--workloads", type=int, default=50_000)
+    p.add_argument("--nominal", type=int, default=20, help="cpus of nominal quota per ClusterQueue")
+    p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    ns = p.parse_args()
+
+    tmp = tempfile.TemporaryDirectory()
+    store = open_store(str(Path(tmp.name) / "bench.db")) if ns.store == "sqlite" else MemoryStore()
+    clock_t = [0.0]
+
+    def clock() -> float:
+        clock_t[0] += 0.001
+        return 1_700_000_000.0 + clock_t[0]
+
+    m = Manager(store, clock=clock)
+    t0 = time.perf_counter()
+    m.apply(queues(ns.cluster_queues, ns.cohorts, ns.nominal))
+    t_apply = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for i in range(ns.workloads):
+        m.create_workload(workload(i, ns.cluster_queues))
+    t_submit = time.perf_counter() - t0
+
+    cycle_times: list[float] = []
+    admitted = 0
+    t0 = time.perf_counter()
+    for _ in range(ns.workloads + 10):
+        c0 = time.perf_counter()
+        stats = m.schedule_once()
+        cycle_times.append(time.perf_counter() - c0)
+        admitted += stats.admitted
+        if not stats.made_progress:
+            break
+    t_sched = time.perf_counter() - t0
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    cycle_times.sort()
+    result = {
+        "cluster_queues": ns.cluster_queues,
+        "cohorts": ns.cohorts,
+        "workloads": ns.workloads,
+        "store": ns.store,
+        "apply_seconds": round(t_apply, 3),
+        "submit_seconds": round(t_submit, 3),
+        "submits_per_second": round(ns.workloads / t_submit),
+        "admitted": admitted,
+        "still_pending": ns.workloads - admitted,
+        "scheduling_seconds": round(t_sched, 3),
+        "admissions_per_second": round(admitted / t_sched) if t_sched else None,
+        "cycles": len(cycle_times),
+        "cycle_ms_median": round(statistics.median(cycle_times) * 1000, 2),
+        "cycle_ms_p99": round(cycle_times[int(len(cycle_times) * 0.99) - 1] * 1000, 2),
+        "peak_rss_mib": round(peak_rss_mib, 1),
+    }
+    print(json.dumps(result, indent=2))
+    store.close()
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

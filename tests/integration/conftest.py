@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .harness import Controller
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[Controller]:
+    c = Controller(tmp_path).start()
+    try:
+        yield c
+    finally:
+        c.stop()

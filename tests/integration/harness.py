@@ -1,0 +1,106 @@
+"""Real processes on 127.0.0.1 for integration tests: controller (and agents), sluicectl.
+
+Waiting is always on a condition with a deadline; polling intervals are
+short and every loop is bounded by its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(what: str, pred: Callable[[], T], *, timeout: float = 20.0, interval: float = 0.02) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+class Controller:
+    def __init__(self, workdir: Path, *, extra: list[str] | None = None) -> None:
+        self.workdir = workdir
+        self.store = workdir / "controller.db"
+        self.ready_file = workdir / "controller.ready"
+        self.log = workdir / "controller.log"
+        self.extra = extra or []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self.health = ""
+
+    def start(self) -> Controller:
+        self.ready_file.unlink(missing_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sluicegate.controller.server", "--store", str(self.store),
+                 "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
+                 "--ready-file", str(self.ready_file), *self.extra],
+                stdout=log, stderr=log, env=env, cwd=ROOT,
+            )
+        info = wait_for("controller ready file", self._ready)
+        self.address, self.health = info["grpc"], info["health"]
+        return self
+
+    def _ready(self) -> dict[str, Any] | None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"controller exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+        if self.ready_file.exists():
+            return dict(json.loads(self.ready_file.read_text()))
+        return None
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def sluicectl(server: str, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(
+        [sys.executable, "-m", "sluicegate.cli.main", "--server", server, *args],
+        capture_output=True, text=True, timeout=60, input=input, cwd=ROOT,
+    )
+    if check and res.returncode != 0:
+        raise AssertionError(f"sluicectl {' '.join(args)} failed ({res.returncode}): {res.stderr}")
+    return res
+
+
+def get_json(server: str, *args: str) -> Any:
+    return json.loads(sluicectl(server, "get", *args, "-o", "json").stdout)
+
+
+def workload_states(server: str) -> dict[str, str]:
+    items = get_json(server, "workloads", "-A")["items"]
+    return {w["metadata"]["name"]: state_of(w) for w in items}
+
+
+def state_of(w: dict[str, Any]) -> str:
+    conds = {c["type"]: c["status"] for c in w.get("status", {}).get("conditions", [])}
+    if conds.get("Finished") == "True":
+        return "Finished"
+    if w["spec"].get("active") is False:
+        return "Inactive"
+    if conds.get("Admitted") == "True":
+        return "Admitted"
+    return "Pending"

@@ -1,0 +1,215 @@
+"""The controller's manager: queueing strategies, idempotency, activation, all-or-nothing apply."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import pytest
+
+from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.manager import Manager, workload_state
+from sluicegate.controller.store.memory import MemoryStore
+from sluicegate.manifest.loader import RawDocument, parse_text
+
+QUEUES = """
+apiVersion: sluicegate.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  queueingStrategy: %(strategy)s
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: "4"}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+"""
+
+
+def workload(name: str, cpu: str, *, priority: int | None = None, queue: str = "lq") -> RawDocument:
+    body: dict = {
+        "apiVersion": "sluicegate.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "queueName": queue,
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+                {"name": "c", "command": ["true"], "resources": {"requests": {"cpu": cpu}}}]}}}],
+        },
+    }
+    if priority is not None:
+        body["spec"]["priority"] = priority
+    return parse_text(json.dumps(body), name, fmt="json")[0]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+def manager(strategy: str = "BestEffortFIFO") -> Manager:
+    m = Manager(MemoryStore(), clock=Clock())
+    m.apply(parse_text(QUEUES % {"strategy": strategy}, "queues.yaml"))
+    return m
+
+
+def settle(m: Manager, bound: int = 50) -> None:
+    for _ in range(bound):
+        if not m.schedule_once().made_progress:
+            return
+    raise AssertionError("scheduler did not settle")
+
+
+def states(m: Manager, names: Iterable[str]) -> dict[str, str]:
+    return {n: workload_state(m.get_workload("default", n)) for n in names}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("BestEffortFIFO", {"big": "Pending", "small": "Admitted"}),
+        ("StrictFIFO", {"big": "Pending", "small": "Pending"}),
+    ],
+    ids=["best-effort lets later workloads past an inadmissible head", "strict FIFO blocks behind the head"],
+)
+def test_queueing_strategy(strategy: str, expected: dict[str, str]) -> None:
+    m = manager(strategy)
+    m.create_workload(workload("filler", "3"))
+    settle(m)
+    m.create_workload(workload("big", "2"))
+    m.create_workload(workload("small", "1"))
+    settle(m)
+    assert states(m, ["big", "small"]) == expected
+
+
+def test_quota_release_wakes_parked_workloads() -> None:
+    m = manager()
+    m.create_workload(workload("filler", "4"))
+    m.create_workload(workload("next", "2"))
+    settle(m)
+    assert states(m, ["filler", "next"]) == {"filler": "Admitted", "next": "Pending"}
+    m.delete_workload("default", "filler")
+    settle(m)
+    assert states(m, ["next"]) == {"next": "Admitted"}
+
+
+def test_higher_priority_is_admitted_first_within_a_queue() -> None:
+    m = manager()
+    m.create_workload(workload("filler", "4"))
+    settle(m)
+    m.create_workload(workload("low", "3", priority=1))
+    m.create_workload(workload("high", "3", priority=100))
+    settle(m)
+    m.delete_workload("default", "filler")
+    settle(m)
+    assert states(m, ["low", "high"]) == {"low": "Pending", "high": "Admitted"}
+
+
+def test_create_is_idempotent_by_name() -> None:
+    m = manager()
+    first, created1 = m.create_workload(workload("w", "1"))
+    again, created2 = m.create_workload(workload("w", "1"))
+    assert (created1, created2, again.uid) == (True, False, first.uid)
+    assert len(m.list_workloads()) == 1
+
+
+def test_deactivating_an_admitted_workload_evicts_without_requeue() -> None:
+    m = manager()
+    m.create_workload(workload("w", "4"))
+    m.create_workload(workload("waiting", "4"))
+    settle(m)
+    m.set_active("default", "w", False)
+    settle(m)
+    w = m.get_workload("default", "w")
+    assert (workload_state(w), w.status.condition("Evicted").reason, w.status.admission) == ("Inactive", "Deactivated", None)
+    assert states(m, ["waiting"]) == {"waiting": "Admitted"}
+    m.set_active("default", "w", True)
+    settle(m)
+    assert states(m, ["w"]) == {"w": "Pending"}
+
+
+def test_inactive_workload_is_never_admitted() -> None:
+    m = manager()
+    m.create_workload(workload("w", "1"))
+    m.set_active("default", "w", False)
+    settle(m)
+    assert states(m, ["w"]) == {"w": "Inactive"}
+
+
+def test_workload_waits_for_its_local_queue() -> None:
+    m = manager()
+    m.create_workload(workload("w", "1", queue="later"))
+    settle(m)
+    assert states(m, ["w"]) == {"w": "Pending"}
+    m.apply(parse_text("apiVersion: sluicegate.io/v1beta2\nkind: LocalQueue\nmetadata: {name: later, namespace: default}\n"
+                       "spec: {clusterQueue: cq}\n", "lq.yaml"))
+    settle(m)
+    assert states(m, ["w"]) == {"w": "Admitted"}
+
+
+def test_apply_is_all_or_nothing() -> None:
+    m = manager()
+    bad = """
+apiVersion: sluicegate.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: spot}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: ClusterQueue
+metadata: {name: broken}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: spot
+      resources:
+      - {name: cpu, nominalQuota: "-1"}
+"""
+    with pytest.raises(InvalidArgument) as err:
+        m.apply(parse_text(bad, "bad.yaml"))
+    assert "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota" in str(err.value)
+    assert [f.name for f in m.list("ResourceFlavor")] == ["default"]
+
+
+def test_cohort_cycle_is_refused() -> None:
+    m = manager()
+    docs = "\n---\n".join(
+        f"apiVersion: sluicegate.io/v1beta2\nkind: Cohort\nmetadata: {{name: {a}}}\nspec: {{parentName: {b}}}"
+        for a, b in (("x", "y"), ("y", "z"), ("z", "x"))
+    )
+    with pytest.raises(InvalidArgument, match="cycle"):
+        m.apply(parse_text(docs, "cohorts.yaml"))
+    assert m.list("Cohort") == []
+
+
+def test_state_survives_a_reload_from_the_store() -> None:
+    store = MemoryStore()
+    m = Manager(store, clock=Clock())
+    m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
+    m.create_workload(workload("a", "3"))
+    m.create_workload(workload("b", "3"))
+    settle(m)
+    before = {w.key: (w.uid, workload_state(w), w.status.admission) for w in m.list_workloads()}
+    again = Manager(store, clock=Clock())
+    again.load()
+    after = {w.key: (w.uid, workload_state(w), w.status.admission) for w in again.list_workloads()}
+    assert after == before
+    assert again.cache.tree.cluster_queues["cq"].usage == m.cache.tree.cluster_queues["cq"].usage
+    again.delete_workload("default", "a")
+    settle(again)
+    assert workload_state(again.get_workload("default", "b")) == "Admitted"

@@ -1,0 +1,1 @@
+"""Tests of preemption (classic and fair sharing) and fair-sharing ordering."""
