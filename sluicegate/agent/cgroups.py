@@ -322,6 +322,11 @@ class _TreeDriver:
         self._shell = shell
 
     @property
+    def base_dirs(self) -> tuple[Path, ...]:
+        """The base directory in each hierarchy used (pods are created below them)."""
+        return self._unique_bases
+
+    @property
     def _unique_bases(self) -> tuple[Path, ...]:
         unique: list[Path] = []
         for _, base in self._bases:

@@ -850,6 +850,10 @@ class PodRuntime:
     def cgroups(self) -> CgroupDriver:
         return self._cgroups
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def status(self, uid: str) -> PodStatus | None:
         pod = self._pods.get(uid)
         return None if pod is None else pod.status

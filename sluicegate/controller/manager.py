@@ -36,6 +36,7 @@ from sluicegate.controller.model.objects import (
 from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
 from sluicegate.controller.model.workloads import Admission, PodSetAssignment, Workload
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
+from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Delete, Put, Store
 from sluicegate.manifest.decode import decode, find_cohort_cycle
@@ -648,7 +649,7 @@ class Manager:
         self.cycle += 1
         now = self.clock()
         snapshot = c.snapshot(now)
-        entries = run_cycle(heads, snapshot, preemptor=self.preemptor)
+        entries = run_cycle(heads, snapshot, preemptor=self.preemptor, ordering=order_for(snapshot))
         stats.entries = entries
         updated: list[tuple[Entry, Workload]] = []
         for e in entries:

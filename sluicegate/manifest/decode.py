@@ -110,13 +110,15 @@ def decode(doc: RawDocument | Mapping[str, object], *, source: str = "") -> Deco
     Raises :class:`ManifestError` listing every problem of the document;
     nothing is returned for a document with any problem.
     """
+    raw: object = doc
     if isinstance(doc, RawDocument):
-        body: Mapping[object, object] = doc.body
+        raw = doc.body
         source = source or doc.source
-    else:
-        body = doc
-    if not isinstance(body, dict):
-        raise ManifestError(source, [FieldError("", f"a document must be a mapping with apiVersion and kind, got {show(body)}")])
+    elif isinstance(doc, Mapping) and not isinstance(doc, dict):
+        raw = dict(doc)
+    if not isinstance(raw, dict):
+        raise ManifestError(source, [FieldError("", f"a document must be a mapping with apiVersion and kind, got {show(raw)}")])
+    body: dict[object, object] = raw
     hint_kind, hint_name = peek_identity(body)
     problems = Problems()
     api_version, kind = _identify(body, problems)
@@ -124,7 +126,7 @@ def decode(doc: RawDocument | Mapping[str, object], *, source: str = "") -> Deco
         raise ManifestError(source, problems.items, kind=hint_kind, name=hint_name)
     dialect = Dialect(api_version)
     if kind == "Configuration":
-        known, unsupported = configuration_fields(dialect)
+        known, unsupported = configuration_fields()
         fields = Fields(body, "", problems, known=known, unsupported=unsupported)
         obj: Decoded = read_configuration(fields, dialect)
     else:

@@ -79,7 +79,7 @@ VALID_STRATEGY_SEQUENCES: tuple[tuple[FairPreemptionStrategy, ...], ...] = (
 TIMESTAMPS = {t.value: t for t in RequeuingTimestamp}
 
 
-def configuration_fields(dialect: Dialect) -> tuple[tuple[str, ...], dict[str, str]]:
+def configuration_fields() -> tuple[tuple[str, ...], dict[str, str]]:
     """(known top-level fields, unsupported ones) of a Configuration document."""
     known = ("apiVersion", "kind", "fairSharing", "waitForPodsReady", "integrations", *IGNORED_CONFIGURATION_SECTIONS)
     return known, dict(CONFIGURATION_UNSUPPORTED)

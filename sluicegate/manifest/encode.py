@@ -37,7 +37,8 @@ from sluicegate.controller.model import (
 )
 from sluicegate.controller.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.controller.model.queues import FlavorFungibility, Preemption
-from sluicegate.manifest.decode_workload import ACCUMULATED_V1BETA2, POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
+from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
+from sluicegate.manifest.decode_workload import POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
 from sluicegate.manifest.dialect import CORE_V1, SCHEDULING_V1, SLUICEGATE_V1BETA2
 from sluicegate.manifest.refs import Decoded, object_ref
 from sluicegate.manifest.syntax import decimal_text

@@ -47,7 +47,7 @@ class ManifestError(Exception):
         line: int | None = None,
     ) -> None:
         self.source = source
-        self.errors: tuple[FieldError, ...] = tuple(errors)
+        self.errors: list[FieldError] = list(errors)
         self.kind = kind
         self.name = name
         self.line = line
@@ -77,7 +77,7 @@ class ManifestErrors(Exception):
     """Several documents failed; each entry is the error of one document."""
 
     def __init__(self, errors: Iterable[ManifestError]) -> None:
-        self.errors: tuple[ManifestError, ...] = tuple(errors)
+        self.errors: list[ManifestError] = list(errors)
         super().__init__(str(self))
 
     def __str__(self) -> str:

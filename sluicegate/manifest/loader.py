@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import yaml
+import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from sluicegate.manifest.errors import FieldError, ManifestError
 from sluicegate.manifest.syntax import show
@@ -51,7 +51,7 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type, unused-ignore]
     """Safe YAML loading with Kubernetes' expectations (see module docstring)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:

@@ -24,13 +24,14 @@ __all__ = ["parse_rfc3339", "format_rfc3339", "parse_duration", "format_duration
 
 _RFC3339 = re.compile(
     r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt]"
-    r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<frac>\d+))?"
+    r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<frac>\d{1,30}))?"
     r"(?P<tz>[Zz]|[+-]\d{2}:\d{2})$"
 )
 _EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
-# Go's time.Parse accepts at most nanoseconds; more digits add nothing a
-# float could hold either.
-_MAX_FRACTION_DIGITS = 9
+# Enough digits to single out any float of at least one second (a double
+# has 53 bits, about 16 significant decimal digits).  Timestamps of this era
+# need 7; Kubernetes itself writes none.
+_MAX_FRACTION_DIGITS = 17
 
 
 def parse_rfc3339(text: str) -> float:
@@ -59,7 +60,6 @@ def parse_rfc3339(text: str) -> float:
     frac = m["frac"]
     if not frac:
         return float(whole)
-    frac = frac[:_MAX_FRACTION_DIGITS]
     # Exact rational first, one rounding at the end: the float we return is
     # the one nearest the written instant, so formatting it again gives the
     # same text back.

@@ -282,7 +282,7 @@ def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterable[Entry]
     return sorted(entries, key=lambda e: classical_order_key(e, snapshot))
 
 
-def process_entry(entry: Entry, snapshot: Snapshot, preempted: set[WorkloadKey]) -> None:
+def process_entry(entry: Entry, snapshot: Snapshot, preempted: dict[WorkloadKey, AdmittedWorkload]) -> None:
     """Decide one nominated entry against the snapshot, updating the overlay."""
     assert entry.assignment is not None
     mode = entry.assignment.mode()
@@ -301,15 +301,16 @@ def process_entry(entry: Entry, snapshot: Snapshot, preempted: set[WorkloadKey])
         entry.mark_skipped("Workload has overlapping preemption targets with another workload")
         return
     usage = entry.assignment.usage
-    removals = [
-        (snapshot.node(t.victim.cluster_queue), t.victim.usage) for t in entry.targets
-    ]
+    # Fit is judged as if every victim claimed so far in this cycle, and this
+    # entry's own, were already gone (Kueue's fits()).
+    victims = {**preempted, **{t.victim.key: t.victim for t in entry.targets}}
+    removals = [(snapshot.node(v.cluster_queue), v.usage) for v in victims.values()]
     with view.simulate_removal(removals):
         fits = view.fits(node, usage)
     if not fits:
         entry.mark_skipped("Workload no longer fits after processing another workload")
         return
-    preempted.update(t.victim.key for t in entry.targets)
+    preempted.update((t.victim.key, t.victim) for t in entry.targets)
     view.add_all(node, usage)
     if mode is Mode.PREEMPT:
         entry.mark_preempting(list(entry.targets))
@@ -330,7 +331,7 @@ def run_cycle(
     # 4. Order.
     order = ordering if ordering is not None else classical_order
     # 5. Walk, recording tentative usage in the snapshot's overlay.
-    preempted: set[WorkloadKey] = set()
+    preempted: dict[WorkloadKey, AdmittedWorkload] = {}
     for entry in order(entries, snapshot):
         process_entry(entry, snapshot, preempted)
     # 6. Requeue reasons for whatever was not admitted.

@@ -139,8 +139,9 @@ def dominant_resource_share(
 def weighted_share(view: UsageView, node: QuotaNode) -> int:
     """``status.fairSharing.weightedShare`` of a ClusterQueue or Cohort.
 
-    0 when the node does not borrow (or has no parent), the DRS rounded up
-    otherwise, and :data:`MAX_WEIGHTED_SHARE` for a zero-weight borrower.
+    0 when the node borrows nothing its parent could lend (or has no parent),
+    the weighted DRS rounded up otherwise, and :data:`MAX_WEIGHTED_SHARE` for a
+    zero-weight node that borrows.
     """
     return dominant_resource_share(view, node).weighted_share()
 
@@ -308,9 +309,9 @@ class TargetQueueOrdering:
                     "fair preemption target walk made no progress: a caller took a queue "
                     "without popping a candidate or dropping it"
                 )
-            target = self._next(root)
-            if target is not None:
-                yield target
+            found = self._next(root)
+            if found is not None:
+                yield found
 
     def _next(self, cohort: QuotaNode) -> TargetQueue | None:
         best_queue: QuotaNode | None = None

@@ -62,13 +62,12 @@ def satisfies_policy(
     entered the queue after the preemptor, which is what stops a newer
     workload from starving an older one of the same priority.
     """
-    value = policy.value
     lower = preemptor.priority > candidate.priority
-    if value == "LowerPriority":
+    if policy in (PreemptionPolicy.LOWER_PRIORITY, ReclaimPolicy.LOWER_PRIORITY):
         return lower
-    if value == "LowerOrNewerEqualPriority":
+    if policy is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
         newer_equal = preemptor.priority == candidate.priority and queue_order_timestamp(
             preemptor, requeuing
         ) < queue_order_timestamp(candidate, requeuing)
         return lower or newer_equal
-    return value == "Any"
+    return policy is ReclaimPolicy.ANY

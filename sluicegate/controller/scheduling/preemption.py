@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from sluicegate.controller.model.config import RequeuingTimestamp
 from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
@@ -342,7 +343,7 @@ def _classic_targets(ctx: _Context) -> list[Target]:
                 removals.remove(candidate.victim)
                 targets.append(Target(candidate.victim, _REASONS[candidate.variant]))
                 if ctx.fits(allow_borrowing=allow_borrowing):
-                    return _fill_back(targets, removals, lambda: ctx.fits(allow_borrowing=allow_borrowing))
+                    return _fill_back(targets, removals, partial(ctx.fits, allow_borrowing=allow_borrowing))
         finally:
             removals.restore_all()
     return []
@@ -383,7 +384,9 @@ class _FairRun:
         self.targets.append(Target(victim, reason))
         return self.ctx.fits_without_incoming()
 
-    def first_strategy(self, candidates: list[AdmittedWorkload], strategy: Strategy) -> tuple[bool, list[AdmittedWorkload]]:
+    def first_strategy(
+        self, candidates: list[AdmittedWorkload], strategy: Strategy
+    ) -> tuple[bool, list[AdmittedWorkload]]:
         """Rule S2-a (or whichever comes first): returns (fits, candidates to retry)."""
         ctx = self.ctx
         ordering = TargetQueueOrdering(
@@ -448,7 +451,7 @@ def _fair_targets(ctx: _Context, strategies: Sequence[Strategy]) -> list[Target]
                 fits = run.second_strategy(retry, strategies[1])
         if not fits:
             return []
-        return _fill_back(run.targets, run.removals, lambda: ctx.fits(allow_borrowing=True))
+        return _fill_back(run.targets, run.removals, partial(ctx.fits, allow_borrowing=True))
     finally:
         run.removals.restore_all()
 

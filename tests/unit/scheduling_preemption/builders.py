@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
+from typing import TypedDict, Unpack
 
 from sluicegate.controller.model import (
     Admission,
@@ -53,6 +54,15 @@ FlavorQuotaSpec = Mapping[str, Mapping[str, QuotaArg]]
 NAMESPACE = "ns"
 
 
+class Policy(TypedDict, total=False):
+    """spec.preemption of a ClusterQueue, by Kueue field value."""
+
+    within: str
+    reclaim: str
+    borrow_within: str
+    threshold: int | None
+
+
 def q(resource: str, value: Qty) -> int:
     return parse_canonical(resource, value)
 
@@ -87,12 +97,9 @@ def cluster_queue(
     cohort: str | None = None,
     quota: FlavorQuotaSpec | None = None,
     groups: Sequence[FlavorQuotaSpec] = (),
-    within: str = "Never",
-    reclaim: str = "Never",
-    borrow_within: str = "Never",
-    threshold: int | None = None,
     weight: Qty = 1,
     fungibility: FlavorFungibility | None = None,
+    **policy: Unpack[Policy],
 ) -> ClusterQueueSpec:
     """A ClusterQueue; ``quota`` is one resource group, ``groups`` several."""
     specs = list(groups) if groups else ([quota] if quota is not None else [])
@@ -102,17 +109,19 @@ def cluster_queue(
         cohort=None if cohort is None else CohortName(cohort),
         namespace_selector=LabelSelector(),
         preemption=Preemption(
-            within_cluster_queue=PreemptionPolicy(within),
-            reclaim_within_cohort=ReclaimPolicy(reclaim),
-            borrow_within_cohort=BorrowWithinCohortPolicy(borrow_within),
-            max_priority_threshold=threshold,
+            within_cluster_queue=PreemptionPolicy(policy.get("within", "Never")),
+            reclaim_within_cohort=ReclaimPolicy(policy.get("reclaim", "Never")),
+            borrow_within_cohort=BorrowWithinCohortPolicy(policy.get("borrow_within", "Never")),
+            max_priority_threshold=policy.get("threshold"),
         ),
         flavor_fungibility=fungibility or FlavorFungibility(),
         fair_sharing_weight=Fraction(str(weight)),
     )
 
 
-def cohort(name: str, *, parent: str | None = None, quota: FlavorQuotaSpec | None = None, weight: Qty = 1) -> CohortSpec:
+def cohort(
+    name: str, *, parent: str | None = None, quota: FlavorQuotaSpec | None = None, weight: Qty = 1
+) -> CohortSpec:
     return CohortSpec(
         name=CohortName(name),
         parent=None if parent is None else CohortName(parent),
@@ -157,7 +166,7 @@ def workload(
 def admitted(
     name: str,
     cq: str,
-    usage: Mapping[str, Qty] | Mapping[tuple[str, str], Qty] | None = None,
+    usage: Mapping[str, Qty] | None = None,
     *,
     flavor: str = "default",
     priority: int = 0,
@@ -165,14 +174,9 @@ def admitted(
     created: float = 0.0,
     evicted: bool = False,
 ) -> AdmittedWorkload:
-    """A workload holding quota in ``cq``; usage keys are resources (of ``flavor``) or (flavor, resource)."""
-    raw: Mapping[object, Qty] = usage if usage is not None else {"cpu": 1}  # type: ignore[assignment]
-    frs: dict[FlavorResource, int] = {}
-    for key, value in raw.items():
-        fr = FlavorResource(FlavorName(key[0]), key[1]) if isinstance(key, tuple) else FlavorResource(
-            FlavorName(flavor), str(key)
-        )
-        frs[fr] = frs.get(fr, 0) + q(fr.resource, value)
+    """A workload holding ``usage`` (per resource, all of ``flavor``) in ``cq``."""
+    raw = usage if usage is not None else {"cpu": 1}
+    frs = {FlavorResource(FlavorName(flavor), res): q(res, v) for res, v in raw.items()}
     assignment = PodSetAssignment(
         name="main",
         flavors={fr.resource: fr.flavor for fr in frs},
@@ -238,7 +242,7 @@ def assignment(*pod_sets: Mapping[str, ResourceAssign]) -> Assignment:
         result = PodSetResult(name=f"ps{i}", count=1, requests={})
         for res, spec in ps.items():
             flavor, qty = spec[0], spec[1]
-            mode = spec[2] if len(spec) == 3 else Mode.PREEMPT  # type: ignore[misc]
+            mode = spec[2] if len(spec) == 3 else Mode.PREEMPT
             amount = q(res, qty)
             result.requests[res] = amount
             result.flavors[res] = FlavorChoice(FlavorName(flavor), mode, 0)

@@ -1,0 +1,127 @@
+"""RFC 3339 timestamps and Go durations, both directions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sluicegate.manifest.timefmt import format_duration, format_rfc3339, parse_duration, parse_rfc3339
+
+
+@pytest.mark.parametrize(
+    ("text", "epoch"),
+    [
+        pytest.param("1970-01-01T00:00:00Z", 0.0, id="epoch"),
+        pytest.param("2024-05-01T12:00:00Z", 1714564800.0, id="utc"),
+        pytest.param("2024-05-01T12:00:00.5Z", 1714564800.5, id="fraction"),
+        pytest.param("2024-05-01T12:00:00.123456789Z", 1714564800.123456789, id="nanoseconds"),
+        pytest.param("2024-05-01T14:30:00+02:30", 1714564800.0, id="positive-offset"),
+        pytest.param("2024-05-01T07:00:00-05:00", 1714564800.0, id="negative-offset"),
+        pytest.param("2024-05-01t12:00:00z", 1714564800.0, id="lower-case-separators"),
+        pytest.param("2024-02-29T00:00:00Z", 1709164800.0, id="leap-day"),
+        pytest.param("1969-12-31T23:59:59Z", -1.0, id="before-epoch"),
+    ],
+)
+def test_parse_rfc3339(text: str, epoch: float) -> None:
+    assert parse_rfc3339(text) == epoch
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("2024-05-01 12:00:00Z", "is not an RFC 3339 timestamp", id="space-separator"),
+        pytest.param("2024-05-01T12:00:00", "is not an RFC 3339 timestamp", id="no-zone"),
+        pytest.param("2024-05-01", "is not an RFC 3339 timestamp", id="date-only"),
+        pytest.param("2023-02-29T00:00:00Z", "is not a real calendar date", id="not-a-leap-year"),
+        pytest.param("2024-05-01T24:00:00Z", "has a time of day out of range", id="hour-24"),
+        pytest.param("2024-05-01T12:00:60Z", "has a time of day out of range", id="leap-second"),
+        pytest.param("2024-05-01T12:00:00+25:00", "has a UTC offset out of range", id="offset-out-of-range"),
+    ],
+)
+def test_parse_rfc3339_rejects(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_rfc3339(text)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("epoch", "text"),
+    [
+        pytest.param(0.0, "1970-01-01T00:00:00Z", id="epoch"),
+        pytest.param(1714564800.0, "2024-05-01T12:00:00Z", id="whole-seconds"),
+        pytest.param(1714564800.5, "2024-05-01T12:00:00.5Z", id="half-second"),
+        pytest.param(1714564800.25, "2024-05-01T12:00:00.25Z", id="quarter-second"),
+        pytest.param(-1.5, "1969-12-31T23:59:58.5Z", id="before-epoch"),
+    ],
+)
+def test_format_rfc3339(epoch: float, text: str) -> None:
+    assert format_rfc3339(epoch) == text
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rfc3339_round_trip_is_exact_for_any_float_timestamp(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(2000):
+        epoch = rng.uniform(0, 4_102_444_800)  # up to 2100, like time.time() readings
+        assert parse_rfc3339(format_rfc3339(epoch)) == epoch
+
+
+def test_format_rfc3339_rejects_non_finite() -> None:
+    with pytest.raises(ValueError):
+        format_rfc3339(float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        pytest.param("0", 0.0, id="bare-zero"),
+        pytest.param("45s", 45.0, id="seconds"),
+        pytest.param("5m", 300.0, id="minutes"),
+        pytest.param("1h30m", 5400.0, id="hours-minutes"),
+        pytest.param("1h30m15s", 5415.0, id="hours-minutes-seconds"),
+        pytest.param("500ms", 0.5, id="milliseconds"),
+        pytest.param("1.5h", 5400.0, id="fractional-hours"),
+        pytest.param("2m3.5s", 123.5, id="fractional-seconds"),
+        pytest.param("250us", 0.00025, id="microseconds"),
+        pytest.param("250µs", 0.00025, id="micro-sign"),
+        pytest.param("10ns", 1e-8, id="nanoseconds"),
+        pytest.param("-30s", -30.0, id="negative"),
+        pytest.param("+1m", 60.0, id="explicit-plus"),
+        pytest.param(".5s", 0.5, id="leading-dot"),
+    ],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5", "5 m", "1d", "m", "1h30", "s5", "1..5s", "."])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_duration(text)
+    assert "is not a duration" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        pytest.param(0.0, "0s", id="zero"),
+        pytest.param(45.0, "45s", id="seconds"),
+        pytest.param(300.0, "5m", id="minutes"),
+        pytest.param(5400.0, "1h30m", id="hours-minutes"),
+        pytest.param(3661.0, "1h1m1s", id="all-units"),
+        pytest.param(0.5, "0.5s", id="sub-second"),
+        pytest.param(90.25, "1m30.25s", id="fractional-seconds"),
+        pytest.param(-60.0, "-1m", id="negative"),
+    ],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_duration_round_trip_is_exact(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(2000):
+        seconds = rng.choice([rng.uniform(0, 100_000), float(rng.randrange(0, 100_000)), rng.uniform(0, 1)])
+        assert parse_duration(format_duration(seconds)) == seconds
