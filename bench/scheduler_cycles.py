@@ -69,7 +69,7 @@ def main() -> None:
         clock_t[0] += 0.001
         return 1_700_000_000.0 + clock_t[0]
 
-    m = Manager(store, clock=clock)
+    m = Manager(store, clock=clock, placement=False)
     t0 = time.perf_counter()
     m.apply(queues(ns.cluster_queues, ns.cohorts, ns.nominal))
     t_apply = time.perf_counter() - t0

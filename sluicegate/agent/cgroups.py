@@ -167,6 +167,9 @@ class CgroupDriver(Protocol):
 
     def describe(self) -> str: ...
 
+    @property
+    def base_dirs(self) -> tuple[Path, ...]: ...
+
     def create(self, *, pod_uid: str, container: str, limits: CgroupLimits) -> CgroupHandle | None: ...
 
     def placement_argv(self, handle: CgroupHandle | None, argv: Sequence[str]) -> list[str]: ...
@@ -547,6 +550,11 @@ class CgroupV2(_TreeDriver):
             # otherwise a "limit" would only slow the process down.
             if (leaf / "memory.swap.max").exists():
                 _write(leaf / "memory.swap.max", "0", operation="disable swap")
+        if "memory" in self._controllers and (leaf / "memory.oom.group").exists():
+            # An OOM kill takes the whole container, as the kubelet configures
+            # it on v2: a container missing one process is rarely useful, and
+            # the main process then reliably reports the kill.
+            _write(leaf / "memory.oom.group", "1", operation="group OOM kills")
         if limits.cpu_limit_millicores:
             self._require("cpu", handle, "a CPU limit")
             quota = cfs_quota_us(limits.cpu_limit_millicores)
@@ -718,6 +726,10 @@ class NoCgroups:
 
     def describe(self) -> str:
         return "no cgroups (memory limits polled with psutil, CPU limits not enforced)"
+
+    @property
+    def base_dirs(self) -> tuple[Path, ...]:
+        return ()
 
     def create(self, *, pod_uid: str, container: str, limits: CgroupLimits) -> CgroupHandle | None:
         return None

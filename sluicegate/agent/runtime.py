@@ -73,6 +73,7 @@ __all__ = [
     "SystemClock",
     "PodRuntimeError",
     "PodSpecError",
+    "PodDirectoryError",
     "PodExistsError",
     "PodNotFoundError",
     "PodNotFinishedError",
@@ -341,6 +342,16 @@ class PodSpecError(PodRuntimeError):
         self.field = field
         self.problem = problem
         super().__init__(f"pod {uid!r}: {field}: {problem}; the pod was not started")
+
+
+class PodDirectoryError(PodRuntimeError):
+    """The pod's directory (logs) could not be created; nothing was started."""
+
+    def __init__(self, *, uid: str, path: str, detail: str) -> None:
+        self.uid = uid
+        self.path = path
+        self.detail = detail
+        super().__init__(f"pod {uid!r}: cannot create {path}: {detail}; the pod was not started")
 
 
 class PodExistsError(PodRuntimeError):
@@ -648,8 +659,11 @@ def _signal_group(pgid: int, sig: int) -> None:
     # Only signal a group that still has live members: once a group is empty
     # its number can be handed to an unrelated process that becomes a group
     # leader, and that process must not receive our signal.
-    if not group_members(pgid):
-        return
+    if group_members(pgid):
+        _killpg(pgid, sig)
+
+
+def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
@@ -700,6 +714,20 @@ class _Proc:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+
+
+class _StartFailure(Exception):
+    """A container cannot be started; the message says why (reported as StartError)."""
+
+
+def _append_line(path: Path, line: str) -> None:
+    # Best effort: the log is where a user looks first, but failing to write
+    # it must not hide the start error itself.
+    try:
+        with open(path, "a") as log_file:
+            log_file.write(line + "\n")
+    except OSError:
+        pass
 
 
 def _command_problem(command: str, env: Mapping[str, str], cwd: str) -> str | None:
@@ -927,9 +955,7 @@ class PodRuntime:
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise PodSpecError(
-                uid=spec.uid, field="uid", problem=f"cannot create {directory}: {exc.strerror or exc}"
-            ) from exc
+            raise PodDirectoryError(uid=spec.uid, path=str(directory), detail=exc.strerror or str(exc)) from exc
         pod = _Pod(
             spec=spec,
             directory=directory,
@@ -1032,11 +1058,12 @@ class PodRuntime:
         finished: list[str] = []
         pods: list[_Pod] = []
         if checkpoint is not None:
+            # Parse everything before touching any process, so a bad record
+            # leaves nothing half-adopted (and run() stays refused).
+            pods = [self._restore_pod(record, path=path) for record in checkpoint.pods]
             same_boot = checkpoint.boot_id == self._boot_id
             self._seq = max(self._seq, checkpoint.seq)
-            for record in checkpoint.pods:
-                pod = self._restore_pod(record, path=path)
-                pods.append(pod)
+            for pod in pods:
                 self._pods[pod.uid] = pod
                 if pod.finished:
                     finished.append(pod.uid)
@@ -1221,6 +1248,7 @@ class PodRuntime:
         except (_StartFailure, CgroupError, OSError, subprocess.SubprocessError) as exc:
             message = str(exc)
             log.warning("pod %s container %s could not start: %s", pod.uid, spec.name, message)
+            _append_line(container.log_path, f"sluicegate: could not start the container: {message}")
             container.starting = False
             container.proc = None
             container.state = ContainerState.TERMINATED
@@ -1274,11 +1302,10 @@ class PodRuntime:
                 return _Exit(code=info.si_status, signal=None)
             return _Exit(code=128 + info.si_status, signal=info.si_status)
 
-    def _leftovers(self, container: _Container, pgid: int | None) -> frozenset[int]:
-        pids = set(live_pids(self._cgroups.pids(container.cgroup)))
-        if pgid is not None:
-            pids |= group_members(pgid)
-        return frozenset(pids)
+    def _leftovers(self, container: _Container, pgid: int | None) -> tuple[frozenset[int], frozenset[int]]:
+        """Live members of the container's process group and of its cgroup."""
+        group = group_members(pgid) if pgid is not None else frozenset()
+        return group, live_pids(self._cgroups.pids(container.cgroup))
 
     async def _drain(self, pod: _Pod, container: _Container, pgid: int | None) -> frozenset[int]:
         """SIGKILL what is left of a container until nothing is; returns survivors if it gave up.
@@ -1291,12 +1318,14 @@ class PodRuntime:
         start = loop.time()
         warned = False
         while True:
-            left = self._leftovers(container, pgid)
+            group, in_cgroup = self._leftovers(container, pgid)
+            left = group | in_cgroup
             if not left:
                 return frozenset()
-            if pgid is not None:
-                _signal_group(pgid, signal.SIGKILL)
-            self._cgroups.kill(container.cgroup)
+            if group and pgid is not None:
+                _killpg(pgid, signal.SIGKILL)
+            if in_cgroup:
+                self._cgroups.kill(container.cgroup)
             waited = loop.time() - start
             if waited > self._config.stuck_give_up_seconds:
                 log.error(
@@ -1383,7 +1412,8 @@ class PodRuntime:
     def _pod_pids(self, pod: _Pod) -> frozenset[int]:
         pids: set[int] = set()
         for container in pod.containers:
-            pids |= self._leftovers(container, container.proc.pid if container.proc is not None else None)
+            group, in_cgroup = self._leftovers(container, container.proc.pid if container.proc is not None else None)
+            pids |= group | in_cgroup
         return frozenset(pids)
 
     def _signal_pod(self, pod: _Pod, sig: int) -> None:
@@ -1613,6 +1643,3 @@ class PodRuntime:
         log.warning("pod %s container %s: not re-adopted: %s", pod.uid, name, why)
         return LostContainer(uid=pod.uid, container=name, pid=pid, why=why)
 
-
-class _StartFailure(Exception):
-    """A container cannot be started; the message says why (reported as StartError)."""

@@ -34,9 +34,13 @@ from sluicegate.controller.model.objects import (
     WorkloadPriorityClass,
 )
 from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
-from sluicegate.controller.model.workloads import Admission, PodSetAssignment, Workload
+from sluicegate.controller.model.workloads import Admission, PodSet, PodSetAssignment, Workload
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
+from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
+from sluicegate.controller.fleet import Fleet
+from sluicegate.controller.lifecycle import evict, settle
+from sluicegate.controller.model.pods import pods_of, with_extra, with_pods
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Delete, Put, Store
 from sluicegate.manifest.decode import decode, find_cohort_cycle
@@ -152,7 +156,11 @@ class Manager:
         clock: Callable[[], float],
         config: ControllerConfig | None = None,
         preemptor: Preemptor | None = None,
+        placement: bool = True,
+        node_timeout: float = 40.0,
     ) -> None:
+        """``placement=False`` is quota-only mode: workloads are admitted without
+        being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
         self.store = store
         self.clock = clock
         self.cache = Cache(config=config or ControllerConfig())
@@ -162,6 +170,8 @@ class Manager:
         self._watchers: list[_Watcher] = []
         self._wake = asyncio.Event()
         self._stopping = False
+        self.placement = placement
+        self.fleet = Fleet(self, node_timeout=node_timeout)
 
     # ------------------------------------------------------------------ load
 
@@ -190,6 +200,7 @@ class Manager:
     def _load_workload(self, wl: Workload) -> None:
         c = self.cache
         c.workloads[wl.key] = wl
+        self.fleet.track(wl)
         if wl.has_quota_reservation and not wl.is_finished and wl.status.admission is not None:
             cond = wl.status.condition("QuotaReserved")
             c.add_admitted(wl, cond.last_transition_time if cond else wl.creation_timestamp)
@@ -450,8 +461,11 @@ class Manager:
         now = self.clock()
         st = wl.status
         conds = st.conditions
+        if pods_of(wl):
+            # Running pods are stopped first; the quota goes back once they exit.
+            return evict(wl, reason="InactiveWorkload", message="The workload is deactivated", now=now)
         if wl.has_quota_reservation:
-            conds = set_condition(conds, type_="Evicted", status=True, reason="Deactivated",
+            conds = set_condition(conds, type_="Evicted", status=True, reason="InactiveWorkload",
                                   message="The workload is deactivated", now=now)
             conds = set_condition(conds, type_="QuotaReserved", status=False, reason="Pending",
                                   message="The workload is deactivated", now=now)
@@ -481,6 +495,9 @@ class Manager:
         c = self.cache
         old = c.workloads.get(wl.key)
         c.workloads[wl.key] = wl
+        if pods_of(wl) and (wl.status.is_true("Evicted") or wl.status.extra.get("deleting")):
+            self.fleet.apply(settle(wl, self.clock()))
+            return
         if old is not None and c.holds_quota(wl.key) and not wl.has_quota_reservation:
             cq = c.release(wl.key)
             if cq is not None:
@@ -516,6 +533,10 @@ class Manager:
         wl = self.cache.workloads.get(key)
         if wl is None:
             raise NotFound("Workload", namespace, name)
+        if any(not p.terminal for p in pods_of(wl)):
+            # Stop the pods first; the workload (and its quota) goes once they exited.
+            self.fleet.apply(settle(with_extra(wl, deleting=True), self.clock()))
+            return True
         self._write(deletes=[("Workload", namespace, name)])
         c = self.cache
         del c.workloads[key]
@@ -649,11 +670,18 @@ class Manager:
         self.cycle += 1
         now = self.clock()
         snapshot = c.snapshot(now)
-        entries = run_cycle(heads, snapshot, preemptor=self.preemptor, ordering=order_for(snapshot))
+        placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
+        entries = run_cycle(
+            heads,
+            snapshot,
+            preemptor=self.preemptor,
+            ordering=order_for(snapshot),
+            placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
+        )
         stats.entries = entries
         updated: list[tuple[Entry, Workload]] = []
         for e in entries:
-            new = self._decided(e, now)
+            new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
             if new is not None:
                 updated.append((e, new))
         try:
@@ -673,6 +701,8 @@ class Manager:
                 c.workloads[wl.key] = wl
                 c.add_admitted(wl, now)
                 c.queues.admitted(e)
+                self.fleet.track(wl)
+                self.fleet.launch(wl)
                 stats.admitted += 1
                 log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
             else:
@@ -688,7 +718,15 @@ class Manager:
                 self._publish("MODIFIED", wl)
         return stats
 
-    def _decided(self, e: Entry, now: float) -> Workload | None:
+    def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
+        assert e.assignment is not None
+        specs = {ps.name: ps for ps in e.workload.pod_sets}
+        return [
+            (specs[r.name], r.count, {res: fc.flavor for res, fc in r.flavors.items()})
+            for r in e.assignment.pod_sets
+        ]
+
+    def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None) -> Workload | None:
         """The workload's new state after its cycle, or None if nothing changed."""
         wl = e.workload
         st = wl.status
@@ -715,7 +753,10 @@ class Manager:
                 if old is not None and old.is_true:
                     conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
                                           message=f"Previously: {old.message}", now=now)
-            return replace(wl, status=replace(st, conditions=conds, admission=admission))
+            admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
+            if placements is not None:
+                admitted = with_pods(with_extra(admitted, lastPods=None), self.fleet.pod_records(wl, placements))
+            return admitted
         message = e.message or "Workload is waiting for quota"
         old = st.condition("QuotaReserved")
         if old is not None and old.status == "False" and old.message == message and old.reason == "Pending":

@@ -27,10 +27,11 @@ from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_tas
 from sluicegate.common.supervise import DEFAULT_HARD_DEADLINE, arm_hard_deadline, new_stop_future, stop_on_signals, supervise
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
+from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
 from sluicegate.controller.store import StoreError, open_store
-from sluicegate.v1 import objects_pb2_grpc, workloads_pb2_grpc
+from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, workloads_pb2_grpc
 
 log = logging.getLogger("sluicegate.controller")
 
@@ -65,7 +66,8 @@ async def serve(
 ) -> str:
     store = open_store(settings.store, synchronous=settings.store_synchronous)
     try:
-        manager = Manager(store, clock=clock, config=settings.config)
+        manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
+                          node_timeout=settings.node_heartbeat_timeout)
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
@@ -73,6 +75,9 @@ async def serve(
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
         objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager), server)
         workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager), server)
+        agent_pb2_grpc.add_AgentLinkServicer_to_server(
+            AgentLinkServicer(manager, heartbeat_interval=settings.agent_heartbeat_interval), server)
+        agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager), server)
         grpc_health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(grpc_health, server)
         host, port = split_hostport(settings.listen, key="listen")
@@ -113,7 +118,14 @@ async def serve(
                 notifier.stopping(reason)
                 arm_hard_deadline(DEFAULT_HARD_DEADLINE)
 
-            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler()}
+            async def node_monitor() -> None:
+                # Heartbeats are checked at a quarter of the timeout: a lost
+                # node is noticed at most 25% late.
+                while True:
+                    await asyncio.sleep(max(0.05, settings.node_heartbeat_timeout / 4))
+                    manager.fleet.check_nodes()
+
+            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler(), "node-monitor": node_monitor()}
             period = watchdog_interval()
             if period is not None:
                 tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
@@ -132,6 +144,9 @@ async def _main(ns: argparse.Namespace) -> int:
             "health_listen": ns.health_listen,
             "store": ns.store,
             "configuration_path": ns.configuration,
+            "node_heartbeat_timeout": ns.node_heartbeat_timeout,
+            "agent_heartbeat_interval": ns.agent_heartbeat_interval,
+            "placement": False if ns.no_placement else None,
         },
     )
     stop = new_stop_future()
@@ -148,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--health-listen", help="health/metrics HOST:PORT")
     parser.add_argument("--store", help="sqlite path or sqlite:///path")
     parser.add_argument("--configuration", help="Kueue Configuration YAML (fairSharing, waitForPodsReady, ...)")
+    parser.add_argument("--node-heartbeat-timeout", type=float, help="seconds without heartbeat before a node is NotReady")
+    parser.add_argument("--agent-heartbeat-interval", type=float, help="seconds between agent heartbeats")
+    parser.add_argument("--no-placement", action="store_true",
+                        help="quota-only mode: admit workloads without binding or running pods")
     parser.add_argument("--ready-file", help="write {grpc, health, pid} JSON here once serving")
     parser.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
     ns = parser.parse_args(argv)

@@ -8,6 +8,8 @@ Every key is optional; unknown keys are errors that name the key.
     storeSynchronous: NORMAL        # NORMAL survives kill -9; FULL also power loss
     configuration: /etc/sluicegate/configuration.yaml   # Kueue Configuration document
     nodeHeartbeatTimeout: 40s       # a node silent this long becomes NotReady
+    agentHeartbeatInterval: 2s      # how often agents report usage and pods
+    placement: true                 # false: quota-only mode, admitted workloads are not run
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
 """
 
@@ -35,6 +37,8 @@ class ControllerSettings:
     store_synchronous: str = "NORMAL"
     configuration_path: str = ""
     node_heartbeat_timeout: float = 40.0
+    agent_heartbeat_interval: float = 2.0
+    placement: bool = True
     grpc_grace: float = 5.0
     config: ControllerConfig = field(default_factory=ControllerConfig)
 
@@ -47,6 +51,8 @@ _KEYS = {
     "configuration": ("configuration_path", str),
     "nodeHeartbeatTimeout": ("node_heartbeat_timeout", "duration"),
     "grpcGrace": ("grpc_grace", "duration"),
+    "agentHeartbeatInterval": ("agent_heartbeat_interval", "duration"),
+    "placement": ("placement", bool),
 }
 
 
@@ -78,12 +84,21 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
                 values[attr] = parse_duration(value) if isinstance(value, str) else float(value)
             except (ValueError, TypeError) as exc:
                 raise SettingsError(f"{path}: {key}: {exc}") from exc
+        elif typ is bool:
+            if not isinstance(value, bool):
+                raise SettingsError(f"{path}: {key}: expected true or false, got {value!r}")
+            values[attr] = value
         else:
             if not isinstance(value, str):
                 raise SettingsError(f"{path}: {key}: expected a string, got {value!r}")
             values[attr] = value
     values.update({k: v for k, v in overrides.items() if v is not None})
     s = replace(s, **values)
+    if s.agent_heartbeat_interval <= 0 or s.node_heartbeat_timeout <= s.agent_heartbeat_interval:
+        raise SettingsError(
+            f"nodeHeartbeatTimeout ({s.node_heartbeat_timeout:g}s) must exceed agentHeartbeatInterval "
+            f"({s.agent_heartbeat_interval:g}s), which must be positive"
+        )
     split_hostport(s.listen, key="listen")
     split_hostport(s.health_listen, key="healthListen")
     if s.configuration_path:

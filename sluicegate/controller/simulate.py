@@ -49,7 +49,7 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
         raise InvalidArgument("", "\n".join(errors))
 
     store = MemoryStore()
-    manager = Manager(store, clock=lambda: 0.0, config=config)
+    manager = Manager(store, clock=lambda: 0.0, config=config, placement=False)
     # Classes first, so workload priorities resolve as the controller would.
     for obj in objs:
         if KIND_OF[type(obj)] in ("WorkloadPriorityClass", "PriorityClass"):

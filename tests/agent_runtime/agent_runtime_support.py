@@ -8,7 +8,9 @@ import os
 import secrets
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from sluicegate.agent.cgroups import DEFAULT_ROOT
 from sluicegate.agent.monitor import read_stat
@@ -31,12 +33,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
 
 
-def sh(name: str, script: str, **kwargs: object) -> ContainerSpec:
-    return ContainerSpec(name=name, command=("sh", "-c", script), **kwargs)  # type: ignore[arg-type]
+def sh(name: str, script: str, **changes: Any) -> ContainerSpec:
+    return replace(ContainerSpec(name=name, command=("sh", "-c", script)), **changes)
 
 
-def py(name: str, code: str, **kwargs: object) -> ContainerSpec:
-    return ContainerSpec(name=name, command=(PYTHON, "-c", code), **kwargs)  # type: ignore[arg-type]
+def py(name: str, code: str, **changes: Any) -> ContainerSpec:
+    return replace(ContainerSpec(name=name, command=(PYTHON, "-c", code)), **changes)
 
 
 def pod(
@@ -54,18 +56,17 @@ def pod(
     )
 
 
-def fast_config(**overrides: object) -> RuntimeConfig:
+def fast_config(**overrides: Any) -> RuntimeConfig:
     """Real-time knobs turned down so tests finish quickly; back-off stays at the defaults."""
-    values: dict[str, object] = {
-        "default_grace_seconds": 5.0,
-        "kill_timeout_seconds": 10.0,
-        "exit_poll_seconds": 0.05,
-        "drain_poll_seconds": 0.01,
-        "memory_poll_seconds": 0.02,
-        "cgroup_remove_interval_seconds": 0.01,
-    }
-    values.update(overrides)
-    return RuntimeConfig(**values)  # type: ignore[arg-type]
+    fast = RuntimeConfig(
+        default_grace_seconds=5.0,
+        kill_timeout_seconds=10.0,
+        exit_poll_seconds=0.05,
+        drain_poll_seconds=0.01,
+        memory_poll_seconds=0.02,
+        cgroup_remove_interval_seconds=0.01,
+    )
+    return replace(fast, **overrides)
 
 
 class FakeClock:

@@ -61,7 +61,7 @@ async def _run_host_and_kill_it(
 ) -> dict[str, dict[str, int]]:
     specs_path = tmp_path / "specs.json"
     specs_path.write_text(json.dumps(specs))
-    base = driver.base_dirs[0].name if driver.kind == "v1" else "-"  # type: ignore[attr-defined]
+    base = driver.base_dirs[0].name if driver.base_dirs else "-"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(tmp_path / "host.stderr", "wb") as stderr:
         host = await asyncio.create_subprocess_exec(
@@ -228,7 +228,8 @@ async def test_close_leaves_pods_running_for_the_next_runtime(make_runtime: Runt
         (done.uid,),
     )
     # Finished pods are reported again, as they were.
-    assert second.status(done.uid) is not None and second.status(done.uid).phase is PodPhase.SUCCEEDED  # type: ignore[union-attr]
+    reported = second.status(done.uid)
+    assert reported is not None and (reported.phase, reported.finished) == (PodPhase.SUCCEEDED, True)
     await release(fifo)
     assert _ended(await second.wait(running.uid, timeout=10))[:3] == (PodPhase.FAILED, EXIT_CODE_UNKNOWN, Reason.UNKNOWN)
 
@@ -242,6 +243,7 @@ async def test_a_start_cut_short_by_a_crash_is_lost_and_its_cgroup_emptied(
     spec = pod(sh("main", "sleep 1000"), uid=unique("cut"))
     pid = (await first.run(spec)).container("main").pid
     assert pid is not None
+    await eventually(lambda: f"/{spec.uid}/main" in Path(f"/proc/{pid}/cgroup").read_text(), what="placement")
     await first.close()
     path = checkpoint.path_for(data_dir)
     saved = checkpoint.load(path)

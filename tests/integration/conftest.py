@@ -10,7 +10,7 @@ from .harness import Controller
 
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[Controller]:
-    c = Controller(tmp_path).start()
+    c = Controller(tmp_path, extra=["--no-placement"]).start()
     try:
         yield c
     finally:

@@ -77,7 +77,7 @@ CREATOR = textwrap.dedent(
 
 
 def test_kill_9_between_requests_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    c = Controller(tmp_path).start()
+    c = Controller(tmp_path, extra=["--no-placement"]).start()
     try:
         sluicectl(c.address, "apply", "-f", EXAMPLES)
         confirmed = tmp_path / "confirmed.jsonl"

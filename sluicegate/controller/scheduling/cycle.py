@@ -43,6 +43,8 @@ class RequeueReason(enum.Enum):
     NO_FIT = "NoFit"
     PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
     PENDING_PREEMPTION = "PendingPreemption"
+    # Quota would fit, but no set of nodes can run every pod now.
+    NO_PLACEMENT = "NoPlacement"
 
 
 # Preemption reasons, as in the Preempted condition.
@@ -282,7 +284,16 @@ def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterable[Entry]
     return sorted(entries, key=lambda e: classical_order_key(e, snapshot))
 
 
-def process_entry(entry: Entry, snapshot: Snapshot, preempted: dict[WorkloadKey, AdmittedWorkload]) -> None:
+Placer = Callable[[Entry], str | None]
+"""Binds an entry's pods to nodes within the cycle; returns why it could not, or None."""
+
+
+def process_entry(
+    entry: Entry,
+    snapshot: Snapshot,
+    preempted: dict[WorkloadKey, AdmittedWorkload],
+    placer: Placer | None = None,
+) -> None:
     """Decide one nominated entry against the snapshot, updating the overlay."""
     assert entry.assignment is not None
     mode = entry.assignment.mode()
@@ -310,6 +321,12 @@ def process_entry(entry: Entry, snapshot: Snapshot, preempted: dict[WorkloadKey,
     if not fits:
         entry.mark_skipped("Workload no longer fits after processing another workload")
         return
+    if mode is Mode.FIT and placer is not None:
+        failure = placer(entry)
+        if failure is not None:
+            entry.requeue_reason = RequeueReason.NO_PLACEMENT
+            entry.message = f"quota is available but the pods cannot be placed: {failure}"
+            return
     preempted.update((t.victim.key, t.victim) for t in entry.targets)
     view.add_all(node, usage)
     if mode is Mode.PREEMPT:
@@ -324,6 +341,7 @@ def run_cycle(
     *,
     preemptor: Preemptor,
     ordering: Ordering | None = None,
+    placer: Placer | None = None,
 ) -> list[Entry]:
     """Run one cycle over ``heads``; return every entry with its decision."""
     # 3. Nominate.
@@ -333,7 +351,7 @@ def run_cycle(
     # 5. Walk, recording tentative usage in the snapshot's overlay.
     preempted: dict[WorkloadKey, AdmittedWorkload] = {}
     for entry in order(entries, snapshot):
-        process_entry(entry, snapshot, preempted)
+        process_entry(entry, snapshot, preempted, placer)
     # 6. Requeue reasons for whatever was not admitted.
     for entry in entries:
         if entry.status is EntryStatus.SKIPPED and entry.requeue_reason is RequeueReason.GENERIC:

@@ -63,7 +63,7 @@ class Clock:
 
 
 def manager(strategy: str = "BestEffortFIFO") -> Manager:
-    m = Manager(MemoryStore(), clock=Clock())
+    m = Manager(MemoryStore(), clock=Clock(), placement=False)
     m.apply(parse_text(QUEUES % {"strategy": strategy}, "queues.yaml"))
     return m
 
@@ -136,7 +136,7 @@ def test_deactivating_an_admitted_workload_evicts_without_requeue() -> None:
     m.set_active("default", "w", False)
     settle(m)
     w = m.get_workload("default", "w")
-    assert (workload_state(w), w.status.condition("Evicted").reason, w.status.admission) == ("Inactive", "Deactivated", None)
+    assert (workload_state(w), w.status.condition("Evicted").reason, w.status.admission) == ("Inactive", "InactiveWorkload", None)
     assert states(m, ["waiting"]) == {"waiting": "Admitted"}
     m.set_active("default", "w", True)
     settle(m)
@@ -199,13 +199,13 @@ def test_cohort_cycle_is_refused() -> None:
 
 def test_state_survives_a_reload_from_the_store() -> None:
     store = MemoryStore()
-    m = Manager(store, clock=Clock())
+    m = Manager(store, clock=Clock(), placement=False)
     m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
     m.create_workload(workload("a", "3"))
     m.create_workload(workload("b", "3"))
     settle(m)
     before = {w.key: (w.uid, workload_state(w), w.status.admission) for w in m.list_workloads()}
-    again = Manager(store, clock=Clock())
+    again = Manager(store, clock=Clock(), placement=False)
     again.load()
     after = {w.key: (w.uid, workload_state(w), w.status.admission) for w in again.list_workloads()}
     assert after == before

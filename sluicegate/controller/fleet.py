@@ -1,0 +1,314 @@
+"""The controller's side of running pods: agents, bindings, pod status, node loss.
+
+Owned by the :class:`~sluicegate.controller.manager.Manager` and called on
+the same coroutine, so it never races a scheduling cycle.  Every decision
+is stored before an agent hears of it: a binding is written with the
+workload before RunPod is sent; a pod's end is written before the agent is
+told it may forget the pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from sluicegate.controller.errors import FailedPrecondition, NotFound
+from sluicegate.controller.lifecycle import Settlement, evict, settle
+from sluicegate.controller.model.names import WorkloadKey, workload_key
+from sluicegate.controller.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, with_pods
+from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.nodes import (
+    CancelLogsCommand,
+    ForgetPodCommand,
+    LogRequestCommand,
+    NodeRegistry,
+    NodeState,
+    NodeUsage,
+    ReportedPod,
+    RunPodCommand,
+    Session,
+    StopPodCommand,
+)
+from sluicegate.controller.scheduling.placement import PodPlacement
+
+if TYPE_CHECKING:
+    from sluicegate.controller.manager import Manager
+
+log = logging.getLogger(__name__)
+
+
+class Fleet:
+    def __init__(self, manager: Manager, *, node_timeout: float) -> None:
+        self.m = manager
+        self.registry = NodeRegistry()
+        self.node_timeout = node_timeout
+        self.pod_owner: dict[str, WorkloadKey] = {}
+        self._log_routes: dict[str, asyncio.Queue[tuple[str, bytes, bool, str]]] = {}
+
+    # ------------------------------------------------------------ bindings
+
+    def pod_records(self, wl: Workload, placements: Sequence[PodPlacement]) -> list[PodRecord]:
+        return [
+            PodRecord(
+                uid=str(uuid.uuid4()),
+                name=f"{wl.name}-{p.pod_set}-{p.index}",
+                pod_set=p.pod_set,
+                index=p.index,
+                node=p.node,
+                requests=dict(p.requests),
+            )
+            for p in placements
+        ]
+
+    def track(self, wl: Workload) -> None:
+        """Index a stored workload's pods (at load, or after an admission was written)."""
+        now = self.m.clock()
+        for p in pods_of(wl):
+            self.pod_owner[p.uid] = wl.key
+            if not p.terminal:
+                self.registry.bind(p.node, p.uid, p.requests, now=now)
+
+    def launch(self, wl: Workload) -> None:
+        """Tell the agents to start the (already stored) pods of an admitted workload."""
+        specs = {ps.name: ps for ps in wl.pod_sets}
+        for p in pods_of(wl):
+            if p.phase != PENDING:
+                continue
+            node = self.registry.nodes.get(p.node)
+            if node is not None and node.session is not None:
+                node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
+
+    # -------------------------------------------------------------- agents
+
+    def register(
+        self,
+        *,
+        name: str,
+        labels: dict[str, str],
+        capacity: dict[str, int],
+        allocatable: dict[str, int],
+        boot_id: str,
+        agent_version: str,
+        health_address: str,
+        pods: Sequence[ReportedPod],
+        session: Session,
+    ) -> None:
+        now = self.m.clock()
+        node = self.registry.nodes.get(name)
+        if node is None:
+            node = NodeState(name, labels, capacity, allocatable)
+            self.registry.nodes[name] = node
+        old_session = node.session
+        node.labels, node.capacity, node.allocatable = dict(labels), dict(capacity), dict(allocatable)
+        node.boot_id, node.agent_version, node.health_address = boot_id, agent_version, health_address
+        node.ready, node.not_ready_reason, node.last_heartbeat = True, "", now
+        node.session = session
+        if old_session is not None and old_session is not session:
+            log.info("node %s re-registered on a new stream", name)
+        log.info("node %s registered: %d pod(s) reported, allocatable %s", name, len(pods), allocatable)
+        node.static_pods = {p.uid: p for p in pods if p.static}
+        reported = {p.uid for p in pods}
+        for p in pods:
+            if not p.static:
+                self.pod_status(name, p)
+        # Expected here but not reported: resend what may never have arrived,
+        # and fail what the agent no longer has.
+        for uid in list(node.pods):
+            if uid in reported:
+                continue
+            key = self.pod_owner.get(uid)
+            wl = self.m.cache.workloads.get(key) if key else None
+            rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+            if wl is None or rec is None or rec.terminal:
+                node.pods.pop(uid, None)
+                continue
+            if rec.phase == PENDING and rec.reason != "Stopping":
+                node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)))
+            else:
+                self._update_pod(wl, replace(rec, phase=FAILED, reason="PodLost",
+                                             message=f"node {name} no longer runs the pod (agent restarted without it)"))
+        self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues))
+        self.m.wake()
+
+    def disconnected(self, name: str, session: Session) -> None:
+        node = self.registry.nodes.get(name)
+        if node is not None and node.session is session:
+            node.session = None
+            log.info("node %s disconnected; it stays Ready until its heartbeats are %gs late", name, self.node_timeout)
+
+    def heartbeat(self, name: str, usage: NodeUsage, conditions: Sequence[str], pods: Sequence[ReportedPod]) -> None:
+        node = self.registry.nodes.get(name)
+        if node is None:
+            return
+        node.last_heartbeat = self.m.clock()
+        node.usage = usage
+        before = node.conditions
+        node.conditions = tuple(sorted(conditions))
+        if before and not node.conditions:
+            log.info("node %s: %s cleared", name, ", ".join(before))
+            self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues))
+            self.m.wake()
+        elif node.conditions != before:
+            log.warning("node %s reports %s: nothing new is placed there", name, ", ".join(node.conditions))
+        for p in pods:
+            self.pod_status(name, p)
+
+    def pod_status(self, node_name: str, rp: ReportedPod) -> None:
+        node = self.registry.nodes.get(node_name)
+        if rp.static:
+            if node is not None:
+                if rp.phase in (RUNNING, PENDING):
+                    node.static_pods[rp.uid] = rp
+                else:
+                    node.static_pods.pop(rp.uid, None)
+            return
+        key = self.pod_owner.get(rp.uid)
+        wl = self.m.cache.workloads.get(key) if key else None
+        rec = next((r for r in pods_of(wl) if r.uid == rp.uid), None) if wl else None
+        if wl is None or rec is None:
+            self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
+            if rp.phase in (FAILED, "Succeeded"):
+                self._tell(node_name, ForgetPodCommand(rp.uid))
+            return
+        if rec.terminal:
+            if rp.phase in (FAILED, "Succeeded"):
+                self._tell(node_name, ForgetPodCommand(rp.uid))
+            else:
+                self._tell(node_name, StopPodCommand(rp.uid, 0.0, rec.reason or "NotExpected",
+                                                     "the controller no longer expects this pod"))
+            return
+        new = replace(
+            rec,
+            phase=rp.phase,
+            reason=rec.reason if rec.reason == "Stopping" and rp.phase not in (FAILED, "Succeeded") else rp.reason,
+            message=rp.message or rec.message,
+            exit_code=rp.exit_code,
+            ready=rp.ready,
+            restarts=rp.restarts,
+            started_at=rp.started_at or rec.started_at,
+            finished_at=rp.finished_at,
+        )
+        if new != rec:
+            self._update_pod(wl, new)
+
+    def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
+        pods = tuple(rec if p.uid == rec.uid else p for p in pods_of(wl))
+        self.apply(settle(with_pods(wl, pods), self.m.clock()))
+
+    # ------------------------------------------------------------ settling
+
+    def apply(self, s: Settlement) -> None:
+        """Store a settlement, then act on it: stop pods, release, requeue, forget."""
+        m, c = self.m, self.m.cache
+        wl = s.workload
+        if s.forget:
+            m._write(deletes=[("Workload", wl.namespace, wl.name)])
+        else:
+            m._write([wl])
+        for p in s.stop:
+            grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == p.pod_set), 30)
+            self._tell(p.node, StopPodCommand(p.uid, float(grace), "Stopping", p.message))
+        finished_pods = list(pods_of(c.workloads.get(wl.key, wl))) or list(pods_of(wl))
+        if s.release:
+            for p in finished_pods:
+                self.registry.unbind(p.node, p.uid)
+                self.pod_owner.pop(p.uid, None)
+            cq = c.release(wl.key)
+            if cq is not None:
+                c.queues.queue_inadmissible(c.tree_members(cq))
+            # Node capacity came back too: anything parked for lack of a node may fit now.
+            c.queues.queue_inadmissible(list(c.cluster_queues))
+            for p in pods_of(wl) or finished_pods:
+                self._tell(p.node, ForgetPodCommand(p.uid))
+            m.wake()
+        if s.forget:
+            c.workloads.pop(wl.key, None)
+            c.queues.delete(wl.key)
+            m._publish("DELETED", wl)
+            return
+        c.workloads[wl.key] = wl
+        if c.holds_quota(wl.key):
+            c.update_admitted(wl)
+        if s.requeue:
+            m._enqueue(wl)
+        m._publish("MODIFIED", wl)
+
+    def _tell(self, node_name: str, command: StopPodCommand | ForgetPodCommand) -> None:
+        node = self.registry.nodes.get(node_name)
+        if node is not None and node.session is not None:
+            node.session.send(command)
+
+    def stop_workload(self, wl: Workload, *, reason: str, message: str) -> None:
+        """Evict a running workload: stop its pods, release its quota once they exit."""
+        now = self.m.clock()
+        self.apply(settle(evict(wl, reason=reason, message=message, now=now), now))
+
+    # ---------------------------------------------------------- node loss
+
+    def check_nodes(self) -> None:
+        now = self.m.clock()
+        for node in list(self.registry.nodes.values()):
+            if not node.ready or now - node.last_heartbeat <= self.node_timeout:
+                continue
+            node.ready = False
+            node.not_ready_reason = f"no heartbeat for {now - node.last_heartbeat:.0f}s (timeout {self.node_timeout:g}s)"
+            log.warning("node %s is NotReady: %s", node.name, node.not_ready_reason)
+            lost = list(node.pods)
+            for uid in lost:
+                key = self.pod_owner.get(uid)
+                wl = self.m.cache.workloads.get(key) if key else None
+                if wl is None:
+                    node.pods.pop(uid, None)
+                    continue
+                msg = f"node {node.name} stopped responding: {node.not_ready_reason}"
+                if not wl.is_finished and not wl.status.is_true("Evicted"):
+                    wl = evict(wl, reason="NodeLost", message=msg, now=now)
+                pods = tuple(
+                    replace(p, phase=FAILED, reason="NodeLost", message=msg, finished_at=now) if p.uid == uid and not p.terminal else p
+                    for p in pods_of(wl)
+                )
+                self.apply(settle(with_pods(wl, pods), now))
+
+    # ---------------------------------------------------------------- logs
+
+    async def logs(
+        self, namespace: str, workload: str, pod: str, container: str, follow: bool
+    ) -> AsyncIterator[tuple[str, str, bytes]]:
+        wl = self.m.cache.workloads.get(workload_key(namespace, workload))
+        if wl is None:
+            raise NotFound("Workload", namespace, workload)
+        records = list(pods_of(wl)) or [PodRecord.from_json(p) for p in wl.status.extra.get("lastPods", []) or []]  # type: ignore[union-attr]
+        if pod:
+            records = [r for r in records if r.name == pod or str(r.index) == pod or r.name.endswith(f"-{pod}")]
+        if not records:
+            raise FailedPrecondition(f"workload {namespace}/{workload} has no pods{' named ' + pod if pod else ''} (not admitted yet?)")
+        for rec in records:
+            node = self.registry.nodes.get(rec.node)
+            if node is None or node.session is None:
+                raise FailedPrecondition(f"pod {rec.name} ran on node {rec.node}, whose agent is not connected now")
+            request_id = str(uuid.uuid4())
+            queue: asyncio.Queue[tuple[str, bytes, bool, str]] = asyncio.Queue()
+            self._log_routes[request_id] = queue
+            node.session.send(LogRequestCommand(request_id, rec.uid, container, follow))
+            try:
+                while True:
+                    cont, data, eof, error = await queue.get()
+                    if error:
+                        raise FailedPrecondition(f"logs of pod {rec.name}: {error}")
+                    if data:
+                        yield rec.name, cont, data
+                    if eof:
+                        break
+            finally:
+                self._log_routes.pop(request_id, None)
+                if node.session is not None:
+                    node.session.send(CancelLogsCommand(request_id))
+
+    def log_chunk(self, request_id: str, container: str, data: bytes, eof: bool, error: str) -> None:
+        q = self._log_routes.get(request_id)
+        if q is not None:
+            q.put_nowait((container, data, eof, error))

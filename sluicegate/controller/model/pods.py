@@ -1,0 +1,90 @@
+"""Pods of an admitted workload: where each runs and how it is doing.
+
+Kept in the workload's ``status.extra["pods"]`` so they are stored with it
+(written before any agent is told) and survive a controller restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sluicegate.controller.model.workloads import Workload
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+TERMINAL = frozenset({SUCCEEDED, FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    uid: str
+    name: str
+    pod_set: str
+    index: int
+    node: str
+    requests: Mapping[str, int] = field(default_factory=dict)
+    phase: str = PENDING
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    ready: bool = False
+    restarts: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    # The agent confirmed every process of the pod is gone (or the node is lost for good).
+    exited: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "uid": self.uid, "name": self.name, "podSet": self.pod_set, "index": self.index, "node": self.node,
+            "requests": dict(self.requests), "phase": self.phase,
+        }
+        for key, value in (("reason", self.reason), ("message", self.message), ("exitCode", self.exit_code),
+                           ("ready", self.ready or None), ("restarts", self.restarts or None),
+                           ("startedAt", self.started_at), ("finishedAt", self.finished_at),
+                           ("exited", self.exited or None)):
+            if value not in (None, ""):
+                d[key] = value
+        return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> PodRecord:
+        return PodRecord(
+            uid=str(d["uid"]), name=str(d["name"]), pod_set=str(d["podSet"]), index=int(d["index"]),
+            node=str(d["node"]), requests={str(k): int(v) for k, v in dict(d.get("requests", {})).items()},
+            phase=str(d.get("phase", PENDING)), reason=str(d.get("reason", "")), message=str(d.get("message", "")),
+            exit_code=None if d.get("exitCode") is None else int(d["exitCode"]), ready=bool(d.get("ready", False)),
+            restarts=int(d.get("restarts", 0)), started_at=d.get("startedAt"), finished_at=d.get("finishedAt"),
+            exited=bool(d.get("exited", False)),
+        )
+
+
+def pods_of(wl: Workload) -> tuple[PodRecord, ...]:
+    raw = wl.status.extra.get("pods")
+    if not isinstance(raw, list):
+        return ()
+    return tuple(PodRecord.from_json(p) for p in raw)
+
+
+def with_pods(wl: Workload, pods: Sequence[PodRecord]) -> Workload:
+    extra = dict(wl.status.extra)
+    if pods:
+        extra["pods"] = [p.to_json() for p in pods]
+    else:
+        extra.pop("pods", None)
+    return replace(wl, status=replace(wl.status, extra=extra))
+
+
+def with_extra(wl: Workload, **values: Any) -> Workload:
+    extra = dict(wl.status.extra)
+    for k, v in values.items():
+        if v is None:
+            extra.pop(k, None)
+        else:
+            extra[k] = v
+    return replace(wl, status=replace(wl.status, extra=extra))

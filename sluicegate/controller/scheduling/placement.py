@@ -1,0 +1,164 @@
+"""Node placement: bind every pod of an admitted workload to a node, or none.
+
+A pod may go to a node that is Ready, has no pressure condition, carries
+every label of the flavors its pod set was assigned (and the pod set's node
+selector), and whose allocatable minus what is already requested there holds
+the pod's requests.  The workload is a gang: if any pod finds no node, no
+pod is bound.
+
+Nodes are chosen to pack: a node this workload already uses first, then the
+node with the least room left after the pod (best fit), then by name, so the
+same inputs always give the same placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sluicegate.controller.model.names import FlavorName
+from sluicegate.controller.model.objects import ResourceFlavor
+from sluicegate.controller.model.workloads import PodSet
+from sluicegate.quantity import format_canonical
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    # Requests of every pod already bound to the node (static pods included).
+    requested: Mapping[str, int] = field(default_factory=dict)
+    ready: bool = True
+    # MemoryPressure, DiskPressure...: nothing new lands here while set.
+    conditions: tuple[str, ...] = ()
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.conditions
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    pod_set: str
+    index: int
+    node: str
+    requests: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementFailure:
+    message: str
+
+
+def _free(node: NodeView, extra: Mapping[str, int]) -> dict[str, int]:
+    out = {}
+    for res, alloc in node.allocatable.items():
+        out[res] = alloc - node.requested.get(res, 0) - extra.get(res, 0)
+    return out
+
+
+def _fits(free: Mapping[str, int], requests: Mapping[str, int], pods_free: int | None) -> str | None:
+    """None if it fits, else the first resource that does not."""
+    for res, qty in requests.items():
+        if qty <= 0:
+            continue
+        if free.get(res, 0) < qty:
+            return res
+    if pods_free is not None and pods_free < 1:
+        return "pods"
+    return None
+
+
+def labels_required(pod_set: PodSet, flavors: Mapping[str, FlavorName], all_flavors: Mapping[FlavorName, ResourceFlavor]) -> dict[str, str]:
+    required: dict[str, str] = {}
+    for flavor_name in sorted(set(flavors.values())):
+        flavor = all_flavors.get(flavor_name)
+        if flavor is not None:
+            required.update(flavor.node_labels)
+    required.update(pod_set.node_selector)
+    return required
+
+
+def place(
+    *,
+    pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]],
+    nodes: Sequence[NodeView],
+    flavors: Mapping[FlavorName, ResourceFlavor],
+    in_cycle: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[PodPlacement] | PlacementFailure:
+    """Place ``count`` pods of each pod set (with its assigned flavors), all or none.
+
+    ``in_cycle`` holds requests already placed on each node earlier in the
+    same scheduling cycle; they count as used.
+    """
+    used: dict[str, dict[str, int]] = {n: dict(v) for n, v in (in_cycle or {}).items()}
+    touched: set[str] = set()
+    out: list[PodPlacement] = []
+    ordered = sorted(nodes, key=lambda n: n.name)
+    for pod_set, count, assigned in pod_sets:
+        required = labels_required(pod_set, assigned, flavors)
+        eligible = [n for n in ordered if n.schedulable and all(n.labels.get(k) == v for k, v in required.items())]
+        if count > 0 and not eligible:
+            selector = ",".join(f"{k}={v}" for k, v in sorted(required.items())) or "<any>"
+            not_ready = sum(1 for n in ordered if not n.schedulable)
+            return PlacementFailure(
+                f"no Ready node matches pod set {pod_set.name} (node labels {selector}); "
+                f"{len(ordered)} node(s) known, {not_ready} not ready or under pressure"
+            )
+        for index in range(count):
+            best: tuple[tuple[int, int, int, str], NodeView] | None = None
+            shortages: dict[str, int] = {}
+            for n in eligible:
+                free = _free(n, used.get(n.name, {}))
+                pods_free = None
+                if "pods" in n.allocatable:
+                    pods_free = free.get("pods", 0)
+                short = _fits(free, pod_set.requests, pods_free)
+                if short is not None:
+                    shortages[short] = shortages.get(short, 0) + 1
+                    continue
+                # Best fit on the scarcest dimension we request: least cpu left, then memory.
+                left_cpu = free.get("cpu", 0) - pod_set.requests.get("cpu", 0)
+                left_mem = free.get("memory", 0) - pod_set.requests.get("memory", 0)
+                key = (0 if n.name in touched else 1, left_cpu, left_mem, n.name)
+                if best is None or key < best[0]:
+                    best = (key, n)
+            if best is None:
+                detail = ", ".join(f"{c} short of {r}" for r, c in sorted(shortages.items()))
+                want = ", ".join(f"{r}={format_canonical(r, q)}" for r, q in sorted(pod_set.requests.items()))
+                return PlacementFailure(
+                    f"no node has room for pod {index} of pod set {pod_set.name} ({want}): "
+                    f"{len(eligible)} eligible node(s), {detail}; the gang is not started partially"
+                )
+            node = best[1]
+            touched.add(node.name)
+            bucket = used.setdefault(node.name, {})
+            for res, qty in pod_set.requests.items():
+                bucket[res] = bucket.get(res, 0) + qty
+            if "pods" in node.allocatable:
+                bucket["pods"] = bucket.get("pods", 0) + 1
+            out.append(PodPlacement(pod_set=pod_set.name, index=index, node=node.name, requests=dict(pod_set.requests)))
+    return out
+
+
+class CyclePlacer:
+    """Places the pods of each entry admitted in one cycle, counting earlier ones."""
+
+    def __init__(self, nodes: Sequence[NodeView], flavors: Mapping[FlavorName, ResourceFlavor]) -> None:
+        self.nodes = list(nodes)
+        self.flavors = flavors
+        self.in_cycle: dict[str, dict[str, int]] = {}
+        self.placements: dict[str, list[PodPlacement]] = {}
+
+    def place(self, key: str, pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]]) -> str | None:
+        result = place(pod_sets=pod_sets, nodes=self.nodes, flavors=self.flavors, in_cycle=self.in_cycle)
+        if isinstance(result, PlacementFailure):
+            return result.message
+        for p in result:
+            bucket = self.in_cycle.setdefault(p.node, {})
+            for r, q in p.requests.items():
+                bucket[r] = bucket.get(r, 0) + q
+            bucket["pods"] = bucket.get("pods", 0) + 1
+        self.placements[key] = result
+        return None

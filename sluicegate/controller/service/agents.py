@@ -1,0 +1,192 @@
+"""AgentLink (one stream per node agent) and Nodes (list, logs) services."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.manager import Manager
+from sluicegate.controller.model.workloads import Container
+from sluicegate.controller.nodes import (
+    CancelLogsCommand,
+    Command,
+    ForgetPodCommand,
+    LogRequestCommand,
+    NodeUsage,
+    ReportedPod,
+    RunPodCommand,
+    StopPodCommand,
+)
+from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.v1 import agent_pb2, agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+# Outgoing messages buffered per agent before the stream is considered stuck.
+SEND_BUFFER = 100_000
+
+
+def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
+    exit_code = None
+    for c in p.containers:
+        if c.state == "Terminated" and (exit_code is None or c.exit_code != 0):
+            exit_code = c.exit_code
+    return ReportedPod(
+        uid=p.uid, name=p.name, namespace=p.namespace, workload=p.workload, phase=p.phase, reason=p.reason,
+        message=p.message, exit_code=exit_code, ready=p.ready, restarts=sum(c.restart_count for c in p.containers),
+        started_at=p.started_at or None, finished_at=p.finished_at or None, rss_bytes=p.rss_bytes,
+        cpu_seconds=p.cpu_seconds, static=p.static, requests=dict(p.requests), priority=p.priority,
+        qos_class=p.qos_class,
+    )
+
+
+def _container(c: Container) -> agent_pb2.Container:
+    return agent_pb2.Container(
+        name=c.name, command=list(c.command), args=list(c.args),
+        env=[agent_pb2.EnvVar(name=k, value=v) for k, v in c.env], working_dir=c.working_dir,
+        requests=dict(c.requests), limits=dict(c.limits),
+    )
+
+
+def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
+    if isinstance(cmd, RunPodCommand):
+        wl, ps, p = cmd.workload, cmd.pod_set, cmd.pod
+        spec = agent_pb2.PodSpec(
+            uid=p.uid, name=p.name, namespace=wl.namespace, workload=wl.name, workload_uid=wl.uid,
+            pod_set=ps.name, index=p.index, containers=[_container(c) for c in ps.containers],
+            init_containers=[_container(c) for c in ps.init_containers], restart_policy=ps.restart_policy,
+            termination_grace_seconds=float(ps.termination_grace_period_seconds), priority=wl.priority,
+            priority_class=wl.priority_class[1] if wl.priority_class else "", requests=dict(p.requests),
+            labels={"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)},
+        )
+        return agent_pb2.ControllerMessage(run_pod=agent_pb2.RunPod(pod=spec))
+    if isinstance(cmd, StopPodCommand):
+        return agent_pb2.ControllerMessage(stop_pod=agent_pb2.StopPod(
+            uid=cmd.uid, grace_seconds=cmd.grace_seconds, reason=cmd.reason, message=cmd.message))
+    if isinstance(cmd, ForgetPodCommand):
+        return agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=cmd.uid))
+    if isinstance(cmd, LogRequestCommand):
+        return agent_pb2.ControllerMessage(log_request=agent_pb2.LogRequest(
+            request_id=cmd.request_id, pod_uid=cmd.pod_uid, container=cmd.container, follow=cmd.follow))
+    if isinstance(cmd, CancelLogsCommand):
+        return agent_pb2.ControllerMessage(cancel_logs=agent_pb2.CancelLogs(request_id=cmd.request_id))
+    raise TypeError(f"unknown command {cmd!r}")
+
+
+class _StreamSession:
+    """Commands for one agent, queued until the stream writer sends them."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.queue: asyncio.Queue[agent_pb2.ControllerMessage | None] = asyncio.Queue(maxsize=SEND_BUFFER)
+        self.broken = False
+
+    def send(self, command: Command) -> None:
+        if self.broken:
+            return
+        try:
+            self.queue.put_nowait(command_to_proto(command))
+        except asyncio.QueueFull:
+            # The agent stopped reading: drop the stream; it reconnects and
+            # re-registers, and the controller resends what it expects.
+            log.error("node %s: %d messages unsent; closing its stream", self.node, SEND_BUFFER)
+            self.broken = True
+            self.queue = asyncio.Queue()
+            self.queue.put_nowait(None)
+
+
+class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
+    def __init__(self, manager: Manager, *, heartbeat_interval: float) -> None:
+        self.m = manager
+        self.heartbeat_interval = heartbeat_interval
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[agent_pb2.ControllerMessage]:
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("kind") != "register":
+            code, msg = status_for(InvalidArgument("register", "the first message on an agent stream must be Register"))
+            await context.abort(code, msg)
+            return
+        info = first.register.node
+        if not info.name:
+            code, msg = status_for(InvalidArgument("register.node.name", "must not be empty"))
+            await context.abort(code, msg)
+            return
+        session = _StreamSession(info.name)
+        yield agent_pb2.ControllerMessage(registered=agent_pb2.Registered(
+            node_name=info.name, heartbeat_interval_seconds=self.heartbeat_interval))
+        self.m.fleet.register(
+            name=info.name, labels=dict(info.labels), capacity=dict(info.capacity), allocatable=dict(info.allocatable),
+            boot_id=info.boot_id, agent_version=info.agent_version, health_address=info.health_address,
+            pods=[reported_pod(p) for p in first.register.pods], session=session,
+        )
+
+        async def reader() -> None:
+            async for msg in request_iterator:
+                kind = msg.WhichOneof("kind")
+                if kind == "heartbeat":
+                    u = msg.heartbeat.usage
+                    self.m.fleet.heartbeat(
+                        info.name,
+                        NodeUsage(u.memory_total, u.memory_available, u.cpu_usage_cores, u.nodefs_available, u.observed_at),
+                        list(u.conditions),
+                        [reported_pod(p) for p in msg.heartbeat.pods],
+                    )
+                elif kind == "pod_status":
+                    self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
+                elif kind == "log_chunk":
+                    ch = msg.log_chunk
+                    self.m.fleet.log_chunk(ch.request_id, ch.container, ch.data, ch.eof, ch.error)
+                elif kind == "register":
+                    log.warning("node %s sent Register twice on one stream; ignoring the second", info.name)
+            await session.queue.put(None)
+
+        read_task = asyncio.create_task(reader(), name=f"agent-reader-{info.name}")
+        try:
+            while True:
+                out = await session.queue.get()
+                if out is None:
+                    break
+                yield out
+        finally:
+            read_task.cancel()
+            self.m.fleet.disconnected(info.name, session)
+
+
+class NodesServicer(agent_pb2_grpc.NodesServicer):
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+
+    @handled
+    async def List(self, request: agent_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> agent_pb2.ListNodesResponse:
+        out = []
+        for n in sorted(self.m.fleet.registry.nodes.values(), key=lambda n: n.name):
+            u = n.usage
+            out.append(agent_pb2.NodeObject(
+                node=agent_pb2.NodeInfo(name=n.name, labels=n.labels, capacity=n.capacity, allocatable=n.allocatable,
+                                        agent_version=n.agent_version, boot_id=n.boot_id, health_address=n.health_address),
+                ready=n.ready, not_ready_reason=n.not_ready_reason, last_heartbeat=n.last_heartbeat,
+                requested=n.requested(),
+                usage=agent_pb2.NodeUsage(memory_total=u.memory_total, memory_available=u.memory_available,
+                                          cpu_usage_cores=u.cpu_usage_cores, nodefs_available=u.nodefs_available,
+                                          conditions=list(n.conditions), observed_at=u.observed_at),
+                pods=len(n.pods) + len(n.static_pods),
+            ))
+        return agent_pb2.ListNodesResponse(nodes=out)
+
+    async def Logs(self, request: agent_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.LogLine]:
+        try:
+            async for pod, container, data in self.m.fleet.logs(
+                request.namespace or "default", request.workload, request.pod, request.container, request.follow
+            ):
+                yield agent_pb2.LogLine(pod=pod, container=container, data=data)
+        except Exception as exc:  # mapped once, here
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            code, msg = status_for(exc)
+            await context.abort(code, msg)

@@ -1,0 +1,175 @@
+"""The checkpoint file: atomic replacement, exact round trips, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from agent_runtime_support import MI, pod, sh
+
+from sluicegate.agent import checkpoint
+from sluicegate.agent.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    ContainerRecord,
+    PodRecord,
+    StopRecord,
+    TerminationRecord,
+)
+from sluicegate.agent.runtime import ContainerSpec, PodSpec, RestartPolicy, spec_from_json, spec_to_json
+
+
+def _record(uid: str = "pod-a") -> PodRecord:
+    spec = pod(sh("main", "sleep 1"), uid=uid)
+    return PodRecord(
+        uid=uid,
+        spec=spec_to_json(spec),
+        phase="Running",
+        finished=False,
+        reason="Killed",
+        message="stopping",
+        stop=StopRecord(reason="Killed", message="stopping", deadline=1234.5),
+        containers=(
+            ContainerRecord(
+                name="main",
+                state="Running",
+                pid=4242,
+                start_ticks=987654,
+                cgroup=(("memory", "/sys/fs/cgroup/memory/sluicegate/pod-a/main"),),
+                log_path="/data/pods/pod-a/main.log",
+                restart_count=2,
+                backoff_index=2,
+                oom_kills_at_start=1,
+                started_at=1000.25,
+                starting=False,
+                waiting_reason=None,
+                terminated=None,
+                last_termination=TerminationRecord(
+                    exit_code=1, reason="Error", message="exited with code 1", started_at=None, finished_at=999.0,
+                    signal=None,
+                ),
+            ),
+        ),
+    )
+
+
+def test_round_trip_is_exact(tmp_path: Path) -> None:
+    path = checkpoint.path_for(tmp_path)
+    original = Checkpoint(boot_id="boot-1", seq=17, written_at=1500.0, pods=(_record("pod-a"), _record("pod-b")))
+    checkpoint.save(path, original)
+    assert checkpoint.load(path) == original
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json"]  # no temporary left behind
+
+
+def test_save_replaces_the_whole_file(tmp_path: Path) -> None:
+    path = checkpoint.path_for(tmp_path)
+    checkpoint.save(path, Checkpoint(boot_id="b", seq=1, written_at=1.0, pods=(_record("pod-a"),)))
+    checkpoint.save(path, Checkpoint(boot_id="b", seq=2, written_at=2.0, pods=()))
+    assert checkpoint.load(path) == Checkpoint(boot_id="b", seq=2, written_at=2.0, pods=())
+
+
+def test_missing_checkpoint_is_none(tmp_path: Path) -> None:
+    assert checkpoint.load(tmp_path / "checkpoint.json") is None
+
+
+def test_unwritable_location_is_an_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.save(blocker / "checkpoint.json", Checkpoint(boot_id="b", seq=1, written_at=1.0, pods=()))
+    assert caught.value.path == str(blocker / "checkpoint.json")
+    assert caught.value.detail.startswith("could not write: ")
+
+
+def _valid() -> checkpoint.JSONObject:
+    return checkpoint.encode(Checkpoint(boot_id="b", seq=1, written_at=1.0, pods=(_record(),)))
+
+
+def _with(mutate: str) -> str:
+    obj = json.loads(json.dumps(_valid()))
+    pod0 = obj["pods"][0]
+    container = pod0["containers"][0]
+    if mutate == "torn":
+        return json.dumps(obj)[:40]
+    if mutate == "version":
+        obj["version"] = 99
+    elif mutate == "pid-type":
+        container["pid"] = "4242"
+    elif mutate == "missing-uid":
+        del pod0["uid"]
+    elif mutate == "cgroup-shape":
+        container["cgroup"] = ["memory"]
+    elif mutate == "top-level":
+        return "[]"
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "detail"),
+    [
+        pytest.param("torn", "not valid JSON (", id="torn-file"),
+        pytest.param("version", "format version 99 is not 1", id="version"),
+        pytest.param("pid-type", "checkpoint.pods[0].containers[0].pid: expected an integer or null, found str", id="pid"),
+        pytest.param("missing-uid", "checkpoint.pods[0].uid: expected a string, found nothing", id="uid"),
+        pytest.param(
+            "cgroup-shape",
+            "checkpoint.pods[0].containers[0].cgroup: expected a list of [controller, directory] pairs, found list",
+            id="cgroup",
+        ),
+        pytest.param("top-level", "expected a JSON object at the top level", id="top-level"),
+    ],
+)
+def test_bad_checkpoint_names_the_problem(tmp_path: Path, mutate: str, detail: str) -> None:
+    path = tmp_path / "checkpoint.json"
+    path.write_text(_with(mutate))
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.load(path)
+    assert caught.value.path == str(path)
+    assert caught.value.detail.startswith(detail)
+    assert "will not start pods until the file is repaired or removed" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(pod(sh("main", "true")), id="minimal"),
+        pytest.param(
+            PodSpec(
+                uid="pod-x",
+                namespace="team-a",
+                name="trainer",
+                restart_policy=RestartPolicy.ON_FAILURE,
+                termination_grace_seconds=12.5,
+                containers=(
+                    ContainerSpec(
+                        name="main",
+                        command=("python", "-m", "train"),
+                        args=("--epochs", "3"),
+                        env=(("A", "1"), ("A", "2")),
+                        working_dir="/srv",
+                        cpu_limit_millicores=1500,
+                        memory_limit_bytes=512 * MI,
+                        cpu_request_millicores=500,
+                        memory_request_bytes=256 * MI,
+                    ),
+                    ContainerSpec(name="side", command=("sleep", "1")),
+                ),
+            ),
+            id="everything",
+        ),
+    ],
+)
+def test_spec_codec_round_trip(spec: PodSpec) -> None:
+    assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
+
+
+def test_checkpoint_file_is_plain_json(tmp_path: Path) -> None:
+    path = checkpoint.path_for(tmp_path)
+    checkpoint.save(path, Checkpoint(boot_id="b", seq=1, written_at=1.0, pods=(_record(),)))
+    obj = json.loads(path.read_text())
+    assert (obj["version"], obj["pods"][0]["containers"][0]["pid"], obj["pods"][0]["spec"]["uid"]) == (1, 4242, "pod-a")
+    assert os.path.getsize(path) > 0
