@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from sluicegate.v1 import objects_pb2, objects_pb2_grpc, workloads_pb2, workloads_pb2_grpc
+from sluicegate.v1 import agent_pb2, agent_pb2_grpc, objects_pb2, objects_pb2_grpc, workloads_pb2, workloads_pb2_grpc
 
 DEFAULT_SERVER = "127.0.0.1:7420"
 
@@ -54,6 +54,7 @@ class Client:
         )
         self._admin = objects_pb2_grpc.AdminStub(self._channel)
         self._workloads = workloads_pb2_grpc.WorkloadsStub(self._channel)
+        self._nodes = agent_pb2_grpc.NodesStub(self._channel)
 
     async def __aenter__(self) -> Client:
         return self
@@ -145,6 +146,38 @@ class Client:
         try:
             async for ev in call:
                 yield names[ev.type], _obj(ev.workload)
+        except grpc.aio.AioRpcError as exc:
+            raise ClientError(exc.code(), exc.details() or "") from None
+        finally:
+            call.cancel()
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        resp = await self._call(self._nodes.List, agent_pb2.ListNodesRequest())
+        out = []
+        for n in resp.nodes:
+            out.append({
+                "name": n.node.name, "labels": dict(n.node.labels), "ready": n.ready,
+                "notReadyReason": n.not_ready_reason, "lastHeartbeat": n.last_heartbeat,
+                "capacity": dict(n.node.capacity), "allocatable": dict(n.node.allocatable),
+                "requested": dict(n.requested), "pods": n.pods, "agentVersion": n.node.agent_version,
+                "healthAddress": n.node.health_address,
+                "usage": {"memoryTotal": n.usage.memory_total, "memoryAvailable": n.usage.memory_available,
+                          "cpuUsageCores": n.usage.cpu_usage_cores, "nodefsAvailable": n.usage.nodefs_available,
+                          "conditions": list(n.usage.conditions)},
+            })
+        return out
+
+    async def logs(
+        self, workload: str, *, namespace: str = "default", pod: str = "", container: str = "", follow: bool = False
+    ) -> AsyncIterator[tuple[str, str, bytes]]:
+        """Yield (pod, container, bytes) as the agents send them."""
+        call = self._nodes.Logs(
+            agent_pb2.LogsRequest(namespace=namespace, workload=workload, pod=pod, container=container, follow=follow),
+            timeout=None if follow else self.timeout,
+        )
+        try:
+            async for line in call:
+                yield line.pod, line.container, line.data
         except grpc.aio.AioRpcError as exc:
             raise ClientError(exc.code(), exc.details() or "") from None
         finally:

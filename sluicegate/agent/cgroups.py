@@ -98,12 +98,12 @@ PLACEMENT_FAILED_EXIT: Final = 125
 # keeps it) starts life inside its cgroups; if a write fails it exits with
 # PLACEMENT_FAILED_EXIT without running anything.  It costs one exec of sh.
 _PLACE_SCRIPT: Final = (
-    'n=$1; shift; '
+    "n=$1; shift; "
     'while [ "$n" -gt 0 ]; do '
     'echo $$ > "$1" || '
     '{ echo "sluicegate: could not enter cgroup $1; the command was not started" >&2; exit 125; }; '
-    'shift; n=$((n - 1)); '
-    'done; '
+    "shift; n=$((n - 1)); "
+    "done; "
     'exec "$@"'
 )
 
@@ -412,9 +412,7 @@ class _TreeDriver:
         for base in self._unique_bases:
             pod_dir = base / pod_uid
             try:
-                leaves.extend(
-                    Path(entry.path) for entry in os.scandir(pod_dir) if entry.is_dir(follow_symlinks=False)
-                )
+                leaves.extend(Path(entry.path) for entry in os.scandir(pod_dir) if entry.is_dir(follow_symlinks=False))
             except OSError:
                 continue
         return leaves

@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeAlias, Union
+from typing import Final, TypeAlias
 
 __all__ = [
     "FORMAT_VERSION",
@@ -47,7 +47,7 @@ __all__ = [
 FORMAT_VERSION: Final = 1
 FILE_NAME: Final = "checkpoint.json"
 
-JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
+JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
 JSONObject: TypeAlias = dict[str, JSONValue]
 
 
@@ -362,7 +362,9 @@ def decode(obj: JSONValue, *, path: str) -> Checkpoint:
                 message=pod.get_str("message"),
                 stop=None
                 if stop is None
-                else StopRecord(reason=stop.get_str("reason"), message=stop.get_str("message"), deadline=stop.get_float("deadline")),
+                else StopRecord(
+                    reason=stop.get_str("reason"), message=stop.get_str("message"), deadline=stop.get_float("deadline")
+                ),
                 containers=tuple(_container(container) for container in pod.objs("containers")),
             )
         )

@@ -503,7 +503,9 @@ def validate_pod_spec(spec: PodSpec) -> None:
                 uid=spec.uid, field=f"{where}.name", problem=f"{container.name!r} is not a DNS label (a-z, 0-9, '-')"
             )
         if container.name in seen:
-            raise PodSpecError(uid=spec.uid, field=f"{where}.name", problem=f"duplicate container name {container.name!r}")
+            raise PodSpecError(
+                uid=spec.uid, field=f"{where}.name", problem=f"duplicate container name {container.name!r}"
+            )
         seen.add(container.name)
         if not container.command or not container.command[0]:
             raise PodSpecError(
@@ -959,7 +961,9 @@ class PodRuntime:
         pod = _Pod(
             spec=spec,
             directory=directory,
-            containers=[_Container(spec=c, log_path=directory / f"{c.name}.log", starting=True) for c in spec.containers],
+            containers=[
+                _Container(spec=c, log_path=directory / f"{c.name}.log", starting=True) for c in spec.containers
+            ],
         )
         self._pods[spec.uid] = pod
         try:
@@ -1092,9 +1096,7 @@ class PodRuntime:
                 self._start_task(self._resume_stop(pod, remaining), name=f"pod/{pod.uid}/stop")
         if checkpoint is None:
             self._save()
-        log.info(
-            "adopted %d container(s), %d lost, %d pod(s) already finished", len(adopted), len(lost), len(finished)
-        )
+        log.info("adopted %d container(s), %d lost, %d pod(s) already finished", len(adopted), len(lost), len(finished))
         return AdoptionReport(
             adopted=tuple(adopted), lost=tuple(lost), finished=tuple(finished), swept_cgroups=tuple(sorted(swept))
         )
@@ -1149,7 +1151,9 @@ class PodRuntime:
         for pod in self._pods.values():
             stop = None
             if pod.stop is not None:
-                stop = ckpt.StopRecord(reason=str(pod.stop.reason), message=pod.stop.message, deadline=pod.stop.deadline)
+                stop = ckpt.StopRecord(
+                    reason=str(pod.stop.reason), message=pod.stop.message, deadline=pod.stop.deadline
+                )
             records.append(
                 ckpt.PodRecord(
                     uid=pod.uid,
@@ -1330,14 +1334,19 @@ class PodRuntime:
             if waited > self._config.stuck_give_up_seconds:
                 log.error(
                     "pod %s container %s: processes %s survived SIGKILL for %.0fs; reporting it terminated anyway",
-                    pod.uid, container.spec.name, sorted(left), waited,
+                    pod.uid,
+                    container.spec.name,
+                    sorted(left),
+                    waited,
                 )
                 return left
             if waited > self._config.kill_timeout_seconds:
                 if not warned:
                     log.error(
                         "pod %s container %s: processes %s survive SIGKILL (uninterruptible?); still waiting",
-                        pod.uid, container.spec.name, sorted(left),
+                        pod.uid,
+                        container.spec.name,
+                        sorted(left),
                     )
                     warned = True
                 await asyncio.sleep(max(self._config.drain_poll_seconds, 1.0))
@@ -1350,8 +1359,9 @@ class PodRuntime:
         if oom:
             code = exit.code if exit.code is not None else EXIT_CODE_OOM
             how = "its RSS, polled," if container.memory_killed else "the kernel OOM killer saw it"
-            reason, message = Reason.OOM_KILLED, (
-                f"memory limit of {container.spec.memory_limit_bytes} bytes exceeded ({how})"
+            reason, message = (
+                Reason.OOM_KILLED,
+                (f"memory limit of {container.spec.memory_limit_bytes} bytes exceeded ({how})"),
             )
         elif exit.code is None:
             code = EXIT_CODE_UNKNOWN
@@ -1438,7 +1448,9 @@ class PodRuntime:
             async with asyncio.TaskGroup() as group:
                 for container in pod.containers:
                     if not container.final:
-                        group.create_task(self._run_container(pod, container), name=f"pod/{pod.uid}/{container.spec.name}")
+                        group.create_task(
+                            self._run_container(pod, container), name=f"pod/{pod.uid}/{container.spec.name}"
+                        )
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -1466,7 +1478,10 @@ class PodRuntime:
                 container.waiting_reason = None
                 log.info(
                     "pod %s container %s terminated: %s (exit code %d)",
-                    pod.uid, name, termination.reason, termination.exit_code,
+                    pod.uid,
+                    name,
+                    termination.reason,
+                    termination.exit_code,
                 )
                 self._save()
             if container.state is ContainerState.TERMINATED:
@@ -1528,7 +1543,10 @@ class PodRuntime:
                     container.memory_killed = True
                     log.warning(
                         "pod %s container %s: RSS %d bytes exceeds its limit of %d; killing it",
-                        pod.uid, container.spec.name, reading.rss_bytes, limit,
+                        pod.uid,
+                        container.spec.name,
+                        reading.rss_bytes,
+                        limit,
                     )
                     _signal_group(proc.pid, signal.SIGKILL)
                     for pid in reading.pids:
@@ -1568,7 +1586,9 @@ class PodRuntime:
                     log_path=Path(rec.log_path),
                     state=state,
                     waiting_reason=waiting,
-                    cgroup=CgroupHandle(pod_uid=record.uid, container=rec.name, paths=rec.cgroup) if rec.cgroup else None,
+                    cgroup=CgroupHandle(pod_uid=record.uid, container=rec.name, paths=rec.cgroup)
+                    if rec.cgroup
+                    else None,
                     pid=rec.pid,
                     start_ticks=rec.start_ticks,
                     started_at=rec.started_at,
@@ -1594,7 +1614,9 @@ class PodRuntime:
             pod.stop_event.set()
         return pod
 
-    def _reattach(self, pod: _Pod, container: _Container, *, same_boot: bool) -> AdoptedContainer | LostContainer | None:
+    def _reattach(
+        self, pod: _Pod, container: _Container, *, same_boot: bool
+    ) -> AdoptedContainer | LostContainer | None:
         name = container.spec.name
         if container.starting:
             # The agent died between recording "about to start" and recording
@@ -1604,7 +1626,9 @@ class PodRuntime:
             container.proc = None
             container.pid = None
             container.starting = False
-            container.lost_note = "the agent stopped while starting this container; it may have run, its result is unknown"
+            container.lost_note = (
+                "the agent stopped while starting this container; it may have run, its result is unknown"
+            )
             return LostContainer(uid=pod.uid, container=name, pid=None, why="start was in progress")
         if container.state is not ContainerState.RUNNING:
             return None
@@ -1639,7 +1663,8 @@ class PodRuntime:
             log.info("pod %s container %s: re-adopted pid %d", pod.uid, name, proc.pid)
             return AdoptedContainer(uid=pod.uid, container=name, pid=proc.pid)
         container.proc = None
-        container.lost_note = f"exit status unknown: the process ended or could not be identified while the agent was away ({why})"
+        container.lost_note = (
+            f"exit status unknown: the process ended or could not be identified while the agent was away ({why})"
+        )
         log.warning("pod %s container %s: not re-adopted: %s", pod.uid, name, why)
         return LostContainer(uid=pod.uid, container=name, pid=pid, why=why)
-

@@ -217,6 +217,14 @@ async def cmd_create(c: Client, ns: argparse.Namespace) -> int:
 async def cmd_get(c: Client, ns: argparse.Namespace) -> int:
     kind = ns.kind
     namespace = "" if ns.all_namespaces else ns.namespace
+    if kind.lower() in ("node", "nodes", "no"):
+        nodes = await c.list_nodes()
+        if ns.name:
+            nodes = [n for n in nodes if n["name"] == ns.name]
+            if not nodes:
+                raise UsageError(f"node {ns.name} not found")
+        print(render_nodes(nodes, ns.output))
+        return 0
     if ns.watch:
         if kind.lower() not in ("workload", "workloads", "wl"):
             raise UsageError("--watch is supported for workloads")
@@ -238,6 +246,48 @@ async def cmd_get(c: Client, ns: argparse.Namespace) -> int:
         print("No resources found", file=sys.stderr)
         return 0
     print(render(kind, objs, ns.output, False))
+    return 0
+
+
+def _fmt_res(resource: str, amount: int) -> str:
+    from sluicegate.quantity import format_canonical
+
+    return format_canonical(resource, amount)
+
+
+def render_nodes(nodes: list[dict[str, Any]], output: str) -> str:
+    if output == "json":
+        return json.dumps({"items": nodes}, indent=2)
+    if output == "yaml":
+        return yaml.safe_dump({"items": nodes}, sort_keys=False).rstrip()
+    rows = []
+    for n in nodes:
+        alloc, req, use = n["allocatable"], n["requested"], n["usage"]
+        status = "Ready" if n["ready"] else "NotReady"
+        if use["conditions"]:
+            status += "," + ",".join(use["conditions"])
+        rows.append([
+            n["name"], status,
+            f"{_fmt_res('cpu', req.get('cpu', 0))}/{_fmt_res('cpu', alloc.get('cpu', 0))}",
+            f"{_fmt_res('memory', req.get('memory', 0))}/{_fmt_res('memory', alloc.get('memory', 0))}",
+            f"{use['cpuUsageCores']:.2f}",
+            f"{use['memoryAvailable'] / 2**30:.1f}Gi" if use["memoryAvailable"] else "-",
+            str(n["pods"]),
+        ])
+    return _table(["NAME", "STATUS", "CPU REQ/ALLOC", "MEMORY REQ/ALLOC", "CPU USED", "MEM AVAILABLE", "PODS"], rows)
+
+
+async def cmd_logs(c: Client, ns: argparse.Namespace) -> int:
+    prefix = ns.prefix
+    async for pod, container, data in c.logs(ns.workload, namespace=ns.namespace, pod=ns.pod or "",
+                                             container=ns.container or "", follow=ns.follow):
+        if prefix:
+            text = data.decode("utf-8", errors="replace")
+            for line in text.splitlines(keepends=True):
+                sys.stdout.write(f"[{pod}/{container}] {line}")
+        else:
+            sys.stdout.buffer.write(data)
+        sys.stdout.flush()
     return 0
 
 
@@ -396,6 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--priority-class", default="")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
 
+    lg = sub.add_parser("logs", help="print a workload's pod logs (through the controller)")
+    lg.add_argument("workload")
+    nsopt(lg)
+    lg.add_argument("--pod", help="pod name or index (default: every pod)")
+    lg.add_argument("-c", "--container")
+    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("--prefix", action="store_true", help="prefix each line with [pod/container]")
+
     sm = sub.add_parser("simulate", help="run one scheduling cycle over YAML files, no server needed")
     sm.add_argument("-f", "--filename", action="append", default=[])
     return p
@@ -416,6 +474,8 @@ async def _dispatch(ns: argparse.Namespace) -> int:
             return await cmd_delete(c, ns)
         if cmd in ("stop", "resume"):
             return await cmd_stop_resume(c, ns, active=cmd == "resume")
+        if cmd == "logs":
+            return await cmd_logs(c, ns)
         if cmd == "run":
             if ns.argv and ns.argv[0] == "--":
                 ns.argv = ns.argv[1:]

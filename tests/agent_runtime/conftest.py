@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,9 @@ async def v2_driver() -> AsyncIterator[CgroupV2]:
     if mount is None:
         pytest.skip("no cgroup2 hierarchy mounted")
     try:
-        driver = CgroupV2.setup(mount=mount, parent=PARENT_SELF, base=unique("sluicegate-test"), controllers=frozenset())
+        driver = CgroupV2.setup(
+            mount=mount, parent=PARENT_SELF, base=unique("sluicegate-test"), controllers=frozenset()
+        )
     except CgroupUnavailable as exc:
         pytest.skip(f"cgroup v2 is not writable here: {exc}")
     bases = list(driver.base_dirs)
@@ -66,7 +68,9 @@ async def v2_full_driver() -> AsyncIterator[CgroupV2]:
     if mount is None:
         pytest.skip("no cgroup2 hierarchy mounted")
     try:
-        driver = CgroupV2.setup(mount=mount, parent=PARENT_SELF, base=unique("sluicegate-test"), controllers=V2_CONTROLLERS)
+        driver = CgroupV2.setup(
+            mount=mount, parent=PARENT_SELF, base=unique("sluicegate-test"), controllers=V2_CONTROLLERS
+        )
     except CgroupUnavailable as exc:
         pytest.skip(f"cgroup v2 controllers are not delegated here: {exc.detail}")
     bases = list(driver.base_dirs)

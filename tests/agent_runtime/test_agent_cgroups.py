@@ -66,7 +66,9 @@ def test_detect_degrades_to_no_cgroups_with_one_log_line(tmp_path: Path, caplog:
     records = [r for r in caplog.records if r.name == "sluicegate.agent.cgroups"]
     assert [r.levelno for r in records] == [logging.WARNING]
     assert records[0].getMessage().startswith("no writable cgroups (v2: no cgroup2 hierarchy at ")
-    assert "memory limits are enforced by polling process RSS and CPU limits are not enforced" in records[0].getMessage()
+    assert (
+        "memory limits are enforced by polling process RSS and CPU limits are not enforced" in records[0].getMessage()
+    )
 
 
 async def test_detect_picks_a_writable_version_here() -> None:

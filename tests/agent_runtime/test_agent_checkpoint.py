@@ -48,7 +48,11 @@ def _record(uid: str = "pod-a") -> PodRecord:
                 waiting_reason=None,
                 terminated=None,
                 last_termination=TerminationRecord(
-                    exit_code=1, reason="Error", message="exited with code 1", started_at=None, finished_at=999.0,
+                    exit_code=1,
+                    reason="Error",
+                    message="exited with code 1",
+                    started_at=None,
+                    finished_at=999.0,
                     signal=None,
                 ),
             ),
@@ -113,7 +117,9 @@ def _with(mutate: str) -> str:
     [
         pytest.param("torn", "not valid JSON (", id="torn-file"),
         pytest.param("version", "format version 99 is not 1", id="version"),
-        pytest.param("pid-type", "checkpoint.pods[0].containers[0].pid: expected an integer or null, found str", id="pid"),
+        pytest.param(
+            "pid-type", "checkpoint.pods[0].containers[0].pid: expected an integer or null, found str", id="pid"
+        ),
         pytest.param("missing-uid", "checkpoint.pods[0].uid: expected a string, found nothing", id="uid"),
         pytest.param(
             "cgroup-shape",

@@ -65,8 +65,15 @@ async def _run_host_and_kill_it(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(tmp_path / "host.stderr", "wb") as stderr:
         host = await asyncio.create_subprocess_exec(
-            PYTHON, str(HOST), str(data_dir), driver.kind, base, str(specs_path),
-            stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env,
+            PYTHON,
+            str(HOST),
+            str(data_dir),
+            driver.kind,
+            base,
+            str(specs_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=env,
         )
     try:
         assert host.stdout is not None
@@ -94,8 +101,11 @@ async def test_restarted_agent_adopts_running_pods(
     stopper = pod(sh("main", "sleep 1000"), uid=unique("stopper"))
     specs = [keeper, ender, stopper]
     oomer = pod(
-        py("main", f"open({str(fifos['oom'])!r}).read()\nhog = [b'x' * (8 << 20) for _ in range(64)]\n",
-           memory_limit_bytes=64 * MI),
+        py(
+            "main",
+            f"open({str(fifos['oom'])!r}).read()\nhog = [b'x' * (8 << 20) for _ in range(64)]\n",
+            memory_limit_bytes=64 * MI,
+        ),
         uid=unique("oomer"),
     )
     if adopt_driver.kind == "v1":
@@ -137,7 +147,7 @@ async def test_restarted_agent_adopts_running_pods(
             ),
         ),
     )
-    checkpoint.save(path, replace(saved, pods=saved.pods + (forged,)))
+    checkpoint.save(path, replace(saved, pods=(*saved.pods, forged)))
 
     # 4. A new agent must adopt before it may start anything.
     runtime: PodRuntime = make_runtime(adopt_driver, data_dir=data_dir)
@@ -231,7 +241,11 @@ async def test_close_leaves_pods_running_for_the_next_runtime(make_runtime: Runt
     reported = second.status(done.uid)
     assert reported is not None and (reported.phase, reported.finished) == (PodPhase.SUCCEEDED, True)
     await release(fifo)
-    assert _ended(await second.wait(running.uid, timeout=10))[:3] == (PodPhase.FAILED, EXIT_CODE_UNKNOWN, Reason.UNKNOWN)
+    assert _ended(await second.wait(running.uid, timeout=10))[:3] == (
+        PodPhase.FAILED,
+        EXIT_CODE_UNKNOWN,
+        Reason.UNKNOWN,
+    )
 
 
 async def test_a_start_cut_short_by_a_crash_is_lost_and_its_cgroup_emptied(
@@ -249,13 +263,27 @@ async def test_a_start_cut_short_by_a_crash_is_lost_and_its_cgroup_emptied(
     saved = checkpoint.load(path)
     assert saved is not None
     record = saved.pods[0]
-    cut = replace(record, containers=(replace(record.containers[0], state="Waiting", pid=None, start_ticks=None,
-                                              starting=True, waiting_reason="ContainerCreating"),))
+    cut = replace(
+        record,
+        containers=(
+            replace(
+                record.containers[0],
+                state="Waiting",
+                pid=None,
+                start_ticks=None,
+                starting=True,
+                waiting_reason="ContainerCreating",
+            ),
+        ),
+    )
     checkpoint.save(path, replace(saved, pods=(cut,)))
 
     second = make_runtime(v1_driver, data_dir=data_dir)
     report = await second.adopt(checkpoint.load(path))
-    assert (report.adopted, [(l.uid, l.pid, l.why) for l in report.lost]) == ((), [(spec.uid, None, "start was in progress")])
+    assert (report.adopted, [(entry.uid, entry.pid, entry.why) for entry in report.lost]) == (
+        (),
+        [(spec.uid, None, "start was in progress")],
+    )
     final = await second.wait(spec.uid, timeout=10)
     assert _ended(final) == (
         PodPhase.FAILED,

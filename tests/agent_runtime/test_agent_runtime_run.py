@@ -61,9 +61,16 @@ def outcome(status: PodStatus) -> tuple[object, ...]:
     ("script", "phase", "exit_code", "reason", "message"),
     [
         pytest.param("echo out; echo err >&2; exit 0", PodPhase.SUCCEEDED, 0, Reason.COMPLETED, "", id="success"),
-        pytest.param("echo out; echo err >&2; exit 3", PodPhase.FAILED, 3, Reason.ERROR, "exited with code 3", id="failure"),
         pytest.param(
-            "echo out; echo err >&2; kill -TERM $$", PodPhase.FAILED, 143, Reason.ERROR, "killed by SIGTERM", id="signal"
+            "echo out; echo err >&2; exit 3", PodPhase.FAILED, 3, Reason.ERROR, "exited with code 3", id="failure"
+        ),
+        pytest.param(
+            "echo out; echo err >&2; kill -TERM $$",
+            PodPhase.FAILED,
+            143,
+            Reason.ERROR,
+            "killed by SIGTERM",
+            id="signal",
         ),
     ],
 )
@@ -81,7 +88,12 @@ async def test_exit_code_and_log(
     started = await runtime.run(spec)
     assert (started.phase, started.container("main").state) == (PodPhase.RUNNING, ContainerState.RUNNING)
     final = await runtime.wait(spec.uid, timeout=10)
-    assert outcome(final) == (phase, True, None, (("main", ContainerState.TERMINATED, 0, (exit_code, reason, message)),))
+    assert outcome(final) == (
+        phase,
+        True,
+        None,
+        (("main", ContainerState.TERMINATED, 0, (exit_code, reason, message)),),
+    )
     log_path = runtime.log_path(spec.uid, "main")
     assert final.container("main").log_path == str(log_path)
     assert log_path == runtime.checkpoint_path.parent / "pods" / spec.uid / "main.log"
@@ -148,7 +160,11 @@ async def test_start_error(
         pytest.param(PodSpec(uid="p", containers=()), "containers", id="no-containers"),
         pytest.param(PodSpec(uid="p", containers=(sh("A_B", "true"),)), "containers[0].name", id="bad-name"),
         pytest.param(PodSpec(uid="p", containers=(sh("a", "true"), sh("a", "true"))), "containers[1].name", id="dup"),
-        pytest.param(PodSpec(uid="p", containers=(ContainerSpec(name="a", command=()),)), "containers[0].command", id="no-command"),
+        pytest.param(
+            PodSpec(uid="p", containers=(ContainerSpec(name="a", command=()),)),
+            "containers[0].command",
+            id="no-command",
+        ),
         pytest.param(
             PodSpec(uid="p", containers=(sh("a", "true", memory_limit_bytes=-1),)),
             "containers[0].resources.limits.memory",
@@ -309,7 +325,9 @@ async def test_always_restarts_after_success_until_stopped(make_runtime: Runtime
     assert runtime.log_path(spec.uid, "main").read_text() == "ran\n" * 4
 
 
-async def test_usage_reads_the_pods_processes(driver: CgroupDriver, make_runtime: RuntimeFactory, workdir: Path) -> None:
+async def test_usage_reads_the_pods_processes(
+    driver: CgroupDriver, make_runtime: RuntimeFactory, workdir: Path
+) -> None:
     runtime = make_runtime(driver)
     code = (
         "import time, pathlib\n"
@@ -359,9 +377,7 @@ DONE_FAIL = _c(ContainerState.TERMINATED, exit_code=1)
         pytest.param([BACKOFF], RestartPolicy.ALWAYS, False, PodPhase.RUNNING, id="crash-loop"),
     ],
 )
-def test_pod_phase(
-    containers: list[ContainerStatus], policy: RestartPolicy, terminal: bool, phase: PodPhase
-) -> None:
+def test_pod_phase(containers: list[ContainerStatus], policy: RestartPolicy, terminal: bool, phase: PodPhase) -> None:
     assert pod_phase(containers, restart_policy=policy, terminal=terminal) is phase
 
 

@@ -38,7 +38,9 @@ def _terminations(runtime: PodRuntime, uid: str) -> list[tuple[str, int, Reason,
     return result
 
 
-async def test_stop_lets_a_term_handler_finish(driver: CgroupDriver, make_runtime: RuntimeFactory, workdir: Path) -> None:
+async def test_stop_lets_a_term_handler_finish(
+    driver: CgroupDriver, make_runtime: RuntimeFactory, workdir: Path
+) -> None:
     runtime = make_runtime(driver)
     script = f"trap 'echo got TERM; exit 0' TERM; sleep 1000 & echo $! > {workdir}/child.pid; wait"
     spec = pod(sh("main", script))

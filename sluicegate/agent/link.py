@@ -1,0 +1,274 @@
+"""The agent's stream to the controller: register, heartbeats, pod status, commands, logs.
+
+One long-lived ``AgentLink.Connect`` stream.  When it breaks (controller
+restart, network) the agent keeps its pods running and reconnects with
+capped exponential backoff and full jitter, then registers again with every
+pod it has, so the controller can reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+
+from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
+from sluicegate.v1 import agent_pb2, agent_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+AGENT_VERSION = "0.1.0"
+LOG_CHUNK = 64 * 1024
+
+
+def report_to_proto(r: PodReport) -> agent_pb2.PodStatus:
+    return agent_pb2.PodStatus(
+        uid=r.uid, name=r.name, namespace=r.namespace, workload=r.workload, phase=r.phase, reason=r.reason,
+        message=r.message, ready=r.ready, started_at=r.started_at, finished_at=r.finished_at, rss_bytes=r.rss_bytes,
+        cpu_seconds=r.cpu_seconds, static=r.static, requests=dict(r.requests), priority=r.priority,
+        qos_class=r.qos_class,
+        containers=[agent_pb2.ContainerStatus(name=c.name, state=c.state, exit_code=c.exit_code, reason=c.reason,
+                                              restart_count=c.restart_count, pid=c.pid, ready=c.ready)
+                    for c in r.containers],
+    )
+
+
+def wish_from_proto(p: agent_pb2.PodSpec) -> PodWish:
+    return PodWish(
+        uid=p.uid, name=p.name, namespace=p.namespace, workload=p.workload, pod_set=p.pod_set, index=p.index,
+        containers=tuple(
+            ContainerWish(name=c.name, command=tuple(c.command), args=tuple(c.args),
+                          env=tuple((e.name, e.value) for e in c.env), working_dir=c.working_dir,
+                          requests=dict(c.requests), limits=dict(c.limits))
+            for c in p.containers
+        ),
+        restart_policy=p.restart_policy or "Never", termination_grace_seconds=p.termination_grace_seconds,
+        priority=p.priority, priority_class=p.priority_class,
+    )
+
+
+class Backoff:
+    """Capped exponential backoff with full jitter (delay drawn from [0, min(cap, base*2^n)])."""
+
+    def __init__(self, base: float, cap: float, rng: random.Random | None = None) -> None:
+        self.base, self.cap = base, cap
+        self.attempt = 0
+        self.rng = rng or random.Random()
+
+    def next(self) -> float:
+        ceiling = min(self.cap, self.base * (2 ** self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return self.rng.uniform(self.base / 2, ceiling) if ceiling > self.base / 2 else ceiling
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class ControllerLink:
+    def __init__(
+        self,
+        *,
+        address: str,
+        node: AgentNode,
+        labels: dict[str, str],
+        boot_id: str,
+        health_address: str,
+        backoff: Backoff,
+    ) -> None:
+        self.address = address
+        self.node = node
+        self.labels = labels
+        self.boot_id = boot_id
+        self.health_address = health_address
+        self.backoff = backoff
+        self.connected = False
+        self.registered_once = False
+        self.last_error = "not connected yet"
+        self.heartbeat_interval = 2.0
+        self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
+        self._log_tasks: dict[str, asyncio.Task[None]] = {}
+        self._command_tasks: set[asyncio.Task[None]] = set()
+
+    # -------------------------------------------------------------- sending
+
+    def _send(self, msg: agent_pb2.AgentMessage) -> None:
+        if self._out is not None:
+            self._out.put_nowait(msg)
+
+    def send_pod(self, uid: str) -> None:
+        r = self.node.report(uid)
+        if r is not None:
+            self._send(agent_pb2.AgentMessage(pod_status=report_to_proto(r)))
+
+    async def forward_events(self) -> None:
+        """Relay the runtime's status changes (dropped while disconnected: Register resends all)."""
+        while True:
+            st = await self.node.runtime.events.get()
+            if self.connected:
+                self.send_pod(st.uid)
+
+    def _register(self) -> agent_pb2.AgentMessage:
+        n = self.node
+        return agent_pb2.AgentMessage(register=agent_pb2.Register(
+            node=agent_pb2.NodeInfo(name=n.name, labels=self.labels, capacity=n.capacity, allocatable=n.allocatable,
+                                    agent_version=AGENT_VERSION, boot_id=self.boot_id, health_address=self.health_address),
+            pods=[report_to_proto(r) for r in n.reports()],
+        ))
+
+    def _heartbeat(self) -> agent_pb2.AgentMessage:
+        reading = self.node.node_reading()
+        usage = agent_pb2.NodeUsage(
+            memory_total=reading.memory_total_bytes, memory_available=reading.memory_available_bytes,
+            cpu_usage_cores=reading.cpu_busy_fraction * reading.logical_cpus, nodefs_available=reading.disk_free_bytes,
+            conditions=list(self.node.conditions), observed_at=reading.at,
+        )
+        return agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
+            usage=usage, pods=[report_to_proto(r) for r in self.node.reports(with_usage=True)]))
+
+    # ---------------------------------------------------------------- loop
+
+    async def run(self) -> None:
+        """Stay connected for as long as the agent runs."""
+        while True:
+            try:
+                await self._session()
+                self.last_error = "the controller closed the stream"
+            except grpc.aio.AioRpcError as exc:
+                self.last_error = f"{exc.code().name}: {exc.details()}"
+            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+                self.last_error = str(exc) or type(exc).__name__
+            except Exception as exc:
+                # A bug must not take the node down with it: pods keep running,
+                # the error is logged with its traceback, and we reconnect.
+                log.exception("controller link failed unexpectedly")
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self.connected = False
+                self._out = None
+                for t in self._log_tasks.values():
+                    t.cancel()
+                self._log_tasks.clear()
+            delay = self.backoff.next()
+            log.warning("controller %s unreachable (%s); reconnecting in %.1fs; pods keep running",
+                        self.address, self.last_error, delay)
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = agent_pb2_grpc.AgentLinkStub(channel)
+            out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
+            out.put_nowait(self._register())
+
+            async def outgoing() -> AsyncIterator[agent_pb2.AgentMessage]:
+                while True:
+                    msg = await out.get()
+                    if msg is None:
+                        return
+                    yield msg
+
+            call = stub.Connect(outgoing())
+            first = await asyncio.wait_for(call.read(), timeout=30)
+            if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
+                raise ConnectionError("the controller did not acknowledge the registration")
+            self.heartbeat_interval = first.registered.heartbeat_interval_seconds or self.heartbeat_interval
+            self._out = out
+            self.connected = True
+            self.registered_once = True
+            self.backoff.reset()
+            log.info("registered with controller %s as node %s", self.address, self.node.name)
+            beat = asyncio.create_task(self._beat(out), name="heartbeat")
+            try:
+                while True:
+                    msg = await call.read()
+                    if msg is grpc.aio.EOF:
+                        break
+                    self._handle(msg)
+            finally:
+                beat.cancel()
+                out.put_nowait(None)
+
+    async def _beat(self, out: asyncio.Queue[agent_pb2.AgentMessage | None]) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            out.put_nowait(self._heartbeat())
+
+    def _spawn(self, coro: object, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        self._command_tasks.add(task)
+        task.add_done_callback(self._command_done)
+
+    def _command_done(self, task: asyncio.Task[None]) -> None:
+        self._command_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    def _handle(self, msg: agent_pb2.ControllerMessage) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "run_pod":
+            wish = wish_from_proto(msg.run_pod.pod)
+            self._spawn(self._run(wish), f"run-{wish.name}")
+        elif kind == "stop_pod":
+            s = msg.stop_pod
+            self._spawn(self.node.stop_pod(s.uid, grace_seconds=s.grace_seconds, reason=s.reason, message=s.message),
+                        f"stop-{s.uid}")
+        elif kind == "forget_pod":
+            self._spawn(self.node.forget(msg.forget_pod.uid), f"forget-{msg.forget_pod.uid}")
+        elif kind == "log_request":
+            r = msg.log_request
+            self._log_tasks[r.request_id] = asyncio.create_task(
+                self._stream_logs(r.request_id, r.pod_uid, r.container, r.follow), name=f"logs-{r.request_id}")
+        elif kind == "cancel_logs":
+            t = self._log_tasks.pop(msg.cancel_logs.request_id, None)
+            if t is not None:
+                t.cancel()
+
+    async def _run(self, wish: PodWish) -> None:
+        await self.node.run_pod(wish)
+        # Rejections never reach the runtime's events: report them here.
+        self.send_pod(wish.uid)
+
+    async def _stream_logs(self, request_id: str, uid: str, container: str, follow: bool) -> None:
+        def chunk(data: bytes = b"", *, eof: bool = False, error: str = "", name: str = "") -> None:
+            self._send(agent_pb2.AgentMessage(log_chunk=agent_pb2.LogChunk(
+                request_id=request_id, data=data, eof=eof, error=error, container=name)))
+
+        try:
+            meta = self.node.meta.get(uid)
+            all_names = self.node.container_names(uid)
+            if not all_names or (meta is not None and meta.rejected):
+                chunk(eof=True, error=f"the pod never started on node {self.node.name}" + (f": {meta.message}" if meta else ""))
+                return
+            names = [n for n in all_names if not container or n == container]
+            if not names:
+                chunk(eof=True, error=f"no container {container!r} in the pod")
+                return
+            for name in names:
+                path: Path = self.node.runtime.log_path(uid, name)
+                offset = 0
+                # Bounded by the pod's life: following stops once the pod has
+                # finished and the file is read to its end.
+                while True:
+                    data = b""
+                    if path.exists():
+                        with open(path, "rb") as f:
+                            f.seek(offset)
+                            data = f.read(LOG_CHUNK)
+                    if data:
+                        offset += len(data)
+                        chunk(data, name=name)
+                        continue
+                    cur = self.node.runtime.status(uid)
+                    if not follow or cur is None or cur.finished or len(names) > 1:
+                        break
+                    await asyncio.sleep(0.2)
+            chunk(eof=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            chunk(eof=True, error=str(exc))
+        finally:
+            self._log_tasks.pop(request_id, None)

@@ -1,0 +1,384 @@
+"""The agent's view of its node: what runs here, node admission, and status reports.
+
+Sits between the controller link and the process runtime.  The controller's
+pod metadata (workload, priority, requests) is kept in ``pods-meta.json``
+beside the runtime's checkpoint and written before a pod starts, so a
+restarted agent reports its pods exactly as before.
+
+Node admission follows the kubelet: a pod must fit the node's allocatable
+minus the requests of pods already admitted; a critical pod that does not
+fit makes room by stopping the pods :mod:`sluicegate.agent.policy` chooses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sluicegate.agent.monitor import Monitor, NodeReading
+from sluicegate.agent.policy import (
+    ContainerResources,
+    PodInfo,
+    QOSClass,
+    admit_pod,
+    effective_requests,
+    pod_qos,
+)
+from sluicegate.agent.runtime import (
+    ContainerSpec,
+    PodPhase,
+    PodRuntime,
+    PodRuntimeError,
+    PodSpec,
+    PodStatus,
+    Reason,
+    RestartPolicy,
+)
+
+log = logging.getLogger(__name__)
+
+META_FILE = "pods-meta.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerWish:
+    """A container as the controller describes it (canonical units)."""
+
+    name: str
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    working_dir: str = ""
+    requests: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodWish:
+    """A pod the controller (or a static manifest) wants running here."""
+
+    uid: str
+    name: str
+    namespace: str
+    workload: str
+    pod_set: str
+    index: int
+    containers: tuple[ContainerWish, ...]
+    restart_policy: str = "Never"
+    termination_grace_seconds: float = 30.0
+    priority: int = 0
+    priority_class: str = ""
+    static: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodMeta:
+    uid: str
+    name: str
+    namespace: str
+    workload: str
+    pod_set: str
+    index: int
+    priority: int
+    priority_class: str
+    requests: Mapping[str, int]
+    qos: str
+    static: bool
+    admitted_at: float
+    grace_seconds: float
+    # Set when the agent itself ended the pod (rejected, preempted, evicted).
+    reason: str = ""
+    message: str = ""
+    rejected: bool = False
+    containers: tuple[str, ...] = ()
+    # The controller has recorded the pod's end; only its logs are kept.
+    forgotten: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerReport:
+    name: str
+    state: str
+    exit_code: int
+    reason: str
+    restart_count: int
+    pid: int
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    uid: str
+    name: str
+    namespace: str
+    workload: str
+    phase: str
+    reason: str
+    message: str
+    containers: tuple[ContainerReport, ...]
+    ready: bool
+    started_at: float
+    finished_at: float
+    rss_bytes: int
+    cpu_seconds: float
+    static: bool
+    requests: Mapping[str, int]
+    priority: int
+    qos_class: str
+
+
+def _qos_and_requests(wish: PodWish) -> tuple[QOSClass, dict[str, int]]:
+    containers = [ContainerResources(requests=dict(c.requests), limits=dict(c.limits)) for c in wish.containers]
+    return pod_qos(containers=containers), effective_requests(containers=containers)
+
+
+class AgentNode:
+    def __init__(
+        self,
+        *,
+        name: str,
+        data_dir: Path,
+        runtime: PodRuntime,
+        monitor: Monitor,
+        capacity: Mapping[str, int],
+        allocatable: Mapping[str, int],
+        clock: Any,
+    ) -> None:
+        self.name = name
+        self.data_dir = Path(data_dir)
+        self.runtime = runtime
+        self.monitor = monitor
+        self.capacity = dict(capacity)
+        self.allocatable = dict(allocatable)
+        self.clock = clock
+        self.meta: dict[str, PodMeta] = {}
+        self.conditions: tuple[str, ...] = ()
+        self.evictions = 0
+        self._lock = asyncio.Lock()
+        self._load_meta()
+
+    # ------------------------------------------------------------ metadata
+
+    def _meta_path(self) -> Path:
+        return self.data_dir / META_FILE
+
+    def _load_meta(self) -> None:
+        path = self._meta_path()
+        if not path.exists():
+            return
+        try:
+            raw = json.loads(path.read_text())
+            self.meta = {m["uid"]: PodMeta(**{**m, "containers": tuple(m.get("containers", ()))}) for m in raw}
+        except (OSError, ValueError, TypeError) as exc:
+            log.error("cannot read %s (%s); pods will be reported without controller metadata", path, exc)
+
+    def _save_meta(self) -> None:
+        path = self._meta_path()
+        tmp = path.with_suffix(".tmp")
+        data = json.dumps([asdict(m) for m in self.meta.values()])
+        with open(tmp, "w") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def set_reason(self, uid: str, reason: str, message: str) -> None:
+        m = self.meta.get(uid)
+        if m is not None:
+            self.meta[uid] = replace(m, reason=reason, message=message)
+            self._save_meta()
+
+    # ------------------------------------------------------------ admission
+
+    def admitted_pods(self) -> list[PodInfo]:
+        """Pods that hold node resources: everything not finished."""
+        out = []
+        for m in self.meta.values():
+            if m.rejected or m.forgotten:
+                continue
+            st = self.runtime.status(m.uid)
+            if st is not None and st.finished:
+                continue
+            out.append(self._pod_info(m))
+        return out
+
+    def _pod_info(self, m: PodMeta) -> PodInfo:
+        return PodInfo(
+            uid=m.uid, namespace=m.namespace, name=m.name, priority=m.priority, qos=QOSClass(m.qos),
+            requests=dict(m.requests), is_static=m.static, is_mirror=False, admitted_at=m.admitted_at,
+        )
+
+    async def run_pod(self, wish: PodWish) -> None:
+        """Admit and start a pod; a pod that does not fit is reported Failed with the kubelet's reason."""
+        async with self._lock:
+            if wish.uid in self.meta:
+                log.info("pod %s (%s) is already known here; not starting it again", wish.name, wish.uid)
+                return
+            qos, requests = _qos_and_requests(wish)
+            meta = PodMeta(
+                uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
+                index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
+                qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=wish.termination_grace_seconds,
+                containers=tuple(c.name for c in wish.containers),
+            )
+            decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=self.admitted_pods())
+            if not decision.admitted:
+                log.warning("pod %s rejected: %s: %s", wish.name, decision.reason, decision.message)
+                self.meta[wish.uid] = replace(meta, reason=decision.reason, message=decision.message, rejected=True)
+                self._save_meta()
+                return
+            self.meta[wish.uid] = meta
+            self._save_meta()
+            victims = list(decision.victims)
+        for v in victims:
+            vm = self.meta.get(v.uid)
+            msg = f"Preempted in order to admit critical pod {wish.namespace}/{wish.name}"
+            log.warning("stopping pod %s/%s to admit critical pod %s", v.namespace, v.name, wish.name)
+            self.set_reason(v.uid, "Preempting", msg)
+            try:
+                await self.runtime.stop(v.uid, grace_seconds=vm.grace_seconds if vm else None,
+                                        reason=Reason.EVICTED, message=msg)
+            except PodRuntimeError as exc:
+                log.error("could not stop %s to admit %s: %s", v.name, wish.name, exc)
+        spec = PodSpec(
+            uid=wish.uid,
+            namespace=wish.namespace,
+            name=wish.name,
+            restart_policy=RestartPolicy(wish.restart_policy),
+            termination_grace_seconds=wish.termination_grace_seconds,
+            containers=tuple(
+                ContainerSpec(
+                    name=c.name,
+                    command=tuple(c.command),
+                    args=tuple(c.args),
+                    env=tuple(c.env),
+                    working_dir=c.working_dir or None,
+                    cpu_limit_millicores=c.limits.get("cpu"),
+                    memory_limit_bytes=c.limits.get("memory"),
+                    cpu_request_millicores=c.requests.get("cpu"),
+                    memory_request_bytes=c.requests.get("memory"),
+                )
+                for c in wish.containers
+            ),
+        )
+        try:
+            await self.runtime.run(spec)
+        except PodRuntimeError as exc:
+            log.error("pod %s could not start: %s", wish.name, exc)
+            self.meta[wish.uid] = replace(self.meta[wish.uid], reason="StartError", message=str(exc), rejected=True)
+            self._save_meta()
+
+    async def stop_pod(self, uid: str, *, grace_seconds: float | None, reason: str, message: str) -> None:
+        st = self.runtime.status(uid)
+        if st is None or st.finished:
+            return
+        if reason in ("Evicted", "Preempting"):
+            self.set_reason(uid, reason, message)
+        try:
+            await self.runtime.stop(uid, grace_seconds=grace_seconds,
+                                    reason=Reason.EVICTED if reason == "Evicted" else Reason.KILLED, message=message)
+        except PodRuntimeError as exc:
+            log.error("stopping pod %s: %s", uid, exc)
+
+    async def forget(self, uid: str) -> None:
+        st = self.runtime.status(uid)
+        if st is not None:
+            if not st.finished:
+                return
+            try:
+                await self.runtime.forget(uid)
+            except PodRuntimeError as exc:
+                log.warning("forgetting pod %s: %s", uid, exc)
+                return
+        m = self.meta.get(uid)
+        if m is not None and not m.forgotten:
+            # Keep what the logs need (container names); the pod is no longer reported.
+            self.meta[uid] = replace(m, forgotten=True)
+            self._save_meta()
+
+    # ------------------------------------------------------------ reports
+
+    def report(self, uid: str, *, with_usage: bool = False) -> PodReport | None:
+        m = self.meta.get(uid)
+        st = self.runtime.status(uid)
+        if (m is None and st is None) or (m is not None and m.forgotten and st is None):
+            return None
+        if m is not None and m.rejected and st is None:
+            return PodReport(uid, m.name, m.namespace, m.workload, "Failed", m.reason, m.message, (), False,
+                             0.0, m.admitted_at, 0, 0.0, m.static, dict(m.requests), m.priority, m.qos)
+        assert st is not None
+        return self._report_from(st, m, with_usage=with_usage)
+
+    def _report_from(self, st: PodStatus, m: PodMeta | None, *, with_usage: bool) -> PodReport:
+        containers = []
+        started = [c.started_at for c in st.containers if c.started_at]
+        finished_at = 0.0
+        for c in st.containers:
+            term = c.terminated
+            containers.append(ContainerReport(
+                name=c.name, state=str(c.state.value if hasattr(c.state, "value") else c.state),
+                exit_code=term.exit_code if term else 0, reason=str(term.reason.value) if term else "",
+                restart_count=c.restart_count, pid=c.pid or 0, ready=str(c.state) == "Running",
+            ))
+            if term is not None:
+                finished_at = max(finished_at, term.finished_at)
+        rss, cpu = 0, 0.0
+        if with_usage and not st.finished:
+            try:
+                reading = self.runtime.usage(st.uid)
+                rss, cpu = reading.working_set_bytes, reading.cpu_seconds
+            except PodRuntimeError:
+                pass
+        phase = str(st.phase.value if hasattr(st.phase, "value") else st.phase)
+        reason = st.reason or ""
+        message = st.message or ""
+        if m is not None and m.reason and st.finished:
+            reason, message = m.reason, m.message
+            phase = "Failed"
+        elif st.finished:
+            oom = next((c for c in containers if c.reason == "OOMKilled"), None)
+            if oom is not None and phase == "Failed":
+                reason = reason or "OOMKilled"
+        return PodReport(
+            uid=st.uid, name=m.name if m else "", namespace=m.namespace if m else "", workload=m.workload if m else "",
+            phase=phase, reason=reason, message=message, containers=tuple(containers),
+            ready=phase == PodPhase.RUNNING.value and all(c.ready for c in containers),
+            started_at=min(started) if started else 0.0, finished_at=finished_at if st.finished else 0.0,
+            rss_bytes=rss, cpu_seconds=cpu, static=m.static if m else False,
+            requests=dict(m.requests) if m else {}, priority=m.priority if m else 0, qos_class=m.qos if m else "",
+        )
+
+    def reports(self, *, with_usage: bool = False) -> list[PodReport]:
+        out = []
+        for uid in sorted({u for u, m in self.meta.items() if not m.forgotten} | {s.uid for s in self.runtime.pods()}):
+            r = self.report(uid, with_usage=with_usage)
+            if r is not None:
+                out.append(r)
+        return out
+
+    def container_names(self, uid: str) -> tuple[str, ...]:
+        st = self.runtime.status(uid)
+        if st is not None:
+            return tuple(c.name for c in st.containers)
+        m = self.meta.get(uid)
+        return m.containers if m is not None else ()
+
+    def node_reading(self) -> NodeReading:
+        return self.monitor.node(disk_path=self.data_dir)
+
+    def pods_json(self) -> list[dict[str, Any]]:
+        """The agent's /pods endpoint."""
+        return [
+            {"uid": r.uid, "name": r.name, "namespace": r.namespace, "workload": r.workload, "phase": r.phase,
+             "reason": r.reason, "message": r.message, "qosClass": r.qos_class, "priority": r.priority,
+             "static": r.static, "requests": dict(r.requests), "rssBytes": r.rss_bytes, "cpuSeconds": r.cpu_seconds,
+             "containers": [asdict(c) for c in r.containers]}
+            for r in self.reports(with_usage=True)
+        ]
+

@@ -1,0 +1,196 @@
+"""sluicegate-agent: wiring and lifecycle of the node agent.
+
+Start-up: pick the cgroup driver, re-adopt the pods a previous agent left
+running, bind the health port, connect to the controller.  Shutdown stops
+watching but never stops pods: the next agent adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from sluicegate.agent import checkpoint as ckpt
+from sluicegate.agent.cgroups import detect
+from sluicegate.agent.link import Backoff, ControllerLink
+from sluicegate.agent.monitor import Monitor, read_boot_id
+from sluicegate.agent.node import AgentNode
+from sluicegate.agent.runtime import PodRuntime, RuntimeConfig
+from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
+from sluicegate.common.health import HealthServer
+from sluicegate.common.metrics import Registry
+from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
+from sluicegate.common.supervise import DEFAULT_HARD_DEADLINE, arm_hard_deadline, new_stop_future, stop_on_signals, supervise
+from sluicegate.controller.settings import split_hostport
+
+log = logging.getLogger("sluicegate.agent")
+
+# Kubernetes' default pod limit per node.
+DEFAULT_MAX_PODS = 110
+
+
+def node_resources(settings: AgentSettings, monitor: Monitor) -> tuple[dict[str, int], dict[str, int]]:
+    """(capacity, allocatable): allocatable = capacity - systemReserved, unless overridden."""
+    reading = monitor.node(disk_path=settings.data_dir)
+    capacity = {
+        "cpu": reading.logical_cpus * 1000,
+        "memory": reading.memory_total_bytes,
+        "ephemeral-storage": reading.disk_total_bytes,
+        "pods": DEFAULT_MAX_PODS,
+    }
+    if settings.allocatable is not None:
+        allocatable = dict(settings.allocatable)
+        allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+        return capacity, allocatable
+    allocatable = {r: max(0, q - settings.system_reserved.get(r, 0)) for r, q in capacity.items()}
+    return capacity, allocatable
+
+
+def agent_metrics(node: AgentNode, link: ControllerLink) -> Registry:
+    reg = Registry()
+
+    def per_resource(values: dict[str, int]) -> list[tuple[tuple[str, ...], float]]:
+        return [((r,), float(v)) for r, v in sorted(values.items())]
+
+    reg.callback_gauge("sluicegate_node_capacity", "Node capacity per resource (cpu in millicores, bytes).",
+                       collect=lambda: per_resource(node.capacity), labelnames=("resource",))
+    reg.callback_gauge("sluicegate_node_allocatable", "Node allocatable per resource.",
+                       collect=lambda: per_resource(node.allocatable), labelnames=("resource",))
+
+    def usage() -> list[tuple[tuple[str, ...], float]]:
+        r = node.node_reading()
+        return [(("memory_available_bytes",), float(r.memory_available_bytes)),
+                (("cpu_busy_cores",), r.cpu_busy_fraction * r.logical_cpus),
+                (("nodefs_available_bytes",), float(r.disk_free_bytes))]
+
+    reg.callback_gauge("sluicegate_node_usage", "Real node readings.", collect=usage, labelnames=("signal",))
+
+    def phases() -> list[tuple[tuple[str, ...], float]]:
+        counts: dict[str, int] = {}
+        for r in node.reports():
+            counts[r.phase] = counts.get(r.phase, 0) + 1
+        return [((p,), float(counts.get(p, 0))) for p in ("Pending", "Running", "Succeeded", "Failed")]
+
+    reg.callback_gauge("sluicegate_pods", "Pods on this node by phase.", collect=phases, labelnames=("phase",))
+    reg.callback_gauge("sluicegate_evictions", "Pods this agent evicted (node pressure or critical pods).",
+                       collect=lambda: [((), float(node.evictions))])
+    reg.callback_gauge("sluicegate_controller_connected", "1 while the stream to the controller is up.",
+                       collect=lambda: [((), 1.0 if link.connected else 0.0)])
+    return reg
+
+
+async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_file: str | None = None) -> str:
+    data_dir = Path(settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    monitor = Monitor()
+    cgroups = detect(root=Path(settings.cgroup_root))
+    runtime = PodRuntime(data_dir=data_dir, cgroups=cgroups, monitor=monitor,
+                         config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds))
+    report = await runtime.adopt(ckpt.load(ckpt.path_for(data_dir)))
+    log.info("re-adopted %d container(s); %d lost; %d pod(s) had finished meanwhile",
+             len(report.adopted), len(report.lost), len(report.finished))
+    for lost in report.lost:
+        log.warning("pod %s container %s could not be re-adopted: %s", lost.uid, lost.container, lost.why)
+    capacity, allocatable = node_resources(settings, monitor)
+    node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
+                     capacity=capacity, allocatable=allocatable, clock=time.time)
+    hhost, hport = split_hostport(settings.health_listen, key="healthListen")
+    link = ControllerLink(
+        address=settings.controller, node=node, labels=settings.labels, boot_id=read_boot_id(),
+        health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
+    )
+
+    def readiness() -> tuple[bool, str]:
+        if not link.connected:
+            return False, f"not registered with the controller at {settings.controller}: {link.last_error}"
+        return True, f"registered with {settings.controller} as {settings.node_name}"
+
+    health = HealthServer(registry=agent_metrics(node, link), readiness=readiness, host=hhost, port=hport,
+                          json_routes={"/pods": node.pods_json})
+    await health.start()
+    link.health_address = "%s:%d" % health.address
+    notifier = Notifier.from_environment()
+    try:
+        async def announce_ready() -> None:
+            # Ready means: pods re-adopted, health bound, registered with the controller.
+            while not link.registered_once:
+                await asyncio.sleep(0.05)
+            if ready_file:
+                tmp = f"{ready_file}.tmp"
+                Path(tmp).write_text(json.dumps({"health": "%s:%d" % health.address, "pid": os.getpid(),
+                                                 "node": settings.node_name}))
+                os.replace(tmp, ready_file)
+            notifier.ready(f"node {settings.node_name} registered with {settings.controller}")
+            await asyncio.Event().wait()
+
+        def stopping(reason: str) -> None:
+            health.mark_stopping(reason)
+            notifier.stopping(reason)
+            arm_hard_deadline(DEFAULT_HARD_DEADLINE)
+
+        tasks = {
+            "runtime": runtime.watch(),
+            "controller-link": link.run(),
+            "pod-events": link.forward_events(),
+            "ready": announce_ready(),
+        }
+        period = watchdog_interval()
+        if period is not None:
+            tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
+        return await supervise(tasks, stop=stop, on_stopping=stopping)
+    finally:
+        await runtime.close()
+        await health.stop()
+
+
+async def _main(ns: argparse.Namespace) -> int:
+    settings = load_settings(ns.config, {
+        "controller": ns.controller,
+        "node_name": ns.node_name,
+        "data_dir": ns.data_dir,
+        "health_listen": ns.health_listen,
+        "labels": parse_labels(ns.label),
+        "allocatable": parse_resources_flag(ns.allocatable, "--allocatable"),
+        "static_pod_dir": ns.static_pod_dir,
+    })
+    stop = new_stop_future()
+    with stop_on_signals(stop):
+        reason = await serve(settings, stop=stop, ready_file=ns.ready_file)
+    log.info("stopped: %s (pods keep running)", reason)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="sluicegate-agent", description="The sluicegate node agent.")
+    p.add_argument("--config", help="settings YAML (see deploy/systemd/agent.yaml.example)")
+    p.add_argument("--controller", help="controller gRPC HOST:PORT")
+    p.add_argument("--node-name")
+    p.add_argument("--data-dir")
+    p.add_argument("--health-listen", help="HOST:PORT for /livez /readyz /metrics /pods (port 0 picks one)")
+    p.add_argument("--label", action="append", help="node label KEY=VALUE (repeatable)")
+    p.add_argument("--allocatable", help="override, e.g. cpu=4,memory=8Gi")
+    p.add_argument("--static-pod-dir")
+    p.add_argument("--ready-file", help="write {health, pid, node} JSON here once registered")
+    p.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
+    ns = p.parse_args(argv)
+    logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        return asyncio.run(_main(ns))
+    except SettingsError as exc:
+        log.error("%s", exc)
+        return 2
+    except BaseExceptionGroup as group:
+        log.error("exiting after root task failure(s): %s", group)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

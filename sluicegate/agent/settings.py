@@ -1,0 +1,155 @@
+"""The agent's settings file (YAML) and command-line overrides.
+
+    controller: 127.0.0.1:7420        # the controller's gRPC address
+    nodeName: worker-1                # default: the host name
+    labels: {zone: a, kubernetes.io/arch: amd64}
+    dataDir: /var/lib/sluicegate/agent   # pods' logs and the checkpoint
+    healthListen: 127.0.0.1:7422      # /livez /readyz /metrics /pods
+    systemReserved: {cpu: 500m, memory: 1Gi}   # allocatable = capacity - this
+    allocatable: {cpu: "16", memory: 32Gi}     # explicit override (small test nodes)
+    staticPodDir: /etc/sluicegate/pods
+    evictionHard: "memory.available<100Mi,nodefs.available<10%"
+    evictionSoft: ""
+    evictionSoftGracePeriod: ""       # e.g. "memory.available=1m30s"
+    evictionInterval: 1s              # how often pressure is checked
+    cgroupRoot: /sys/fs/cgroup
+    reconnectBackoff: {base: 0.5s, cap: 30s}
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sluicegate.manifest.timefmt import parse_duration
+from sluicegate.quantity import QuantityError, parse_canonical
+
+
+class SettingsError(Exception):
+    """A setting is wrong; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    controller: str = "127.0.0.1:7420"
+    node_name: str = field(default_factory=socket.gethostname)
+    labels: dict[str, str] = field(default_factory=dict)
+    data_dir: str = "/var/lib/sluicegate/agent"
+    health_listen: str = "127.0.0.1:7422"
+    system_reserved: dict[str, int] = field(default_factory=dict)
+    allocatable: dict[str, int] | None = None
+    static_pod_dir: str = ""
+    eviction_hard: str = "memory.available<100Mi,nodefs.available<10%"
+    eviction_soft: str = ""
+    eviction_soft_grace_period: str = ""
+    eviction_interval: float = 1.0
+    cgroup_root: str = "/sys/fs/cgroup"
+    reconnect_base: float = 0.5
+    reconnect_cap: float = 30.0
+    default_grace_seconds: float = 30.0
+
+
+def _resources(value: Any, key: str) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{key}: expected a mapping of resource to quantity, got {value!r}")
+    out: dict[str, int] = {}
+    for res, q in value.items():
+        try:
+            out[str(res)] = parse_canonical(str(res), q)
+        except QuantityError as exc:
+            raise SettingsError(f"{key}.{res}: {exc}") from exc
+    return out
+
+
+def _duration(value: Any, key: str) -> float:
+    try:
+        return parse_duration(value) if isinstance(value, str) else float(value)
+    except (ValueError, TypeError) as exc:
+        raise SettingsError(f"{key}: {exc}") from exc
+
+
+_STRINGS = {
+    "controller": "controller", "nodeName": "node_name", "dataDir": "data_dir", "healthListen": "health_listen",
+    "staticPodDir": "static_pod_dir", "evictionHard": "eviction_hard", "evictionSoft": "eviction_soft",
+    "evictionSoftGracePeriod": "eviction_soft_grace_period", "cgroupRoot": "cgroup_root",
+}
+
+
+def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
+    raw: dict[str, Any] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SettingsError(f"{path}: cannot read settings: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise SettingsError(f"{path}: expected a mapping of settings")
+        raw = loaded
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"{path}: {key}"
+        if key in _STRINGS:
+            if not isinstance(value, str):
+                raise SettingsError(f"{where}: expected a string, got {value!r}")
+            values[_STRINGS[key]] = value
+        elif key == "labels":
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise SettingsError(f"{where}: expected a mapping of label to string value")
+            values["labels"] = {str(k): v for k, v in value.items()}
+        elif key == "systemReserved":
+            values["system_reserved"] = _resources(value, where)
+        elif key == "allocatable":
+            values["allocatable"] = _resources(value, where)
+        elif key == "evictionInterval":
+            values["eviction_interval"] = _duration(value, where)
+        elif key == "defaultGracePeriod":
+            values["default_grace_seconds"] = _duration(value, where)
+        elif key == "reconnectBackoff":
+            if not isinstance(value, dict) or set(value) - {"base", "cap"}:
+                raise SettingsError(f"{where}: expected {{base: DURATION, cap: DURATION}}")
+            if "base" in value:
+                values["reconnect_base"] = _duration(value["base"], f"{where}.base")
+            if "cap" in value:
+                values["reconnect_cap"] = _duration(value["cap"], f"{where}.cap")
+        else:
+            known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
+                            "defaultGracePeriod", "reconnectBackoff"])
+            raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        values[k] = v
+    s = replace(AgentSettings(), **values)
+    if not s.node_name:
+        raise SettingsError("nodeName: must not be empty")
+    if s.reconnect_base <= 0 or s.reconnect_cap < s.reconnect_base:
+        raise SettingsError("reconnectBackoff: need 0 < base <= cap")
+    return s
+
+
+def parse_labels(items: list[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise SettingsError(f"--label: expected KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+def parse_resources_flag(text: str | None, key: str) -> dict[str, int] | None:
+    if not text:
+        return None
+    pairs = {}
+    for part in text.split(","):
+        if "=" not in part:
+            raise SettingsError(f"{key}: expected RESOURCE=QUANTITY[,...], got {text!r}")
+        r, q = part.split("=", 1)
+        pairs[r.strip()] = q.strip()
+    return _resources(pairs, key)
