@@ -341,10 +341,13 @@ class AgentNode:
         if m is not None and m.reason and st.finished:
             reason, message = m.reason, m.message
             phase = "Failed"
-        elif st.finished:
-            oom = next((c for c in containers if c.reason == "OOMKilled"), None)
-            if oom is not None and phase == "Failed":
-                reason = reason or "OOMKilled"
+        elif st.finished and phase == "Failed" and not reason:
+            # Kubernetes leaves the pod reason empty and puts the why on the
+            # container; report the failing container's reason at pod level too.
+            failing = next((c for c in containers if c.reason == "OOMKilled"), None) or next(
+                (c for c in containers if c.exit_code != 0), None)
+            if failing is not None:
+                reason = failing.reason
         return PodReport(
             uid=st.uid, name=m.name if m else "", namespace=m.namespace if m else "", workload=m.workload if m else "",
             phase=phase, reason=reason, message=message, containers=tuple(containers),

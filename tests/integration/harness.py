@@ -104,3 +104,67 @@ def state_of(w: dict[str, Any]) -> str:
     if conds.get("Admitted") == "True":
         return "Admitted"
     return "Pending"
+
+
+class Agent:
+    def __init__(self, workdir: Path, controller: str, name: str, *, allocatable: str = "cpu=2,memory=2Gi",
+                 labels: tuple[str, ...] = ()) -> None:
+        self.workdir = workdir
+        self.controller = controller
+        self.name = name
+        self.allocatable = allocatable
+        self.labels = labels
+        self.data_dir = workdir / f"agent-{name}"
+        self.ready_file = workdir / f"agent-{name}.ready"
+        self.log = workdir / f"agent-{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.health = ""
+
+    def start(self) -> Agent:
+        self.ready_file.unlink(missing_ok=True)
+        args = [sys.executable, "-m", "sluicegate.agent.server", "--controller", self.controller, "--node-name", self.name,
+                "--data-dir", str(self.data_dir), "--health-listen", "127.0.0.1:0", "--allocatable", self.allocatable,
+                "--ready-file", str(self.ready_file)]
+        for label in self.labels:
+            args += ["--label", label]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT)
+        info = wait_for(f"agent {self.name} registered", self._ready)
+        self.health = info["health"]
+        return self
+
+    def _ready(self) -> dict[str, Any] | None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"agent {self.name} exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+        if self.ready_file.exists():
+            return dict(json.loads(self.ready_file.read_text()))
+        return None
+
+    def pods(self) -> list[dict[str, Any]]:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://{self.health}/pods", timeout=5) as r:
+            return list(json.loads(r.read()))
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+
+
+def kill_marked_processes(marker: str) -> None:
+    """Tests that kill -9 an agent leave its pods running; remove them by a marker in their command."""
+    import psutil
+
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(p.info["cmdline"] or []):
+                p.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
