@@ -1,0 +1,33 @@
+"""The shipped example settings load, and unknown keys are refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluicegate.agent.settings import SettingsError as AgentSettingsError
+from sluicegate.agent.settings import load_settings as load_agent
+from sluicegate.controller.settings import SettingsError, load_settings
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
+
+
+def test_controller_example_loads() -> None:
+    s = load_settings(str(DEPLOY / "controller.yaml.example"), {})
+    assert (s.listen, s.node_heartbeat_timeout, s.placement) == ("127.0.0.1:7420", 40.0, True)
+
+
+def test_agent_example_loads() -> None:
+    s = load_agent(str(DEPLOY / "agent.yaml.example"), {})
+    assert (s.controller, s.system_reserved, s.reconnect_cap) == ("127.0.0.1:7420", {"cpu": 500, "memory": 1 << 30}, 30.0)
+
+
+def test_unknown_keys_are_named(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("listen: 127.0.0.1:1\nlisen: x\n")
+    with pytest.raises(SettingsError, match="lisen: unknown setting"):
+        load_settings(str(bad), {})
+    bad.write_text("dataDr: /x\n")
+    with pytest.raises(AgentSettingsError, match="dataDr: unknown setting"):
+        load_agent(str(bad), {})
