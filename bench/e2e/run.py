@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""End to end with real processes: N one-CPU jobs running `true` through two local agents.
+
+Starts a real controller (SQLite store) and two real agents on 127.0.0.1
+(allocatable overridden to 16 CPUs each), applies one ClusterQueue with 32
+CPUs, submits N one-CPU workloads through sluicectl's client library, and
+waits until all have finished.  Prints jobs/s from first submit to last
+completion, submit-to-running latency p50/p99 (process start as measured by
+the agent minus the moment the submission was acknowledged), and the
+controller's and agents' peak RSS.  Not a test: it prints figures.
+
+    .venv/bin/python bench/e2e/run.py --jobs 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from sluicegate.client import Client, Document  # noqa: E402
+
+QUEUE = """
+apiVersion: sluicegate.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: ClusterQueue
+metadata: {name: bench}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: "32"}
+      - {name: memory, nominalQuota: 64Gi}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: LocalQueue
+metadata: {name: bench, namespace: default}
+spec: {clusterQueue: bench}
+"""
+
+
+def start(args: list[str], log: Path, ready: Path, timeout: float = 30.0) -> tuple[subprocess.Popen[bytes], dict]:
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", *args, "--ready-file", str(ready)], stdout=f, stderr=f, cwd=ROOT,
+                                env={**os.environ, "SLUICEGATE_LOG_LEVEL": "WARNING"})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{args[0]} exited: {log.read_text()[-2000:]}")
+        if ready.exists():
+            return proc, json.loads(ready.read_text())
+        time.sleep(0.05)
+    raise SystemExit(f"{args[0]} not ready in {timeout}s")
+
+
+class PeakRSS:
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.procs = {k: psutil.Process(p) for k, p in pids.items()}
+        self.peak = {k: 0 for k in pids}
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for k, p in self.procs.items():
+                try:
+                    self.peak[k] = max(self.peak[k], p.memory_info().rss)
+                except psutil.Error:
+                    pass
+
+    def __enter__(self) -> PeakRSS:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.thread.join()
+
+
+def workload(i: int) -> str:
+    return json.dumps({
+        "apiVersion": "sluicegate.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": f"job-{i:05d}", "namespace": "default"},
+        "spec": {"queueName": "bench", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "main", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}],
+            "terminationGracePeriodSeconds": 0}}}]},
+    })
+
+
+async def drive(server: str, jobs: int, concurrency: int) -> dict:
+    submitted: dict[str, float] = {}
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    done = asyncio.Event()
+    async with Client(server, timeout=60) as c:
+        await c.apply([Document(QUEUE, "bench-queue")])
+
+        async def watch() -> None:
+            async for _, wl in c.watch_workloads(namespace="default", send_initial=False):
+                name = wl["metadata"]["name"]
+                pods = wl.get("status", {}).get("extra", {}).get("pods", [])
+                for p in pods:
+                    if p.get("startedAt") and name not in started:
+                        started[name] = float(p["startedAt"])
+                conds = {x["type"]: x["status"] for x in wl.get("status", {}).get("conditions", [])}
+                if conds.get("Finished") == "True" and name not in finished:
+                    finished[name] = time.time()
+                    if len(finished) == jobs:
+                        done.set()
+                        return
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0.2)  # let the watch register before the first submission
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(jobs):
+            queue.put_nowait(i)
+
+        async def submitter() -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                await c.create_workload(Document(workload(i), "bench"))
+                submitted[f"job-{i:05d}"] = time.time()
+
+        t0 = time.time()
+        await asyncio.gather(*(submitter() for _ in range(concurrency)))
+        t_submitted = time.time()
+        await asyncio.wait_for(done.wait(), timeout=max(120, jobs))
+        t_end = max(finished.values())
+        watcher.cancel()
+    lat = sorted(max(0.0, started[n] - submitted[n]) for n in submitted if n in started)
+    return {
+        "jobs": jobs,
+        "submit_seconds": round(t_submitted - t0, 3),
+        "wall_seconds": round(t_end - t0, 3),
+        "jobs_per_second": round(jobs / (t_end - t0), 1),
+        "submit_to_running_ms_p50": round(statistics.median(lat) * 1000, 1),
+        "submit_to_running_ms_p99": round(lat[max(0, int(len(lat) * 0.99) - 1)] * 1000, 1),
+        "started_observed": len(lat),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--concurrency", type=int, default=16, help="parallel submitters")
+    ns = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        procs = []
+        try:
+            ctl, info = start(["sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
+                               "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", "1"],
+                              tmp / "controller.log", tmp / "c.ready")
+            procs.append(ctl)
+            pids = {"controller": ctl.pid}
+            for name in ("bench-a", "bench-b"):
+                a, _ = start(["sluicegate.agent.server", "--controller", info["grpc"], "--node-name", name,
+                              "--data-dir", str(tmp / name), "--health-listen", "127.0.0.1:0",
+                              "--allocatable", "cpu=16,memory=32Gi"], tmp / f"{name}.log", tmp / f"{name}.ready")
+                procs.append(a)
+                pids[name] = a.pid
+            with PeakRSS(pids) as rss:
+                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency))
+            result["peak_rss_mib"] = {k: round(v / 2**20, 1) for k, v in rss.peak.items()}
+            result["machine"] = f"{os.cpu_count()} cpus, {round(psutil.virtual_memory().total / 2**30)} GiB"
+            print(json.dumps(result, indent=2))
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                p.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()
