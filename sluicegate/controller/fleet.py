@@ -181,6 +181,13 @@ class Fleet:
                 self._tell(node_name, StopPodCommand(rp.uid, 0.0, rec.reason or "NotExpected",
                                                      "the controller no longer expects this pod"))
             return
+        node_eviction = _node_eviction(node_name, rec, rp)
+        if node_eviction is not None and not wl.status.is_true("Evicted") and not wl.is_finished:
+            # The node ended the pod on its own (rejected at admission, preempted for a
+            # critical pod, evicted under pressure): the workload goes back to its queue.
+            reason, message = node_eviction
+            log.warning("workload %s evicted by node %s: %s", wl.key, node_name, message)
+            wl = evict(wl, reason=reason, message=message, now=self.m.clock())
         new = replace(
             rec,
             phase=rp.phase,
@@ -312,3 +319,23 @@ class Fleet:
         q = self._log_routes.get(request_id)
         if q is not None:
             q.put_nowait((container, data, eof, error))
+
+
+# Pod reasons with which an agent ends a pod by itself, and the workload's Evicted reason for each.
+NODE_EVICTION_REASONS = {
+    "Preempting": "PreemptedOnNode",
+    "Evicted": "NodePressure",
+    "UnexpectedAdmissionError": "NodeRejected",
+}
+
+
+def _node_eviction(node: str, rec: PodRecord, rp: ReportedPod) -> tuple[str, str] | None:
+    if rp.phase != FAILED or rec.reason == "Stopping":
+        return None
+    reason = NODE_EVICTION_REASONS.get(rp.reason)
+    if reason is None and rp.reason.startswith("OutOf"):
+        reason = "NodeRejected"
+    if reason is None:
+        return None
+    what = {"PreemptedOnNode": "was preempted", "NodePressure": "was evicted", "NodeRejected": "was rejected"}[reason]
+    return reason, f"pod {rec.name} {what} by node {node}: {rp.reason}: {rp.message}"
