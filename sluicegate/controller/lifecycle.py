@@ -58,7 +58,7 @@ def settle(wl: Workload, now: float) -> Settlement:
         wl = with_pods(wl, pods)
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
-        return Settlement(_released(wl, now), release=True, requeue=not deleting and wl.active, forget=deleting)
+        return Settlement(released(wl, now), release=True, requeue=not deleting and wl.active, forget=deleting)
 
     failed = [p for p in pods if p.phase == FAILED]
     if failed:
@@ -81,7 +81,7 @@ def _finished(wl: Workload, reason: str, message: str, now: float) -> Workload:
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
-def _released(wl: Workload, now: float) -> Workload:
+def released(wl: Workload, now: float) -> Workload:
     """Quota given back after an eviction: the workload is pending again (or inactive)."""
     evicted = wl.status.condition("Evicted")
     message = evicted.message if evicted is not None else "The workload was evicted"
@@ -90,3 +90,22 @@ def _released(wl: Workload, now: float) -> Workload:
                           message="The workload has no reservation", now=now)
     wl = replace(wl, status=replace(wl.status, conditions=conds, admission=None))
     return with_extra(with_pods(wl, ()), lastPods=[p.to_json() for p in pods_of(wl)] or None)
+
+
+PREEMPTION_WORDING = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+
+
+def preempted(wl: Workload, *, reason: str, preemptor: Workload, preemptor_cq: str, now: float) -> Workload:
+    """Evicted (reason Preempted) plus Preempted (why), naming the preemptor's UID and ClusterQueue."""
+    message = (
+        f"Preempted to accommodate a workload (UID: {preemptor.uid}, ClusterQueue: {preemptor_cq}) "
+        f"due to {PREEMPTION_WORDING.get(reason, reason)}"
+    )
+    wl = evict(wl, reason="Preempted", message=message, now=now)
+    conds = set_condition(wl.status.conditions, type_="Preempted", status=True, reason=reason, message=message, now=now)
+    return replace(wl, status=replace(wl.status, conditions=conds))

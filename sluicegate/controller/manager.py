@@ -39,7 +39,7 @@ from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.fleet import Fleet
-from sluicegate.controller.lifecycle import evict, settle
+from sluicegate.controller.lifecycle import evict, preempted, released, settle
 from sluicegate.controller.model.pods import pods_of, with_extra, with_pods
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Delete, Put, Store
@@ -140,12 +140,14 @@ class CycleStats:
     pending: int = 0
     # Heads put straight back into their heap: the next cycle sees them again.
     requeued: int = 0
+    # Victims newly told to go (a preemptor waiting on earlier victims issues none).
+    evictions_issued: int = 0
     entries: list[Entry] = field(default_factory=list)
 
     @property
     def made_progress(self) -> bool:
         """False when another cycle right now would see the same heads and decide the same."""
-        return self.heads > self.requeued or self.admitted > 0
+        return self.heads > self.requeued or self.admitted > 0 or self.evictions_issued > 0
 
 
 class Manager:
@@ -712,11 +714,41 @@ class Manager:
                         stats.requeued += 1
                 if e.status is EntryStatus.PREEMPTING:
                     stats.preempting += 1
+                    stats.evictions_issued += self._preempt(e, now)
                 else:
                     stats.pending += 1
             if e.key in decided:
                 self._publish("MODIFIED", wl)
         return stats
+
+    def _preempt(self, e: Entry, now: float) -> int:
+        """Evict the entry's victims (each once); returns how many were newly evicted.
+
+        The victims' status is stored before their pods are stopped; their
+        quota is released only when every pod has exited, and the preemptor
+        is admitted by a later cycle once it fits.
+        """
+        issued = 0
+        for t in e.targets:
+            victim = self.cache.workloads.get(t.victim.key)
+            if victim is None or victim.status.is_true("Evicted") or not self.cache.holds_quota(victim.key):
+                continue
+            issued += 1
+            log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
+            new = preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now)
+            if pods_of(new):
+                self.fleet.apply(settle(new, now))
+                continue
+            # Quota-only mode: nothing runs, the quota goes back at once.
+            new = released(new, now)
+            self._write([new])
+            self.cache.workloads[new.key] = new
+            cq = self.cache.release(new.key)
+            if cq is not None:
+                self.cache.queues.queue_inadmissible(self.cache.tree_members(cq))
+            self._enqueue(new)
+            self._publish("MODIFIED", new)
+        return issued
 
     def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
         assert e.assignment is not None

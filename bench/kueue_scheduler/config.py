@@ -1,0 +1,323 @@
+"""The generator configuration of Kueue's scheduler performance test, and the plan it expands to.
+
+The YAML schema is Kueue's (``test/performance/scheduler/runner/generator``):
+cohorts → queuesSets → workloadsSets → workloads.  A field outside that
+schema is an error naming the field, so a typo never silently changes what
+is measured.
+
+Names follow Kueue's generator so the objects read the same in both
+systems: cohort ``<class>-<i>``; ClusterQueue, its namespace and its
+LocalQueue ``<queue class>-<queue set>-<j>-<cohort>``; workload
+``<class>-<workload set>-<k>-<template>``.  Each workload set waits one
+creation interval *before* each creation, as Kueue's does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from sluicegate.quantity import QuantityError, parse_canonical
+
+PREEMPTION_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any")
+
+
+class ConfigError(Exception):
+    """The generator file cannot be used; ``key`` names the offending field."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{source}: {key}: {problem}; fix the generator file and run again")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadTemplate:
+    class_name: str
+    runtime_ms: int
+    priority: int
+    # CPU requested by the workload's single pod, in millicores.
+    request_m: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadsSet:
+    count: int
+    creation_interval_ms: int
+    workloads: tuple[WorkloadTemplate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesSet:
+    class_name: str
+    count: int
+    nominal_m: int
+    borrowing_limit_m: int | None
+    reclaim_within_cohort: str
+    within_cluster_queue: str
+    workloads_sets: tuple[WorkloadsSet, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSet:
+    class_name: str
+    count: int
+    queues_sets: tuple[QueuesSet, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorConfig:
+    source: str
+    cohorts: tuple[CohortSet, ...]
+
+
+# ------------------------------------------------------------------ loading
+
+
+class _Reader:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.source, key, problem)
+
+    def mapping(self, raw: object, key: str, *, known: Sequence[str], required: Sequence[str]) -> Mapping[str, object]:
+        if not isinstance(raw, dict):
+            raise self.fail(key, f"expected a mapping, got {type(raw).__name__}")
+        for k in raw:
+            if k not in known:
+                raise self.fail(f"{key}.{k}", f"unknown field; the schema has {', '.join(known)}")
+        for k in required:
+            if k not in raw:
+                raise self.fail(f"{key}.{k}", "required field is missing")
+        return raw
+
+    def items(self, raw: object, key: str) -> list[object]:
+        if not isinstance(raw, list) or not raw:
+            raise self.fail(key, "expected a non-empty list")
+        return raw
+
+    def count(self, raw: object, key: str) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise self.fail(key, f"expected a non-negative integer, got {raw!r}")
+        return raw
+
+    def text(self, raw: object, key: str) -> str:
+        if not isinstance(raw, str) or not raw:
+            raise self.fail(key, f"expected a non-empty string, got {raw!r}")
+        return raw
+
+    def cpu(self, raw: object, key: str) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+            raise self.fail(key, f"expected a CPU quantity such as 20 or \"500m\", got {raw!r}")
+        try:
+            value = parse_canonical("cpu", raw)
+        except QuantityError as exc:
+            raise self.fail(key, str(exc)) from None
+        if value < 0:
+            raise self.fail(key, f"must not be negative, got {raw!r}")
+        return value
+
+    def policy(self, raw: object, key: str) -> str:
+        if raw not in PREEMPTION_POLICIES:
+            raise self.fail(key, f"expected one of {', '.join(PREEMPTION_POLICIES)}, got {raw!r}")
+        assert isinstance(raw, str)
+        return raw
+
+
+def parse_config(raw: object, *, source: str) -> GeneratorConfig:
+    r = _Reader(source)
+    top = r.mapping(raw, "$", known=("cohorts",), required=("cohorts",))
+    cohorts = []
+    for ci, c_raw in enumerate(r.items(top["cohorts"], "cohorts")):
+        ck = f"cohorts[{ci}]"
+        c = r.mapping(c_raw, ck, known=("className", "count", "queuesSets"), required=("className", "count", "queuesSets"))
+        queues_sets = []
+        for qi, q_raw in enumerate(r.items(c["queuesSets"], f"{ck}.queuesSets")):
+            qk = f"{ck}.queuesSets[{qi}]"
+            q = r.mapping(q_raw, qk, known=("className", "count", "nominalQuota", "borrowingLimit", "reclaimWithinCohort",
+                                            "withinClusterQueue", "workloadsSets"),
+                          required=("className", "count", "nominalQuota", "workloadsSets"))
+            wl_sets = []
+            for wi, w_raw in enumerate(r.items(q["workloadsSets"], f"{qk}.workloadsSets")):
+                wk = f"{qk}.workloadsSets[{wi}]"
+                w = r.mapping(w_raw, wk, known=("count", "creationIntervalMs", "workloads"),
+                              required=("count", "creationIntervalMs", "workloads"))
+                templates = []
+                for ti, t_raw in enumerate(r.items(w["workloads"], f"{wk}.workloads")):
+                    tk = f"{wk}.workloads[{ti}]"
+                    t = r.mapping(t_raw, tk, known=("className", "runtimeMs", "priority", "request"),
+                                  required=("className", "runtimeMs", "request"))
+                    priority = t.get("priority", 0)
+                    if isinstance(priority, bool) or not isinstance(priority, int):
+                        raise r.fail(f"{tk}.priority", f"expected an integer, got {priority!r}")
+                    templates.append(WorkloadTemplate(
+                        class_name=r.text(t["className"], f"{tk}.className"),
+                        runtime_ms=r.count(t["runtimeMs"], f"{tk}.runtimeMs"),
+                        priority=priority,
+                        request_m=r.cpu(t["request"], f"{tk}.request"),
+                    ))
+                wl_sets.append(WorkloadsSet(
+                    count=r.count(w["count"], f"{wk}.count"),
+                    creation_interval_ms=r.count(w["creationIntervalMs"], f"{wk}.creationIntervalMs"),
+                    workloads=tuple(templates),
+                ))
+            queues_sets.append(QueuesSet(
+                class_name=r.text(q["className"], f"{qk}.className"),
+                count=r.count(q["count"], f"{qk}.count"),
+                nominal_m=r.cpu(q["nominalQuota"], f"{qk}.nominalQuota"),
+                borrowing_limit_m=r.cpu(q["borrowingLimit"], f"{qk}.borrowingLimit") if "borrowingLimit" in q else None,
+                reclaim_within_cohort=r.policy(q.get("reclaimWithinCohort", "Never"), f"{qk}.reclaimWithinCohort"),
+                within_cluster_queue=r.policy(q.get("withinClusterQueue", "Never"), f"{qk}.withinClusterQueue"),
+                workloads_sets=tuple(wl_sets),
+            ))
+        cohorts.append(CohortSet(
+            class_name=r.text(c["className"], f"{ck}.className"),
+            count=r.count(c["count"], f"{ck}.count"),
+            queues_sets=tuple(queues_sets),
+        ))
+    return GeneratorConfig(source=source, cohorts=tuple(cohorts))
+
+
+def load_config(path: Path) -> GeneratorConfig:
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(str(path), "$", f"cannot read the file ({exc})") from None
+    return parse_config(raw, source=str(path))
+
+
+# ------------------------------------------------------------------ scaling
+
+
+def _scaled_count(count: int, factor: float) -> int:
+    # Never scale a set away entirely: a smoke run still exercises every class.
+    return count if factor == 1 else max(1, round(count * factor))
+
+
+def scaled(cfg: GeneratorConfig, *, count_scale: float = 1.0, queue_scale: float = 1.0, time_scale: float = 1.0) -> GeneratorConfig:
+    """A smaller or faster variant: workload counts × count_scale, ClusterQueue
+    counts × queue_scale, runtimes and creation intervals × time_scale."""
+    def wl_set(w: WorkloadsSet) -> WorkloadsSet:
+        return replace(
+            w,
+            count=_scaled_count(w.count, count_scale),
+            creation_interval_ms=round(w.creation_interval_ms * time_scale),
+            workloads=tuple(replace(t, runtime_ms=round(t.runtime_ms * time_scale)) for t in w.workloads),
+        )
+
+    def q_set(q: QueuesSet) -> QueuesSet:
+        return replace(q, count=_scaled_count(q.count, queue_scale), workloads_sets=tuple(wl_set(w) for w in q.workloads_sets))
+
+    return replace(cfg, cohorts=tuple(replace(c, queues_sets=tuple(q_set(q) for q in c.queues_sets)) for c in cfg.cohorts))
+
+
+# --------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePlan:
+    name: str  # ClusterQueue, namespace and LocalQueue share it, as in Kueue's generator
+    cohort: str
+    class_name: str
+    nominal_m: int
+    borrowing_limit_m: int | None
+    reclaim_within_cohort: str
+    within_cluster_queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPlan:
+    # Seconds after the queue's creation at which the workload is created.
+    due: float
+    namespace: str
+    name: str
+    class_name: str
+    cluster_queue: str
+    cohort: str
+    request_m: int
+    runtime_ms: int
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    queues: tuple[QueuePlan, ...]
+    # Sorted by due time, then name: the order of creation.
+    workloads: tuple[WorkloadPlan, ...]
+
+    @property
+    def priorities(self) -> tuple[int, ...]:
+        return tuple(sorted({w.priority for w in self.workloads}))
+
+    @property
+    def total_nominal_m(self) -> int:
+        return sum(q.nominal_m for q in self.queues)
+
+
+def expand(cfg: GeneratorConfig) -> Plan:
+    queues: list[QueuePlan] = []
+    workloads: list[WorkloadPlan] = []
+    for c_set in cfg.cohorts:
+        for ci in range(c_set.count):
+            cohort = f"{c_set.class_name}-{ci}"
+            for qsi, q_set in enumerate(c_set.queues_sets):
+                for qi in range(q_set.count):
+                    q = QueuePlan(
+                        name=f"{q_set.class_name}-{qsi}-{qi}-{cohort}", cohort=cohort, class_name=q_set.class_name,
+                        nominal_m=q_set.nominal_m, borrowing_limit_m=q_set.borrowing_limit_m,
+                        reclaim_within_cohort=q_set.reclaim_within_cohort, within_cluster_queue=q_set.within_cluster_queue,
+                    )
+                    queues.append(q)
+                    for wsi, w_set in enumerate(q_set.workloads_sets):
+                        step = 0
+                        for si in range(w_set.count):
+                            for ti, t in enumerate(w_set.workloads):
+                                step += 1
+                                workloads.append(WorkloadPlan(
+                                    due=step * w_set.creation_interval_ms / 1000, namespace=q.name,
+                                    name=f"{t.class_name}-{wsi}-{si}-{ti}", class_name=t.class_name, cluster_queue=q.name,
+                                    cohort=cohort, request_m=t.request_m, runtime_ms=t.runtime_ms, priority=t.priority,
+                                ))
+    workloads.sort(key=lambda w: (w.due, w.namespace, w.name))
+    return Plan(queues=tuple(queues), workloads=tuple(workloads))
+
+
+# ------------------------------------------------------------- ideal bound
+
+
+@dataclass(frozen=True, slots=True)
+class IdealBound:
+    """The shortest wall time any scheduler could reach on this plan.
+
+    ``work_s``: the busiest cohort's CPU-seconds of work over its nominal
+    quota (every ClusterQueue here may borrow its cohort's whole quota, so a
+    cohort is one pool); ``creation_s``: the last creation plus that
+    workload's runtime.  The bound is the larger of the two.
+    """
+
+    work_s: float
+    busiest_cohort: str
+    creation_s: float
+
+    @property
+    def wall_s(self) -> float:
+        return max(self.work_s, self.creation_s)
+
+
+def ideal_bound(plan: Plan) -> IdealBound:
+    work: dict[str, float] = {}
+    nominal: dict[str, int] = {}
+    for q in plan.queues:
+        nominal[q.cohort] = nominal.get(q.cohort, 0) + q.nominal_m
+    for w in plan.workloads:
+        work[w.cohort] = work.get(w.cohort, 0.0) + w.request_m * w.runtime_ms / 1e6
+    per_cohort = {c: (work.get(c, 0.0) / (nominal[c] / 1000) if nominal[c] else math.inf) for c in nominal}
+    busiest = max(sorted(per_cohort), key=lambda c: per_cohort[c]) if per_cohort else ""
+    creation = max((w.due + w.runtime_ms / 1000 for w in plan.workloads), default=0.0)
+    return IdealBound(work_s=per_cohort.get(busiest, 0.0), busiest_cohort=busiest, creation_s=creation)

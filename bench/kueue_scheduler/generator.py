@@ -1,0 +1,153 @@
+"""Create the plan's objects over the controller's gRPC API, workloads at their due times.
+
+Everything goes through :class:`sluicegate.client.Client`, the library
+behind sluicectl: one Apply for the queue objects, then one Create per
+workload.  Creation follows an absolute schedule (queue creation + due), so a
+slow call delays only the workloads behind it instead of stretching every
+later interval as sleeping between calls would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sluicegate.client import Client, Document
+from sluicegate.quantity import format_canonical
+
+from bench.kueue_scheduler.config import Plan, QueuePlan, WorkloadPlan
+
+API = "sluicegate.io/v1beta2"
+FLAVOR = "rf"
+# Kueue's generator labels: the fake nodes read the runtime from the pod's labels.
+RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"
+CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
+CLEANUP_LABEL = "kueue.x-k8s.io/performance-scheduler-cleanup"
+
+
+def priority_class_name(priority: int) -> str:
+    return f"perf-priority-{priority}" if priority >= 0 else f"perf-priority-minus-{-priority}"
+
+
+def _cpu(m: int) -> str:
+    return format_canonical("cpu", m)
+
+
+def queue_documents(plan: Plan) -> list[dict[str, object]]:
+    """ResourceFlavor, Cohorts, WorkloadPriorityClasses, then per queue: Namespace, ClusterQueue, LocalQueue."""
+    docs: list[dict[str, object]] = [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR, "labels": {CLEANUP_LABEL: "true"}}},
+    ]
+    for cohort in sorted({q.cohort for q in plan.queues}):
+        docs.append({"apiVersion": API, "kind": "Cohort", "metadata": {"name": cohort, "labels": {CLEANUP_LABEL: "true"}}})
+    for p in plan.priorities:
+        docs.append({"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": priority_class_name(p)},
+                     "value": p, "description": "scheduler performance test"})
+    for q in plan.queues:
+        docs.extend(_queue(q))
+    return docs
+
+
+def _queue(q: QueuePlan) -> list[dict[str, object]]:
+    quota: dict[str, object] = {"name": "cpu", "nominalQuota": _cpu(q.nominal_m)}
+    if q.borrowing_limit_m is not None:
+        quota["borrowingLimit"] = _cpu(q.borrowing_limit_m)
+    labels = {CLASS_LABEL: q.class_name, CLEANUP_LABEL: "true"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": q.name, "labels": {CLEANUP_LABEL: "true"}}},
+        {
+            "apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": q.name, "labels": labels},
+            "spec": {
+                "cohortName": q.cohort,
+                "namespaceSelector": {},
+                "preemption": {"reclaimWithinCohort": q.reclaim_within_cohort, "withinClusterQueue": q.within_cluster_queue},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}],
+            },
+        },
+        {"apiVersion": API, "kind": "LocalQueue", "metadata": {"name": q.name, "namespace": q.name},
+         "spec": {"clusterQueue": q.name}},
+    ]
+
+
+def workload_document(w: WorkloadPlan) -> str:
+    return json.dumps({
+        "apiVersion": API, "kind": "Workload",
+        "metadata": {"name": w.name, "namespace": w.namespace,
+                     "labels": {RUNNING_TIME_LABEL: str(w.runtime_ms), CLASS_LABEL: w.class_name}},
+        "spec": {
+            "queueName": w.cluster_queue,
+            "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                 "name": priority_class_name(w.priority)},
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                # Never executed: the fake nodes only pretend to run it.
+                "containers": [{"name": "main", "command": ["true"], "resources": {"requests": {"cpu": _cpu(w.request_m)}}}],
+            }}}],
+        },
+    }, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class CreationStats:
+    created: int = 0
+    # How late each creation call returned relative to its due time (s).
+    lag: list[float] = field(default_factory=list)
+    first_at: float | None = None
+    last_at: float | None = None
+
+
+async def create_queues(client: Client, plan: Plan) -> float:
+    """Apply every queue object in one call; returns the monotonic time it returned."""
+    docs = queue_documents(plan)
+    await client.apply([Document(json.dumps(d), f"generator#{i}") for i, d in enumerate(docs)])
+    return time.monotonic()
+
+
+async def create_workloads(
+    client: Client,
+    plan: Plan,
+    *,
+    start: float,
+    concurrency: int,
+    on_created: Callable[[WorkloadPlan, float], None] | None = None,
+) -> CreationStats:
+    """Create each workload at ``start`` + its due time (monotonic seconds)."""
+    stats = CreationStats()
+    slots = asyncio.Semaphore(concurrency)
+    failures: list[BaseException] = []
+
+    async def create(w: WorkloadPlan) -> None:
+        try:
+            _, created = await client.create_workload(Document(workload_document(w), "generator"))
+            now = time.monotonic()
+            if not created:
+                raise RuntimeError(f"workload {w.namespace}/{w.name} already existed; use a fresh store")
+            stats.created += 1
+            stats.lag.append(now - (start + w.due))
+            stats.first_at = now if stats.first_at is None else stats.first_at
+            stats.last_at = now
+            if on_created is not None:
+                on_created(w, now)
+        except BaseException as exc:  # re-raised below, after the in-flight calls settle
+            failures.append(exc)
+        finally:
+            slots.release()
+
+    tasks: set[asyncio.Task[None]] = set()
+    for w in plan.workloads:
+        if failures:
+            break
+        delay = start + w.due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)  # pacing to the configured schedule, not synchronisation
+        await slots.acquire()
+        t = asyncio.create_task(create(w), name=f"create-{w.namespace}/{w.name}")
+        tasks.add(t)
+        t.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.gather(*tasks)
+    if failures:
+        raise failures[0]
+    return stats
