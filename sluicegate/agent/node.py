@@ -75,6 +75,8 @@ class PodWish:
     priority: int = 0
     priority_class: str = ""
     static: bool = False
+    # Static pods: the manifest file (name within the static-pod directory) the pod came from.
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,8 @@ class PodMeta:
     containers: tuple[str, ...] = ()
     # The controller has recorded the pod's end; only its logs are kept.
     forgotten: bool = False
+    # Static pods: the manifest file the pod came from (see sluicegate.agent.static).
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +229,7 @@ class AgentNode:
                 uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
                 index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
                 qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=wish.termination_grace_seconds,
-                containers=tuple(c.name for c in wish.containers),
+                containers=tuple(c.name for c in wish.containers), source=wish.source,
             )
             decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=self.admitted_pods())
             if not decision.admitted:
@@ -236,11 +240,15 @@ class AgentNode:
             self.meta[wish.uid] = meta
             self._save_meta()
             victims = list(decision.victims)
+        if victims:
+            log.warning("critical pod %s/%s does not fit: stopping %s", wish.namespace, wish.name,
+                        ", ".join(v.key for v in victims))
         for v in victims:
             vm = self.meta.get(v.uid)
             msg = f"Preempted in order to admit critical pod {wish.namespace}/{wish.name}"
             log.warning("stopping pod %s/%s to admit critical pod %s", v.namespace, v.name, wish.name)
             self.set_reason(v.uid, "Preempting", msg)
+            self.evictions += 1
             try:
                 await self.runtime.stop(v.uid, grace_seconds=vm.grace_seconds if vm else None,
                                         reason=Reason.EVICTED, message=msg)
@@ -301,6 +309,24 @@ class AgentNode:
             # Keep what the logs need (container names); the pod is no longer reported.
             self.meta[uid] = replace(m, forgotten=True)
             self._save_meta()
+
+    async def remove(self, uid: str) -> None:
+        """Drop a finished pod entirely: runtime record and metadata (static pods the controller never forgets).
+
+        Unlike :meth:`forget`, nothing is kept, so a static pod whose manifest
+        comes back unchanged (same uid) is admitted and started again.
+        """
+        st = self.runtime.status(uid)
+        if st is not None:
+            if not st.finished:
+                raise PodRuntimeError(f"pod {uid} is still running; stop it before removing it")
+            await self.runtime.forget(uid)
+        if self.meta.pop(uid, None) is not None:
+            self._save_meta()
+
+    def static_pods(self) -> list[PodMeta]:
+        """Metadata of the static pods this agent knows, running or not."""
+        return [m for m in self.meta.values() if m.static and not m.forgotten]
 
     # ------------------------------------------------------------ reports
 
