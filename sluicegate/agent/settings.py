@@ -8,10 +8,13 @@
     systemReserved: {cpu: 500m, memory: 1Gi}   # allocatable = capacity - this
     allocatable: {cpu: "16", memory: 32Gi}     # explicit override (small test nodes)
     staticPodDir: /etc/sluicegate/pods
+    staticPodSyncInterval: 5s         # how often the static-pod directory is read
     evictionHard: "memory.available<100Mi,nodefs.available<10%"
     evictionSoft: ""
     evictionSoftGracePeriod: ""       # e.g. "memory.available=1m30s"
     evictionInterval: 1s              # how often pressure is checked
+    evictionPressureTransitionPeriod: 5m   # how long MemoryPressure/DiskPressure outlive the pressure
+    restartBackoff: {base: 10s, cap: 5m}   # crash-loop back-off of restarting containers
     cgroupRoot: /sys/fs/cgroup
     reconnectBackoff: {base: 0.5s, cap: 30s}
 """
@@ -43,10 +46,16 @@ class AgentSettings:
     system_reserved: dict[str, int] = field(default_factory=dict)
     allocatable: dict[str, int] | None = None
     static_pod_dir: str = ""
+    static_pod_sync_interval: float = 5.0
     eviction_hard: str = "memory.available<100Mi,nodefs.available<10%"
     eviction_soft: str = ""
     eviction_soft_grace_period: str = ""
     eviction_interval: float = 1.0
+    # The kubelet's default: a node hovering at a threshold is not offered new pods every other second.
+    eviction_pressure_transition_period: float = 300.0
+    # The kubelet's crash-loop back-off: 10s doubling up to 5m.
+    restart_backoff_base: float = 10.0
+    restart_backoff_cap: float = 300.0
     cgroup_root: str = "/sys/fs/cgroup"
     reconnect_base: float = 0.5
     reconnect_cap: float = 30.0
@@ -106,6 +115,17 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
             values["allocatable"] = _resources(value, where)
         elif key == "evictionInterval":
             values["eviction_interval"] = _duration(value, where)
+        elif key == "evictionPressureTransitionPeriod":
+            values["eviction_pressure_transition_period"] = _duration(value, where)
+        elif key == "staticPodSyncInterval":
+            values["static_pod_sync_interval"] = _duration(value, where)
+        elif key == "restartBackoff":
+            if not isinstance(value, dict) or set(value) - {"base", "cap"}:
+                raise SettingsError(f"{where}: expected {{base: DURATION, cap: DURATION}}")
+            if "base" in value:
+                values["restart_backoff_base"] = _duration(value["base"], f"{where}.base")
+            if "cap" in value:
+                values["restart_backoff_cap"] = _duration(value["cap"], f"{where}.cap")
         elif key == "defaultGracePeriod":
             values["default_grace_seconds"] = _duration(value, where)
         elif key == "reconnectBackoff":
@@ -117,7 +137,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
                 values["reconnect_cap"] = _duration(value["cap"], f"{where}.cap")
         else:
             known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
-                            "defaultGracePeriod", "reconnectBackoff"])
+                            "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
+                            "staticPodSyncInterval", "restartBackoff"])
             raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
     for k, v in overrides.items():
         if v is None:
@@ -128,6 +149,13 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         raise SettingsError("nodeName: must not be empty")
     if s.reconnect_base <= 0 or s.reconnect_cap < s.reconnect_base:
         raise SettingsError("reconnectBackoff: need 0 < base <= cap")
+    if s.restart_backoff_base <= 0 or s.restart_backoff_cap < s.restart_backoff_base:
+        raise SettingsError("restartBackoff: need 0 < base <= cap")
+    for key, seconds in (("evictionInterval", s.eviction_interval), ("staticPodSyncInterval", s.static_pod_sync_interval)):
+        if seconds <= 0:
+            raise SettingsError(f"{key}: must be a positive duration, got {seconds:g}s")
+    if s.eviction_pressure_transition_period < 0:
+        raise SettingsError("evictionPressureTransitionPeriod: must not be negative")
     return s
 
 

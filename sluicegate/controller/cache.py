@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
 from sluicegate.controller.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
-from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
+from sluicegate.controller.model.queues import (
+    BorrowWithinCohortPolicy,
+    ClusterQueueSpec,
+    CohortSpec,
+    LocalQueueSpec,
+    PreemptionPolicy,
+    ReclaimPolicy,
+    StopPolicy,
+)
+from sluicegate.controller.model.resources import FlavorResource
 from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.queues import QueueManager
 from sluicegate.controller.scheduling.quota import QuotaTree
@@ -132,6 +141,38 @@ class Cache:
                     self.tree.live.remove_all(node, info.usage)
                 return cq
         return None
+
+    def quota_bound(self, cq: ClusterQueueName) -> bool:
+        """Whether a NoFit in this queue can only change when its free quota grows (no preemption)."""
+        spec = self.cluster_queues.get(cq)
+        if spec is None or self.config.fair_sharing.enabled:
+            return False
+        p = spec.preemption
+        return (
+            p.within_cluster_queue is PreemptionPolicy.NEVER
+            and p.reclaim_within_cohort is ReclaimPolicy.NEVER
+            and p.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER
+        )
+
+    def could_fit(self, wl: Workload, cq: ClusterQueueName) -> bool:
+        """False only when some pod set's (minimum) request exceeds every flavor's free quota."""
+        spec = self.cluster_queues.get(cq)
+        node = self.tree.cluster_queues.get(cq)
+        if spec is None or node is None:
+            return True
+        view = self.tree.live
+        for ps in wl.pod_sets:
+            count = ps.min_count if ps.min_count is not None else ps.count
+            for res, per_pod in ps.requests.items():
+                need = per_pod * count
+                if need <= 0:
+                    continue
+                group = spec.group_for(res)
+                if group is None:
+                    return True
+                if all(view.available(node, FlavorResource(f, res)) < need for f in group.flavor_names):
+                    return False
+        return True
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return any(key in holder for holder in self.admitted.values())

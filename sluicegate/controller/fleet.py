@@ -226,9 +226,10 @@ class Fleet:
                 self.pod_owner.pop(p.uid, None)
             cq = c.release(wl.key)
             if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq))
-            # Node capacity came back too: anything parked for lack of a node may fit now.
-            c.queues.queue_inadmissible(list(c.cluster_queues))
+                c.queues.queue_inadmissible(c.tree_members(cq), c.could_fit)
+            # Node capacity came back too: anything parked for lack of a node may fit now
+            # (node capacity changes nothing for workloads parked for want of quota).
+            c.queues.queue_inadmissible(list(c.cluster_queues), c.could_fit)
             for p in pods_of(wl) or finished_pods:
                 self._tell(p.node, ForgetPodCommand(p.uid))
             m.wake()

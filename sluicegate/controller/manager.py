@@ -35,7 +35,7 @@ from sluicegate.controller.model.objects import (
 )
 from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
 from sluicegate.controller.model.workloads import Admission, PodSet, PodSetAssignment, Workload
-from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
+from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.fleet import Fleet
@@ -545,7 +545,7 @@ class Manager:
         c.queues.delete(key)
         cq = c.release(key)
         if cq is not None:
-            c.queues.queue_inadmissible(c.tree_members(cq))
+            c.queues.queue_inadmissible(c.tree_members(cq), c.could_fit)
         self._publish("DELETED", wl)
         self._wake.set()
         return True
@@ -710,7 +710,9 @@ class Manager:
             else:
                 if e.key in c.workloads:
                     c.workloads[wl.key] = wl
-                    if c.queues.requeue(replace_entry_workload(e, wl)):
+                    quota_bound = e.requeue_reason in (
+                        RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES) and c.quota_bound(e.cluster_queue)
+                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound):
                         stats.requeued += 1
                 if e.status is EntryStatus.PREEMPTING:
                     stats.preempting += 1
@@ -745,7 +747,7 @@ class Manager:
             self.cache.workloads[new.key] = new
             cq = self.cache.release(new.key)
             if cq is not None:
-                self.cache.queues.queue_inadmissible(self.cache.tree_members(cq))
+                self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.could_fit)
             self._enqueue(new)
             self._publish("MODIFIED", new)
         return issued

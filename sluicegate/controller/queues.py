@@ -15,7 +15,7 @@ in a timer list and enters the heap when it is due.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from sluicegate.controller.model.config import RequeuingTimestamp
@@ -32,6 +32,9 @@ class _Pending:
     last_tried: tuple[dict[str, int], ...] | None
     # Bumped on every update so stale heap items are recognised and skipped.
     version: int
+    # Parked only for want of quota, in a queue that cannot preempt: it can
+    # be admitted again only once its requests fit the queue's free quota.
+    quota_bound: bool = False
 
 
 class ClusterQueueQueue:
@@ -104,7 +107,7 @@ class ClusterQueueQueue:
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
         return None
 
-    def requeue(self, entry: Entry) -> bool:
+    def requeue(self, entry: Entry, *, quota_bound: bool = False) -> bool:
         """Put a head back after its cycle; True if it went back into the heap.
 
         False means it was parked as inadmissible, or deleted meanwhile.
@@ -126,22 +129,33 @@ class ClusterQueueQueue:
             self._push(wl, last_tried)
             return True
         self._version += 1
-        self._inadmissible[key] = _Pending(wl, last_tried, self._version)
+        self._inadmissible[key] = _Pending(wl, last_tried, self._version, quota_bound)
         return False
 
     def forget_in_flight(self, key: WorkloadKey) -> None:
         """The head was admitted: it is no longer pending."""
         self._in_flight.pop(key, None)
 
-    def queue_inadmissible(self) -> bool:
-        """Move every parked workload back into the heap."""
+    def queue_inadmissible(self, could_fit: Callable[[Workload], bool] | None = None) -> bool:
+        """Move parked workloads back into the heap.
+
+        With ``could_fit`` (quota was released), a workload parked only for
+        want of quota stays parked while its requests exceed what the queue
+        could hand out: trying it would give the same NoFit again.  This keeps
+        a release from costing one cycle per parked workload.
+        """
         self.queue_inadmissible_cycle = self.pop_cycle
         if not self._inadmissible:
             return False
         parked, self._inadmissible = self._inadmissible, {}
-        for p in parked.values():
+        moved = False
+        for key, p in parked.items():
+            if could_fit is not None and p.quota_bound and not could_fit(p.workload):
+                self._inadmissible[key] = p
+                continue
             self._push(p.workload, p.last_tried)
-        return True
+            moved = True
+        return moved
 
     def reset_last_tried(self) -> None:
         """Quota changed: every workload starts its flavor search from the first flavor."""
@@ -214,13 +228,13 @@ class QueueManager:
     def has_heads(self) -> bool:
         return any(q.active and q.has_heads for q in self.queues.values())
 
-    def requeue(self, entry: Entry) -> bool:
+    def requeue(self, entry: Entry, *, quota_bound: bool = False) -> bool:
         """Requeue a head; True if it is back in the heap (the next cycle sees it again)."""
         q = self.queues.get(entry.cluster_queue)
         if q is None:
             self._where.pop(entry.key, None)
             return False
-        return q.requeue(entry)
+        return q.requeue(entry, quota_bound=quota_bound)
 
     def admitted(self, entry: Entry) -> None:
         q = self.queues.get(entry.cluster_queue)
@@ -228,11 +242,16 @@ class QueueManager:
             q.forget_in_flight(entry.key)
         self._where.pop(entry.key, None)
 
-    def queue_inadmissible(self, cqs: Iterable[ClusterQueueName]) -> bool:
+    def queue_inadmissible(
+        self,
+        cqs: Iterable[ClusterQueueName],
+        could_fit: Callable[[Workload, ClusterQueueName], bool] | None = None,
+    ) -> bool:
         moved = False
         for name in cqs:
             q = self.queues.get(name)
-            if q is not None and q.queue_inadmissible():
+            check = None if could_fit is None else (lambda wl, name=name: could_fit(wl, name))
+            if q is not None and q.queue_inadmissible(check):
                 moved = True
         return moved
 

@@ -1,0 +1,202 @@
+"""What the run looked like, from workload events: Kueue's runner summary, computed the same way.
+
+Kueue's recorder (``test/performance/scheduler/runner/recorder``) keeps, per
+workload, the time of its first event, the time it last became Admitted
+(re-admission after an eviction overwrites it), the time it became
+Finished and how many times it became Evicted; per ClusterQueue, the CPU
+in use integrated over time between its first and last status event.  The
+summary groups both by class: per ClusterQueue class the sum of CPU used
+(mCPU·ms), the sum of nominal quota, the monitored window (first event of
+any queue of the class to the last), and their ratio as the usage %;
+per workload class the count, the average times (ms) and the evictions.
+
+sluicegate has no ClusterQueue status stream, so a queue's usage is rebuilt
+from its workloads: a workload holds its request from the event that shows
+it QuotaReserved until the event that shows it Finished or no longer
+QuotaReserved (after an eviction, quota comes back only once its pods have
+exited).  A workload created in a queue counts as a queue event, as its
+pending count changes.
+
+Pure: every time is passed in (seconds, one monotonic clock).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.kueue_scheduler.config import Plan, QueuePlan, WorkloadPlan
+
+
+@dataclass(slots=True)
+class QueueState:
+    spec: QueuePlan
+    first_event: float | None = None
+    last_event: float | None = None
+    usage_m: int = 0
+    max_usage_m: int = 0
+    # mCPU × ms, as Kueue sums it.
+    cpu_used: float = 0.0
+
+    def event(self, at: float, delta_m: int = 0) -> None:
+        if self.first_event is None or self.last_event is None:
+            self.first_event = self.last_event = at
+        else:
+            if self.usage_m > 0:
+                self.cpu_used += self.usage_m * (at - self.last_event) * 1000
+            self.last_event = max(self.last_event, at)
+        self.usage_m += delta_m
+        self.max_usage_m = max(self.max_usage_m, self.usage_m)
+
+
+@dataclass(slots=True)
+class WorkloadState:
+    spec: WorkloadPlan
+    first_event: float
+    admitted: bool = False
+    evicted: bool = False
+    finished: bool = False
+    holds_quota: bool = False
+    admit_ms: float = 0.0
+    finish_ms: float = 0.0
+    evictions: int = 0
+    # The same intervals, stamped by the controller (condition transition
+    # times minus creationTimestamp): free of watch and bench-process lag.
+    stamped_admit_ms: float | None = None
+    stamped_finish_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A workload as one watch event showed it."""
+
+    namespace: str
+    name: str
+    quota_reserved: bool
+    admitted: bool
+    evicted: bool
+    finished: bool
+    stamped_admit_s: float | None = None
+    stamped_finish_s: float | None = None
+
+
+@dataclass(slots=True)
+class Recorder:
+    plan: Plan
+    queues: dict[str, QueueState] = field(default_factory=dict)
+    workloads: dict[tuple[str, str], WorkloadState] = field(default_factory=dict)
+    unknown_events: int = 0
+    events: int = 0
+    finished: int = 0
+    _by_key: dict[tuple[str, str], WorkloadPlan] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.queues = {q.name: QueueState(q) for q in self.plan.queues}
+        self._by_key = {(w.namespace, w.name): w for w in self.plan.workloads}
+
+    def queue_created(self, name: str, at: float) -> None:
+        self.queues[name].event(at)
+
+    def observe(self, ob: Observation, at: float) -> None:
+        self.events += 1
+        key = (ob.namespace, ob.name)
+        st = self.workloads.get(key)
+        if st is None:
+            spec = self._by_key.get(key)
+            if spec is None:
+                self.unknown_events += 1
+                return
+            st = self.workloads[key] = WorkloadState(spec=spec, first_event=at)
+            self.queues[spec.cluster_queue].event(at)
+        if ob.admitted and not st.admitted:
+            st.admit_ms = (at - st.first_event) * 1000
+            if ob.stamped_admit_s is not None:
+                st.stamped_admit_ms = ob.stamped_admit_s * 1000
+        if ob.evicted and not st.evicted:
+            st.evictions += 1
+        if ob.finished and not st.finished:
+            st.finish_ms = (at - st.first_event) * 1000
+            if ob.stamped_finish_s is not None:
+                st.stamped_finish_ms = ob.stamped_finish_s * 1000
+            self.finished += 1
+        holds = ob.quota_reserved and not ob.finished
+        if holds != st.holds_quota:
+            self.queues[st.spec.cluster_queue].event(at, st.spec.request_m if holds else -st.spec.request_m)
+        st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds
+
+    # ------------------------------------------------------------- summary
+
+    def summary(self, *, epoch_offset: float) -> dict[str, object]:
+        """Kueue's summary.yaml shape, plus the usage % its checker derives and our extra columns.
+
+        ``epoch_offset`` turns the recorder's monotonic seconds into Unix time.
+        """
+        def stamp(t: float) -> str:
+            return dt.datetime.fromtimestamp(t + epoch_offset, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+        cq_classes: dict[str, dict[str, object]] = {}
+        for cls in sorted({q.spec.class_name for q in self.queues.values()}):
+            members = [q for q in self.queues.values() if q.spec.class_name == cls and q.first_event is not None]
+            if not members:
+                continue
+            first = min(q.first_event for q in members if q.first_event is not None)
+            last = max(q.last_event for q in members if q.last_event is not None)
+            used = sum(q.cpu_used for q in members)
+            nominal = sum(q.spec.nominal_m for q in members)
+            window_ms = (last - first) * 1000
+            cq_classes[cls] = {
+                "cpuUsed": int(used),
+                "cpuAverageUsage": int(used / window_ms) if window_ms > 0 else 0,
+                "nominalQuota": nominal,
+                "firstEventTime": stamp(first),
+                "lastEventTime": stamp(last),
+                "usagePercent": round(used * 100 / (nominal * window_ms), 2) if nominal and window_ms > 0 else 0.0,
+                "maxUsage": max(q.max_usage_m for q in members),
+            }
+        wl_classes: dict[str, dict[str, object]] = {}
+        for cls in sorted({w.class_name for w in self.plan.workloads}):
+            states = [s for s in self.workloads.values() if s.spec.class_name == cls]
+            n = len(states)
+            stamped_admit = [s.stamped_admit_ms for s in states if s.stamped_admit_ms is not None]
+            stamped_finish = [s.stamped_finish_ms for s in states if s.stamped_finish_ms is not None]
+            wl_classes[cls] = {
+                "count": n,
+                "totalEvictions": sum(s.evictions for s in states),
+                # Kueue averages over every workload of the class, 0 for one never admitted/finished.
+                "averageTimeToAdmissionMs": int(sum(s.admit_ms for s in states) / n) if n else 0,
+                "averageTimeToFinishMs": int(sum(s.finish_ms for s in states) / n) if n else 0,
+                "planned": sum(1 for w in self.plan.workloads if w.class_name == cls),
+                "admitted": sum(1 for s in states if s.admitted or s.finished),
+                "finished": sum(1 for s in states if s.finished),
+                "controllerAverageTimeToAdmissionMs": int(sum(stamped_admit) / len(stamped_admit)) if stamped_admit else None,
+                "controllerAverageTimeToFinishMs": int(sum(stamped_finish) / len(stamped_finish)) if stamped_finish else None,
+                "maxTimeToAdmissionMs": int(max((s.admit_ms for s in states), default=0)),
+            }
+        return {"clusterQueueClasses": cq_classes, "workloadClasses": wl_classes}
+
+    # ----------------------------------------------------------------- csv
+
+    def write_csv(self, directory: Path) -> None:
+        """cqStates.csv and wlStates.csv with Kueue's columns."""
+        with open(directory / "cqStates.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["name", "cohort", "class name", "CPU quota (mCPU)", "CPU used (mCPU * ms)", "CPU max usage (mCPU)",
+                        "monitor time (ms)"])
+            for q in self.queues.values():
+                span = (q.last_event - q.first_event) * 1000 if q.first_event is not None and q.last_event is not None else 0
+                w.writerow([q.spec.name, q.spec.cohort, q.spec.class_name, q.spec.nominal_m, int(q.cpu_used), q.max_usage_m,
+                            int(span)])
+        with open(directory / "wlStates.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "class name", "namespace", "name", "ms to admitted", "ms to finish", "num evictions"])
+            for i, s in enumerate(self.workloads.values()):
+                w.writerow([i, s.spec.class_name, s.spec.namespace, s.spec.name, int(s.admit_ms), int(s.finish_ms), s.evictions])
+
+
+def condition_flags(conditions: Mapping[str, str]) -> tuple[bool, bool, bool, bool]:
+    """(QuotaReserved, Admitted, Evicted, Finished) from a condition type → status map."""
+    return (conditions.get("QuotaReserved") == "True", conditions.get("Admitted") == "True",
+            conditions.get("Evicted") == "True", conditions.get("Finished") == "True")

@@ -1,0 +1,452 @@
+#!/usr/bin/env python3
+"""Replay Kueue's scheduler performance test against a real sluicegate controller.
+
+Starts the controller process (SQLite store in a temporary directory), a
+separate process of fake nodes speaking the real agent protocol, then
+creates the generator configuration's ResourceFlavor, Cohorts,
+WorkloadPriorityClasses, Namespaces, ClusterQueues and LocalQueues over
+gRPC, and its workloads at their configured intervals.  A watch on
+workloads feeds the recorder until every workload has finished.  Prints
+Kueue's runner summary as JSON (stdout) and a table next to Kueue's
+published figures and the ideal lower bound (stderr); with ``--output`` it
+also writes Kueue's artifacts there (summary.yaml, controller.stats.yaml,
+cqStates.csv, wlStates.csv).  Not a test: it prints figures.
+
+    .venv/bin/python bench/kueue_scheduler/run.py --config baseline --scale 0.1 --time-scale 0.5
+    .venv/bin/python bench/kueue_scheduler/run.py --config baseline
+    .venv/bin/python bench/kueue_scheduler/run.py --config large-scale --profile py-spy --output /tmp/ls
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.kueue_scheduler import profiling  # noqa: E402
+from bench.kueue_scheduler.config import (  # noqa: E402
+    ConfigError,
+    GeneratorConfig,
+    Plan,
+    expand,
+    ideal_bound,
+    load_config,
+    scaled,
+)
+from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
+from bench.kueue_scheduler.recorder import Observation, Recorder, condition_flags  # noqa: E402
+from sluicegate.client import Client  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CONFIGS = {"baseline": HERE / "configs/baseline/generator.yaml", "large-scale": HERE / "configs/large-scale/generator.yaml"}
+
+# Kueue's published means for the full-size configurations (issue 7), seconds and percent.
+PUBLISHED: dict[str, dict[str, Any]] = {
+    "baseline": {"wall_s": 351.0, "usage_pct": 55.9, "admission_s": {"large": 16.5, "medium": 76.8, "small": 215.0}},
+    "large-scale": {"wall_s": 1179.0},
+}
+STARTUP_TIMEOUT = 60.0
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass(slots=True)
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    started: float  # monotonic, just before the process was started
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def spawn(name: str, argv: list[str], *, log: Path, ready: Path, env: dict[str, str] | None = None) -> Proc:
+    started = time.monotonic()
+    with open(log, "wb") as f:
+        popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    proc = Proc(name, popen, log, started)
+    deadline = started + STARTUP_TIMEOUT
+    # Bounded poll for the ready file the process writes once it serves.
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise SystemExit(f"{name} exited with {popen.returncode} before it was ready:\n{log.read_text()[-3000:]}")
+        if ready.exists():
+            proc.info = json.loads(ready.read_text())
+            return proc
+        time.sleep(0.02)
+    stop(proc, timeout=10)
+    raise SystemExit(f"{name} was not ready within {STARTUP_TIMEOUT:g}s; its log: {log}")
+
+
+def stop(proc: Proc, *, timeout: float) -> float:
+    """SIGTERM, wait (SIGKILL after ``timeout``); returns the monotonic time it exited."""
+    if proc.popen.poll() is None:
+        proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"warning: {proc.name} (pid {proc.popen.pid}) ignored SIGTERM for {timeout:g}s; killing it", file=sys.stderr)
+            proc.popen.kill()
+            proc.popen.wait(timeout=10)
+    return time.monotonic()
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM: the process's peak resident set, what getrusage's maxrss reports after exit."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+# ------------------------------------------------------------------ the run
+
+
+def _ts(text: str | None) -> float | None:
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def observation(wl: dict[str, Any]) -> Observation:
+    meta = wl.get("metadata", {})
+    conds = {c["type"]: c for c in wl.get("status", {}).get("conditions", [])}
+    reserved, admitted, evicted, finished = condition_flags({t: c["status"] for t, c in conds.items()})
+    created = _ts(meta.get("creationTimestamp"))
+    stamped_admit = stamped_finish = None
+    if created is not None:
+        if admitted and "QuotaReserved" in conds:
+            t = _ts(conds["QuotaReserved"].get("lastTransitionTime"))
+            stamped_admit = None if t is None else t - created
+        if finished:
+            t = _ts(conds["Finished"].get("lastTransitionTime"))
+            stamped_finish = None if t is None else t - created
+    return Observation(namespace=meta.get("namespace", ""), name=meta.get("name", ""), quota_reserved=reserved,
+                       admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
+                       stamped_finish_s=stamped_finish)
+
+
+@dataclass(slots=True)
+class RunResult:
+    completed: bool
+    queues_created_at: float
+    first_created_at: float | None
+    last_created_at: float | None
+    last_finished_at: float | None
+    creation: CreationStats
+    watch_error: str = ""
+
+
+async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: int, timeout: float) -> RunResult:
+    total = len(plan.workloads)
+    all_done = asyncio.Event()
+    last_finished: list[float] = []
+    watch_error: list[str] = []
+    async with Client(address, timeout=120) as client:
+
+        async def watch() -> None:
+            try:
+                # send_initial: a workload created before the watch registered still arrives (late, as ADDED).
+                async for _, wl in client.watch_workloads(send_initial=True):
+                    at = time.monotonic()
+                    before = recorder.finished
+                    recorder.observe(observation(wl), at)
+                    if recorder.finished != before:
+                        last_finished[:] = [at]
+                        if recorder.finished >= total:
+                            all_done.set()
+                            return
+            except Exception as exc:  # the run cannot finish without its watch: say why
+                watch_error.append(f"{type(exc).__name__}: {exc}")
+                all_done.set()
+
+        watcher = asyncio.create_task(watch(), name="watch")
+        try:
+            queues_at = await create_queues(client, plan)
+            for q in plan.queues:
+                recorder.queue_created(q.name, queues_at)
+            creation = await create_workloads(client, plan, start=queues_at, concurrency=concurrency)
+            remaining = timeout - (time.monotonic() - queues_at)
+            try:
+                await asyncio.wait_for(all_done.wait(), timeout=max(1.0, remaining))
+            except TimeoutError:
+                pass
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+    return RunResult(
+        completed=recorder.finished >= total and not watch_error, queues_created_at=queues_at,
+        first_created_at=creation.first_at, last_created_at=creation.last_at,
+        last_finished_at=last_finished[0] if last_finished else None, creation=creation,
+        watch_error=watch_error[0] if watch_error else "",
+    )
+
+
+# ----------------------------------------------------------------- reporting
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def targets(name: str | None, full_size: bool, result: dict[str, Any]) -> dict[str, Any]:
+    """Issue 7's targets, checked only on the full-size named configurations."""
+    if name is None or not full_size:
+        return {}
+    cmd = result["cmdStats"]
+    wall_s = cmd["wallMs"] / 1000
+    classes = result["summary"]["workloadClasses"]
+    all_done = all(c["finished"] == c["planned"] for c in classes.values())
+    if name == "baseline":
+        ideal = result["ideal"]["wallS"]
+        usage = result["summary"]["clusterQueueClasses"].get("cq", {}).get("usagePercent", 0.0)
+        out: dict[str, Any] = {
+            "wall <= 1.3 x ideal": {"limit_s": round(1.3 * ideal, 1), "measured_s": round(wall_s, 1), "met": wall_s <= 1.3 * ideal},
+            "usage >= 80 %": {"measured": usage, "met": usage >= 80.0},
+            "all workloads finished": {"met": all_done},
+        }
+        for cls, pub in PUBLISHED["baseline"]["admission_s"].items():
+            got = classes.get(cls, {}).get("averageTimeToAdmissionMs", 0) / 1000
+            out[f"{cls} avg time to admission < Kueue/3"] = {"limit_s": round(pub / 3, 2), "measured_s": round(got, 2),
+                                                              "met": got < pub / 3}
+        return out
+    if name == "large-scale":
+        rss_mib = cmd["maxrss"] / 1024
+        return {
+            "wall <= 60 s": {"measured_s": round(wall_s, 1), "met": wall_s <= 60},
+            "all workloads admitted and finished": {"met": all_done},
+            "controller peak RSS <= 1 GiB": {"measured_mib": round(rss_mib, 1), "met": 0 <= rss_mib <= 1024},
+        }
+    return {}
+
+
+def table(result: dict[str, Any]) -> str:
+    name = result["config"]["name"]
+    full = result["config"]["fullSize"]
+    pub = PUBLISHED.get(name or "", {}) if full else {}
+    ideal = result["ideal"]
+    cmd = result["cmdStats"]
+    rows: list[tuple[str, str, str, str]] = []
+
+    def kueue(v: float | None, fmt: str) -> str:
+        if v is None:
+            return "-" if full else "n/a (scaled)"
+        return fmt.format(v)
+
+    wall = cmd["wallMs"] / 1000
+    rows.append(("wall time, command (s)", f"{wall:.1f}", kueue(pub.get("wall_s"), "{:.0f}"),
+                 f"ideal {ideal['wallS']:.1f} ({wall / ideal['wallS']:.2f}x)" if ideal["wallS"] else "-"))
+    rows.append(("wall time, first create to last finish (s)", f"{result['run']['runWallS']:.1f}", "-", "-"))
+    for cls, s in result["summary"]["clusterQueueClasses"].items():
+        rows.append((f"CPU usage, ClusterQueue class {cls} (%)", f"{s['usagePercent']:.1f}",
+                     kueue(pub.get("usage_pct") if cls == "cq" else None, "{:.1f}"),
+                     f"ideal {min(100.0, 100 * ideal['workS'] / wall):.1f} at this wall" if wall else "-"))
+    for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
+        a = s["averageTimeToAdmissionMs"] / 1000
+        ctl = s["controllerAverageTimeToAdmissionMs"]
+        rows.append((f"avg time to admission, {cls} (s)", f"{a:.2f}", kueue(pub.get("admission_s", {}).get(cls), "{:.1f}"),
+                     f"controller-stamped {ctl / 1000:.2f}" if ctl is not None else "-"))
+    for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
+        rows.append((f"avg time to finish, {cls} (s)", f"{s['averageTimeToFinishMs'] / 1000:.2f}", "-",
+                     f"{s['finished']}/{s['planned']} finished, {s['totalEvictions']} evictions"))
+    rows.append(("controller CPU (user+sys s) / peak RSS (MiB)",
+                 f"{(cmd['userMs'] + cmd['sysMs']) / 1000:.1f} / {cmd['maxrss'] / 1024:.0f}", "-", "-"))
+    head = ("metric", "sluicegate", "Kueue published", "ideal / note")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    t = result.get("targets") or {}
+    if t:
+        lines.append("")
+        lines.append("issue 7 targets:")
+        for k, v in t.items():
+            detail = ", ".join(f"{a}={b}" for a, b in v.items() if a != "met")
+            lines.append(f"  [{'met' if v['met'] else 'MISSED'}] {k}" + (f" ({detail})" if detail else ""))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="baseline", help="baseline, large-scale, or a path to a generator YAML")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every workload set's count (0.1: a tenth)")
+    p.add_argument("--queue-scale", type=float, default=1.0, help="multiply every queue set's count")
+    p.add_argument("--time-scale", type=float, default=1.0, help="multiply runtimes and creation intervals")
+    p.add_argument("--nodes", type=int, default=0, help="fake nodes (0: enough for 1.5x the total nominal quota, at least 4)")
+    p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per fake node")
+    p.add_argument("--concurrency", type=int, default=64, help="workload creations in flight at once")
+    p.add_argument("--heartbeat-interval", type=float, default=1.0, help="controller's --agent-heartbeat-interval (s)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="give up this many seconds after the queues exist")
+    p.add_argument("--output", type=Path, help="write summary.yaml, controller.stats.yaml, CSVs, logs and profiles here")
+    p.add_argument("--profile", choices=("none", "py-spy", "cprofile"), default="none",
+                   help="profile the controller (py-spy samples at 100 Hz; cProfile slows it down noticeably)")
+    p.add_argument("--py-spy", default=shutil.which("py-spy") or "/tmp/pyspy-venv/bin/py-spy", help="py-spy executable")
+    p.add_argument("--controller-log-level", default="WARNING")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    name = ns.config if ns.config in CONFIGS else None
+    path = CONFIGS.get(ns.config, Path(ns.config))
+    try:
+        base: GeneratorConfig = load_config(path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    full_size = ns.scale == 1 and ns.queue_scale == 1 and ns.time_scale == 1
+    cfg = scaled(base, count_scale=ns.scale, queue_scale=ns.queue_scale, time_scale=ns.time_scale)
+    plan = expand(cfg)
+    bound = ideal_bound(plan)
+    nodes = ns.nodes or max(4, math.ceil(plan.total_nominal_m * 1.5 / (ns.node_cpu * 1000)))
+    if ns.nodes == 0 and nodes * ns.node_cpu * 1000 < plan.total_nominal_m:
+        raise SystemExit("internal: too few nodes for the quota")
+    print(f"{path.name} ({name or 'custom'}): {len(plan.queues)} ClusterQueues, {len(plan.workloads)} workloads, "
+          f"ideal wall {bound.wall_s:.1f}s; {nodes} fake nodes x {ns.node_cpu} CPUs", file=sys.stderr)
+
+    with tempfile.TemporaryDirectory(prefix="kueue-sched-") as tmp_s:
+        tmp = Path(tmp_s)
+        out = ns.output or tmp
+        out.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SLUICEGATE_LOG_LEVEL": ns.controller_log_level}
+        ctl_argv = [sys.executable]
+        if ns.profile == "cprofile":
+            ctl_argv += ["-m", "cProfile", "-o", str(out / "controller.cprofile")]
+        ctl_argv += ["-m", "sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
+                     "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", str(ns.heartbeat_interval),
+                     "--log-level", ns.controller_log_level, "--ready-file", str(tmp / "c.ready")]
+        procs: list[Proc] = []
+        spy: subprocess.Popen[bytes] | None = None
+        try:
+            ctl = spawn("controller", ctl_argv, log=out / "controller.log", ready=tmp / "c.ready", env=env)
+            procs.append(ctl)
+            if ns.profile == "py-spy":
+                if not Path(ns.py_spy).exists():
+                    raise SystemExit(f"py-spy not found at {ns.py_spy}: python3 -m venv /tmp/pyspy-venv && "
+                                     "/tmp/pyspy-venv/bin/pip install py-spy, or pass --py-spy PATH")
+                spy = subprocess.Popen([ns.py_spy, "record", "--pid", str(ctl.popen.pid), "--rate", "100", "--format", "raw",
+                                        "--nonblocking", "-o", str(out / "controller.pyspy.txt")],
+                                       stdout=subprocess.DEVNULL, stderr=open(out / "py-spy.log", "wb"))
+            nodes_proc = spawn("fake nodes", [sys.executable, str(HERE / "fakenode.py"), "--controller", ctl.info["grpc"],
+                                              "--nodes", str(nodes), "--node-cpu", str(ns.node_cpu),
+                                              "--ready-file", str(tmp / "n.ready"), "--stats-file", str(out / "fakenodes.json")],
+                               log=out / "fakenodes.log", ready=tmp / "n.ready")
+            procs.append(nodes_proc)
+            recorder = Recorder(plan)
+            epoch_offset = time.time() - time.monotonic()
+            run = asyncio.run(drive(ctl.info["grpc"], plan, recorder, concurrency=ns.concurrency, timeout=ns.timeout))
+            ctl_ps = psutil.Process(ctl.popen.pid)
+            maxrss = peak_rss_kib(ctl.popen.pid)
+            # The fake nodes leave first so the controller has no open streams to drain.
+            stop(nodes_proc, timeout=30)
+            cpu = ctl_ps.cpu_times()
+            exited = stop(ctl, timeout=60)
+        finally:
+            for p in reversed(procs):
+                stop(p, timeout=30)
+            if spy is not None:
+                try:
+                    spy.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    spy.send_signal(signal.SIGINT)
+                    spy.wait(timeout=30)
+
+        summary = recorder.summary(epoch_offset=epoch_offset)
+        cmd_stats = {"wallMs": int((exited - ctl.started) * 1000), "userMs": int(cpu.user * 1000),
+                     "sysMs": int(cpu.system * 1000), "maxrss": maxrss}
+        lag = run.creation.lag
+        result: dict[str, Any] = {
+            "config": {"name": name, "path": str(path), "scale": ns.scale, "queueScale": ns.queue_scale,
+                       "timeScale": ns.time_scale, "fullSize": full_size, "clusterQueues": len(plan.queues),
+                       "workloads": len(plan.workloads), "fakeNodes": nodes, "nodeCpu": ns.node_cpu},
+            "machine": {"cpus": os.cpu_count(), "memoryGiB": round(psutil.virtual_memory().total / 2**30),
+                        "cpuModel": _cpu_model(), "python": platform.python_version(), "kernel": platform.release()},
+            "cmdStats": cmd_stats,
+            "summary": summary,
+            "ideal": {"wallS": round(bound.wall_s, 2), "workS": round(bound.work_s, 2), "busiestCohort": bound.busiest_cohort,
+                      "creationS": round(bound.creation_s, 2)},
+            "run": {
+                "completed": run.completed,
+                "watchError": run.watch_error,
+                "runWallS": round((run.last_finished_at or time.monotonic()) - (run.first_created_at or run.queues_created_at), 2),
+                "creationSpanS": round((run.last_created_at or 0) - run.queues_created_at, 2),
+                "plannedCreationSpanS": round(max((w.due for w in plan.workloads), default=0.0), 2),
+                "creationLagP50S": round(_pct(lag, 0.5), 3),
+                "creationLagMaxS": round(max(lag, default=0.0), 3),
+                "watchEvents": recorder.events,
+            },
+            "kueuePublished": PUBLISHED.get(name or "") if full_size else None,
+        }
+        stats_file = out / "fakenodes.json"
+        if stats_file.exists():
+            result["fakeNodes"] = json.loads(stats_file.read_text())
+        result["targets"] = targets(name, full_size, result)
+        profile_text = ""
+        if ns.profile == "py-spy" and (out / "controller.pyspy.txt").exists():
+            samples, by_self, by_total = profiling.pyspy_top(out / "controller.pyspy.txt")
+            result["profile"] = {"tool": "py-spy", "samples": samples, "file": str(out / "controller.pyspy.txt")}
+            profile_text = "\n\n".join([profiling.render(f"controller profile (py-spy, {samples} samples), by self", by_self),
+                                        profiling.render("by total (inclusive)", by_total)])
+        elif ns.profile == "cprofile" and (out / "controller.cprofile").exists():
+            total, by_self, by_total = profiling.cprofile_top(out / "controller.cprofile")
+            result["profile"] = {"tool": "cProfile", "seconds": round(total, 1), "file": str(out / "controller.cprofile")}
+            profile_text = "\n\n".join([profiling.render(f"controller profile (cProfile, {total:.1f}s), by tottime", by_self),
+                                        profiling.render("by cumtime", by_total)])
+        (out / "summary.yaml").write_text(yaml.safe_dump({k: summary[k] for k in ("clusterQueueClasses", "workloadClasses")},
+                                                          sort_keys=True))
+        (out / "controller.stats.yaml").write_text(yaml.safe_dump(cmd_stats, sort_keys=True))
+        recorder.write_csv(out)
+        if profile_text:
+            (out / "profile-top.txt").write_text(profile_text + "\n")
+        print(json.dumps(result, indent=2))
+        print(table(result), file=sys.stderr)
+        if profile_text:
+            print("\n" + profile_text, file=sys.stderr)
+        if not run.completed:
+            print(f"error: the run did not complete: {recorder.finished}/{len(plan.workloads)} workloads finished"
+                  + (f"; watch failed: {run.watch_error}" if run.watch_error else "")
+                  + f"; controller log: {out / 'controller.log' if ns.output else '(pass --output to keep it)'}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
