@@ -304,10 +304,19 @@ class IdealBound:
     work_s: float
     busiest_cohort: str
     creation_s: float
+    # All cohorts: CPU-seconds of work and nominal CPUs (for the best usage % the bound allows).
+    total_work_cpu_s: float
+    total_nominal_cpu: float
 
     @property
     def wall_s(self) -> float:
         return max(self.work_s, self.creation_s)
+
+    @property
+    def usage_pct(self) -> float:
+        """CPU usage % over the ideal wall time, if the run took exactly that long."""
+        denominator = self.total_nominal_cpu * self.wall_s
+        return 100 * self.total_work_cpu_s / denominator if denominator else 0.0
 
 
 def ideal_bound(plan: Plan) -> IdealBound:
@@ -320,4 +329,5 @@ def ideal_bound(plan: Plan) -> IdealBound:
     per_cohort = {c: (work.get(c, 0.0) / (nominal[c] / 1000) if nominal[c] else math.inf) for c in nominal}
     busiest = max(sorted(per_cohort), key=lambda c: per_cohort[c]) if per_cohort else ""
     creation = max((w.due + w.runtime_ms / 1000 for w in plan.workloads), default=0.0)
-    return IdealBound(work_s=per_cohort.get(busiest, 0.0), busiest_cohort=busiest, creation_s=creation)
+    return IdealBound(work_s=per_cohort.get(busiest, 0.0), busiest_cohort=busiest, creation_s=creation,
+                      total_work_cpu_s=sum(work.values()), total_nominal_cpu=sum(nominal.values()) / 1000)

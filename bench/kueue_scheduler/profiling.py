@@ -39,32 +39,60 @@ def _frame_key(frame: str) -> str:
     return f"{m['fn']} ({_short(m['file'])})"
 
 
-def pyspy_top(path: Path, *, limit: int = 25) -> tuple[int, list[Item], list[Item]]:
-    """(samples, top by self, top by total) from a py-spy raw file."""
+# Frames every sample of the event loop passes through: no information in a top list.
+_SCAFFOLDING = ("<frozen runpy>", "asyncio/runners.py", "BaseEventLoop.run_forever", "BaseEventLoop.run_until_complete",
+                "BaseEventLoop._run_once", "<module> (sluicegate/controller/server.py)", "main (sluicegate/controller/server.py)")
+_IDLE = ("EpollSelector.select (selectors.py)", "select (selectors.py)")
+
+
+@dataclass(frozen=True, slots=True)
+class PySpyTop:
+    # Samples of the thread that runs the event loop (py-spy --threads labels it MainThread).
+    samples: int
+    # Of those, samples waiting in the selector: the loop had nothing to do.
+    idle: int
+    by_self: list[Item]
+    by_total: list[Item]
+
+
+def pyspy_top(path: Path, *, limit: int = 25) -> PySpyTop:
+    """Top functions of the event-loop thread from a py-spy raw file (``--threads --idle``).
+
+    Shares are of all the loop thread's samples, idle included, so they add up
+    with the idle share to 100 %.
+    """
     self_n: dict[str, int] = {}
     total_n: dict[str, int] = {}
-    samples = 0
+    samples = idle = 0
     for line in path.read_text().splitlines():
         stack, _, count_s = line.rpartition(" ")
         if not stack or not count_s.isdigit():
             continue
+        frames = stack.split(";")
+        if frames[0].startswith("thread ") or frames[0].startswith("process "):
+            if "MainThread" not in frames[0]:
+                continue
+            frames = frames[1:]
+        if not frames:
+            continue
         count = int(count_s)
-        frames = [_frame_key(f) for f in stack.split(";")]
-        # The first frame is the thread/process label py-spy adds.
-        frames = [f for f in frames if not f.startswith(("process ", "thread "))] or frames
+        keys = [_frame_key(f) for f in frames]
         samples += count
-        self_n[frames[-1]] = self_n.get(frames[-1], 0) + count
-        for f in set(frames):
-            total_n[f] = total_n.get(f, 0) + count
+        if keys[-1] in _IDLE:
+            idle += count
+            continue
+        self_n[keys[-1]] = self_n.get(keys[-1], 0) + count
+        for k in set(keys):
+            if not any(s in k for s in _SCAFFOLDING):
+                total_n[k] = total_n.get(k, 0) + count
     if samples == 0:
-        return 0, [], []
+        return PySpyTop(0, 0, [], [])
 
-    def top(counts: dict[str, int], other: dict[str, int], by_self: bool) -> list[Item]:
+    def top(counts: dict[str, int]) -> list[Item]:
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-        return [Item(k, (v if by_self else other.get(k, 0)) / samples, (other.get(k, 0) if by_self else v) / samples)
-                for k, v in ranked]
+        return [Item(k, self_n.get(k, 0) / samples, total_n.get(k, 0) / samples) for k, _ in ranked]
 
-    return samples, top(self_n, total_n, True), top(total_n, self_n, False)
+    return PySpyTop(samples, idle, top(self_n), top(total_n))
 
 
 def cprofile_top(path: Path, *, limit: int = 25) -> tuple[float, list[Item], list[Item]]:

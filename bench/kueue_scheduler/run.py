@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,11 @@ class Proc:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def spawn(name: str, argv: list[str], *, log: Path, ready: Path, env: dict[str, str] | None = None) -> Proc:
+def spawn(name: str, argv: list[str], *, log: Path, ready: Path, env: dict[str, str] | None = None,
+          cwd: Path = ROOT) -> Proc:
     started = time.monotonic()
     with open(log, "wb") as f:
-        popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env)
     proc = Proc(name, popen, log, started)
     deadline = started + STARTUP_TIMEOUT
     # Bounded poll for the ready file the process writes once it serves.
@@ -109,6 +111,18 @@ def stop(proc: Proc, *, timeout: float) -> float:
             proc.popen.kill()
             proc.popen.wait(timeout=10)
     return time.monotonic()
+
+
+def scheduling_cycles(health: str) -> int | None:
+    """The controller's sluicegate_scheduling_cycles gauge, read from its /metrics."""
+    try:
+        with urllib.request.urlopen(f"http://{health}/metrics", timeout=10) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith("sluicegate_scheduling_cycles "):
+                    return int(float(line.split()[1]))
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -232,9 +246,13 @@ def targets(name: str | None, full_size: bool, result: dict[str, Any]) -> dict[s
             "all workloads finished": {"met": all_done},
         }
         for cls, pub in PUBLISHED["baseline"]["admission_s"].items():
-            got = classes.get(cls, {}).get("averageTimeToAdmissionMs", 0) / 1000
-            out[f"{cls} avg time to admission < Kueue/3"] = {"limit_s": round(pub / 3, 2), "measured_s": round(got, 2),
-                                                              "met": got < pub / 3}
+            c = classes.get(cls, {})
+            got = c.get("averageTimeToAdmissionMs", 0) / 1000
+            # Watch lag can shorten the event-based figure; the target must hold for the controller's own stamps too.
+            stamped = (c.get("controllerAverageTimeToAdmissionMs") or 0) / 1000
+            out[f"{cls} avg time to admission < Kueue/3"] = {
+                "limit_s": round(pub / 3, 2), "measured_s": round(got, 2), "controller_stamped_s": round(stamped, 2),
+                "met": max(got, stamped) < pub / 3}
         return out
     if name == "large-scale":
         rss_mib = cmd["maxrss"] / 1024
@@ -266,7 +284,7 @@ def table(result: dict[str, Any]) -> str:
     for cls, s in result["summary"]["clusterQueueClasses"].items():
         rows.append((f"CPU usage, ClusterQueue class {cls} (%)", f"{s['usagePercent']:.1f}",
                      kueue(pub.get("usage_pct") if cls == "cq" else None, "{:.1f}"),
-                     f"ideal {min(100.0, 100 * ideal['workS'] / wall):.1f} at this wall" if wall else "-"))
+                     f"{ideal['usagePct']:.1f} if the wall were ideal"))
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         a = s["averageTimeToAdmissionMs"] / 1000
         ctl = s["controllerAverageTimeToAdmissionMs"]
@@ -302,7 +320,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply runtimes and creation intervals")
     p.add_argument("--nodes", type=int, default=0, help="fake nodes (0: enough for 1.5x the total nominal quota, at least 4)")
     p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per fake node")
-    p.add_argument("--concurrency", type=int, default=64, help="workload creations in flight at once")
+    p.add_argument("--concurrency", type=int, default=0,
+                   help="workload creations in flight at once (0: one per workload set, as Kueue's generator, at most 256)")
     p.add_argument("--heartbeat-interval", type=float, default=1.0, help="controller's --agent-heartbeat-interval (s)")
     p.add_argument("--timeout", type=float, default=1800.0, help="give up this many seconds after the queues exist")
     p.add_argument("--output", type=Path, help="write summary.yaml, controller.stats.yaml, CSVs, logs and profiles here")
@@ -310,6 +329,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="profile the controller (py-spy samples at 100 Hz; cProfile slows it down noticeably)")
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "/tmp/pyspy-venv/bin/py-spy", help="py-spy executable")
     p.add_argument("--controller-log-level", default="WARNING")
+    p.add_argument("--controller-src", type=Path, default=ROOT,
+                   help="source tree the controller runs from (default: this checkout); e.g. an export of one "
+                        "commit (git archive HEAD | tar -x -C DIR) to measure it while the checkout changes")
     return p.parse_args(argv)
 
 
@@ -326,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = scaled(base, count_scale=ns.scale, queue_scale=ns.queue_scale, time_scale=ns.time_scale)
     plan = expand(cfg)
     bound = ideal_bound(plan)
+    concurrency = ns.concurrency or min(256, sum(len(q.workloads_sets) * q.count * c.count
+                                                 for c in cfg.cohorts for q in c.queues_sets))
     nodes = ns.nodes or max(4, math.ceil(plan.total_nominal_m * 1.5 / (ns.node_cpu * 1000)))
     if ns.nodes == 0 and nodes * ns.node_cpu * 1000 < plan.total_nominal_m:
         raise SystemExit("internal: too few nodes for the quota")
@@ -346,14 +370,15 @@ def main(argv: list[str] | None = None) -> int:
         procs: list[Proc] = []
         spy: subprocess.Popen[bytes] | None = None
         try:
-            ctl = spawn("controller", ctl_argv, log=out / "controller.log", ready=tmp / "c.ready", env=env)
+            ctl = spawn("controller", ctl_argv, log=out / "controller.log", ready=tmp / "c.ready", env=env,
+                        cwd=ns.controller_src)
             procs.append(ctl)
             if ns.profile == "py-spy":
                 if not Path(ns.py_spy).exists():
                     raise SystemExit(f"py-spy not found at {ns.py_spy}: python3 -m venv /tmp/pyspy-venv && "
                                      "/tmp/pyspy-venv/bin/pip install py-spy, or pass --py-spy PATH")
                 spy = subprocess.Popen([ns.py_spy, "record", "--pid", str(ctl.popen.pid), "--rate", "100", "--format", "raw",
-                                        "--nonblocking", "-o", str(out / "controller.pyspy.txt")],
+                                        "--threads", "--idle", "-o", str(out / "controller.pyspy.txt")],
                                        stdout=subprocess.DEVNULL, stderr=open(out / "py-spy.log", "wb"))
             nodes_proc = spawn("fake nodes", [sys.executable, str(HERE / "fakenode.py"), "--controller", ctl.info["grpc"],
                                               "--nodes", str(nodes), "--node-cpu", str(ns.node_cpu),
@@ -362,9 +387,11 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(nodes_proc)
             recorder = Recorder(plan)
             epoch_offset = time.time() - time.monotonic()
-            run = asyncio.run(drive(ctl.info["grpc"], plan, recorder, concurrency=ns.concurrency, timeout=ns.timeout))
+            run = asyncio.run(drive(ctl.info["grpc"], plan, recorder, concurrency=concurrency, timeout=ns.timeout))
             ctl_ps = psutil.Process(ctl.popen.pid)
             maxrss = peak_rss_kib(ctl.popen.pid)
+            cycles = scheduling_cycles(ctl.info["health"])
+            nodes_cpu = sum(psutil.Process(nodes_proc.popen.pid).cpu_times()[:2])
             # The fake nodes leave first so the controller has no open streams to drain.
             stop(nodes_proc, timeout=30)
             cpu = ctl_ps.cpu_times()
@@ -384,15 +411,17 @@ def main(argv: list[str] | None = None) -> int:
                      "sysMs": int(cpu.system * 1000), "maxrss": maxrss}
         lag = run.creation.lag
         result: dict[str, Any] = {
+            "controller": {"source": str(ns.controller_src), "revision": _revision(ns.controller_src)},
             "config": {"name": name, "path": str(path), "scale": ns.scale, "queueScale": ns.queue_scale,
                        "timeScale": ns.time_scale, "fullSize": full_size, "clusterQueues": len(plan.queues),
-                       "workloads": len(plan.workloads), "fakeNodes": nodes, "nodeCpu": ns.node_cpu},
+                       "workloads": len(plan.workloads), "fakeNodes": nodes, "nodeCpu": ns.node_cpu,
+                       "createConcurrency": concurrency},
             "machine": {"cpus": os.cpu_count(), "memoryGiB": round(psutil.virtual_memory().total / 2**30),
                         "cpuModel": _cpu_model(), "python": platform.python_version(), "kernel": platform.release()},
             "cmdStats": cmd_stats,
             "summary": summary,
             "ideal": {"wallS": round(bound.wall_s, 2), "workS": round(bound.work_s, 2), "busiestCohort": bound.busiest_cohort,
-                      "creationS": round(bound.creation_s, 2)},
+                      "creationS": round(bound.creation_s, 2), "usagePct": round(bound.usage_pct, 1)},
             "run": {
                 "completed": run.completed,
                 "watchError": run.watch_error,
@@ -402,6 +431,10 @@ def main(argv: list[str] | None = None) -> int:
                 "creationLagP50S": round(_pct(lag, 0.5), 3),
                 "creationLagMaxS": round(max(lag, default=0.0), 3),
                 "watchEvents": recorder.events,
+                "schedulingCycles": cycles,
+                # Whether the bench itself could have been the bottleneck (2 cores: controller + these).
+                "benchProcessCpuS": round(sum(os.times()[:2]), 1),
+                "fakeNodesProcessCpuS": round(nodes_cpu, 1),
             },
             "kueuePublished": PUBLISHED.get(name or "") if full_size else None,
         }
@@ -411,10 +444,13 @@ def main(argv: list[str] | None = None) -> int:
         result["targets"] = targets(name, full_size, result)
         profile_text = ""
         if ns.profile == "py-spy" and (out / "controller.pyspy.txt").exists():
-            samples, by_self, by_total = profiling.pyspy_top(out / "controller.pyspy.txt")
-            result["profile"] = {"tool": "py-spy", "samples": samples, "file": str(out / "controller.pyspy.txt")}
-            profile_text = "\n\n".join([profiling.render(f"controller profile (py-spy, {samples} samples), by self", by_self),
-                                        profiling.render("by total (inclusive)", by_total)])
+            top = profiling.pyspy_top(out / "controller.pyspy.txt")
+            idle_pct = 100 * top.idle / top.samples if top.samples else 0.0
+            result["profile"] = {"tool": "py-spy", "loopSamples": top.samples, "loopIdlePercent": round(idle_pct, 1),
+                                 "file": str(out / "controller.pyspy.txt")}
+            head = f"controller event-loop thread (py-spy, {top.samples} samples at 100 Hz, {idle_pct:.1f} % idle)"
+            profile_text = "\n\n".join([profiling.render(f"{head}, by self", top.by_self),
+                                        profiling.render("by total (inclusive)", top.by_total)])
         elif ns.profile == "cprofile" and (out / "controller.cprofile").exists():
             total, by_self, by_total = profiling.cprofile_top(out / "controller.cprofile")
             result["profile"] = {"tool": "cProfile", "seconds": round(total, 1), "file": str(out / "controller.cprofile")}
@@ -436,6 +472,20 @@ def main(argv: list[str] | None = None) -> int:
                   + f"; controller log: {out / 'controller.log' if ns.output else '(pass --output to keep it)'}", file=sys.stderr)
             return 1
     return 0
+
+
+def _revision(src: Path) -> str:
+    """The checkout's commit (+dirty), or what an exported tree says about itself (REVISION file), or unknown."""
+    if (src / "REVISION").exists():
+        return (src / "REVISION").read_text().strip()
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "sluicegate"], capture_output=True,
+                               text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+uncommitted changes" if dirty else "")
 
 
 def _cpu_model() -> str:

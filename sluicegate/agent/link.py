@@ -92,6 +92,8 @@ class ControllerLink:
         self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
         self._log_tasks: dict[str, asyncio.Task[None]] = {}
         self._command_tasks: set[asyncio.Task[None]] = set()
+        # Static pods are admitted without a command from us: report each admission as it happens.
+        node.on_admitted = self.send_pod
 
     # -------------------------------------------------------------- sending
 
@@ -216,7 +218,8 @@ class ControllerLink:
             self._spawn(self.node.stop_pod(s.uid, grace_seconds=s.grace_seconds, reason=s.reason, message=s.message),
                         f"stop-{s.uid}")
         elif kind == "forget_pod":
-            self._spawn(self.node.forget(msg.forget_pod.uid), f"forget-{msg.forget_pod.uid}")
+            f = msg.forget_pod
+            self._spawn(self.node.forget(f.uid, purge=f.purge), f"forget-{f.uid}")
         elif kind == "log_request":
             r = msg.log_request
             self._log_tasks[r.request_id] = asyncio.create_task(

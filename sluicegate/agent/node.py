@@ -16,7 +16,8 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Mapping
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,11 @@ class AgentNode:
         self.meta: dict[str, PodMeta] = {}
         self.conditions: tuple[str, ...] = ()
         self.evictions = 0
+        # Called with a pod's uid when it is admitted, before any victim is
+        # stopped: the link reports the pod at once, so the controller counts
+        # a critical pod's requests before it learns that its victims ended,
+        # and does not place them straight back into the room just made.
+        self.on_admitted: Callable[[str], None] | None = None
         self._lock = asyncio.Lock()
         self._load_meta()
 
@@ -240,6 +246,8 @@ class AgentNode:
             self.meta[wish.uid] = meta
             self._save_meta()
             victims = list(decision.victims)
+        if self.on_admitted is not None:
+            self.on_admitted(wish.uid)
         if victims:
             log.warning("critical pod %s/%s does not fit: stopping %s", wish.namespace, wish.name,
                         ", ".join(v.key for v in victims))
@@ -294,7 +302,15 @@ class AgentNode:
         except PodRuntimeError as exc:
             log.error("stopping pod %s: %s", uid, exc)
 
-    async def forget(self, uid: str) -> None:
+    async def forget(self, uid: str, *, purge: bool = False) -> None:
+        """The controller has the pod's result; with ``purge`` its logs go too (retention)."""
+        if purge:
+            m = self.meta.pop(uid, None)
+            if m is not None:
+                self._save_meta()
+            if self.runtime.status(uid) is None:
+                shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
+                return
         st = self.runtime.status(uid)
         if st is not None:
             if not st.finished:
@@ -304,6 +320,9 @@ class AgentNode:
             except PodRuntimeError as exc:
                 log.warning("forgetting pod %s: %s", uid, exc)
                 return
+        if purge:
+            shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
+            return
         m = self.meta.get(uid)
         if m is not None and not m.forgotten:
             # Keep what the logs need (container names); the pod is no longer reported.
@@ -338,6 +357,10 @@ class AgentNode:
         if m is not None and m.rejected and st is None:
             return PodReport(uid, m.name, m.namespace, m.workload, "Failed", m.reason, m.message, (), False,
                              0.0, m.admitted_at, 0, 0.0, m.static, dict(m.requests), m.priority, m.qos)
+        if m is not None and st is None:
+            # Admitted, not started yet (a critical pod waits for its victims to stop).
+            return PodReport(uid, m.name, m.namespace, m.workload, "Pending", "", "", (), False,
+                             0.0, 0.0, 0, 0.0, m.static, dict(m.requests), m.priority, m.qos)
         assert st is not None
         return self._report_from(st, m, with_usage=with_usage)
 

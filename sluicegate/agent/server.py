@@ -1,8 +1,10 @@
 """sluicegate-agent: wiring and lifecycle of the node agent.
 
-Start-up: pick the cgroup driver, re-adopt the pods a previous agent left
-running, bind the health port, connect to the controller.  Shutdown stops
-watching but never stops pods: the next agent adopts them.
+Start-up: check the eviction settings, pick the cgroup driver, re-adopt the
+pods a previous agent left running, start the static pods, bind the health
+port, connect to the controller; then watch node pressure and the static-pod
+directory.  Shutdown stops watching but never stops pods: the next agent
+adopts them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from sluicegate.agent.cgroups import detect
 from sluicegate.agent.link import Backoff, ControllerLink
 from sluicegate.agent.monitor import Monitor, read_boot_id
 from sluicegate.agent.node import AgentNode
+from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
+from sluicegate.agent.pressure import PressureLoop
 from sluicegate.agent.runtime import PodRuntime, RuntimeConfig
+from sluicegate.agent.static import StaticPods
 from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
 from sluicegate.common.health import HealthServer
 from sluicegate.common.metrics import Registry
@@ -81,18 +86,33 @@ def agent_metrics(node: AgentNode, link: ControllerLink) -> Registry:
     reg.callback_gauge("sluicegate_pods", "Pods on this node by phase.", collect=phases, labelnames=("phase",))
     reg.callback_gauge("sluicegate_evictions", "Pods this agent evicted (node pressure or critical pods).",
                        collect=lambda: [((), float(node.evictions))])
+    reg.callback_gauge("sluicegate_node_condition", "1 while the node reports the condition (MemoryPressure, DiskPressure).",
+                       collect=lambda: [((c,), 1.0 if c in node.conditions else 0.0)
+                                        for c in ("MemoryPressure", "DiskPressure")],
+                       labelnames=("condition",))
     reg.callback_gauge("sluicegate_controller_connected", "1 while the stream to the controller is up.",
                        collect=lambda: [((), 1.0 if link.connected else 0.0)])
     return reg
 
 
+def eviction_thresholds(settings: AgentSettings) -> tuple[Threshold, ...]:
+    try:
+        return parse_eviction_config(hard=settings.eviction_hard, soft=settings.eviction_soft,
+                                     soft_grace_periods=settings.eviction_soft_grace_period)
+    except EvictionConfigError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
 async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_file: str | None = None) -> str:
+    thresholds = eviction_thresholds(settings)
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     monitor = Monitor()
     cgroups = detect(root=Path(settings.cgroup_root))
     runtime = PodRuntime(data_dir=data_dir, cgroups=cgroups, monitor=monitor,
-                         config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds))
+                         config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds,
+                                              backoff_base_seconds=settings.restart_backoff_base,
+                                              backoff_cap_seconds=settings.restart_backoff_cap))
     report = await runtime.adopt(ckpt.load(ckpt.path_for(data_dir)))
     log.info("re-adopted %d container(s); %d lost; %d pod(s) had finished meanwhile",
              len(report.adopted), len(report.lost), len(report.finished))
@@ -101,6 +121,16 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     capacity, allocatable = node_resources(settings, monitor)
     node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
                      capacity=capacity, allocatable=allocatable, clock=time.time)
+    static: StaticPods | None = None
+    if settings.static_pod_dir:
+        static = StaticPods(node=node, directory=Path(settings.static_pod_dir),
+                            interval=settings.static_pod_sync_interval)
+        # Before registering: the controller's first view of the node already
+        # counts the static pods, so it places nothing they would then preempt.
+        await static.sync()
+    pressure = PressureLoop(node=node, thresholds=thresholds, interval=settings.eviction_interval,
+                            transition_seconds=settings.eviction_pressure_transition_period)
+    log.info("eviction thresholds: %s", ", ".join(str(t) for t in thresholds) or "none")
     hhost, hport = split_hostport(settings.health_listen, key="healthListen")
     link = ControllerLink(
         address=settings.controller, node=node, labels=settings.labels, boot_id=read_boot_id(),
@@ -140,7 +170,10 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
             "controller-link": link.run(),
             "pod-events": link.forward_events(),
             "ready": announce_ready(),
+            "node-pressure": pressure.run(),
         }
+        if static is not None:
+            tasks["static-pods"] = static.run()
         period = watchdog_interval()
         if period is not None:
             tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
@@ -159,6 +192,13 @@ async def _main(ns: argparse.Namespace) -> int:
         "labels": parse_labels(ns.label),
         "allocatable": parse_resources_flag(ns.allocatable, "--allocatable"),
         "static_pod_dir": ns.static_pod_dir,
+        "static_pod_sync_interval": ns.static_pod_sync_interval,
+        "eviction_hard": ns.eviction_hard,
+        "eviction_soft": ns.eviction_soft,
+        "eviction_soft_grace_period": ns.eviction_soft_grace_period,
+        "eviction_interval": ns.eviction_interval,
+        "eviction_pressure_transition_period": ns.eviction_pressure_transition_period,
+        "restart_backoff_base": ns.restart_backoff_base,
     })
     stop = new_stop_future()
     with stop_on_signals(stop):
@@ -177,6 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--label", action="append", help="node label KEY=VALUE (repeatable)")
     p.add_argument("--allocatable", help="override, e.g. cpu=4,memory=8Gi")
     p.add_argument("--static-pod-dir")
+    p.add_argument("--static-pod-sync-interval", type=float, metavar="SECONDS")
+    p.add_argument("--eviction-hard", help='e.g. "memory.available<100Mi,nodefs.available<10%%" ("" for none)')
+    p.add_argument("--eviction-soft", help='e.g. "memory.available<500Mi"')
+    p.add_argument("--eviction-soft-grace-period", help='e.g. "memory.available=1m30s"')
+    p.add_argument("--eviction-interval", type=float, metavar="SECONDS", help="how often node pressure is checked")
+    p.add_argument("--eviction-pressure-transition-period", type=float, metavar="SECONDS",
+                   help="how long a pressure condition outlives the pressure")
+    p.add_argument("--restart-backoff-base", type=float, metavar="SECONDS",
+                   help="first crash-loop back-off of restarting containers (doubles up to the cap)")
     p.add_argument("--ready-file", help="write {health, pid, node} JSON here once registered")
     p.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
     ns = p.parse_args(argv)

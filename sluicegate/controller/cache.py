@@ -112,10 +112,44 @@ class Cache:
 
     # -- admitted workloads ---------------------------------------------------
 
+    @staticmethod
+    def held_usage(wl: Workload) -> dict[FlavorResource, int]:
+        """The quota an admission holds now: its usage minus the pods that became reclaimable."""
+        adm = wl.status.admission
+        assert adm is not None
+        out: dict[FlavorResource, int] = {}
+        reclaim = wl.status.reclaimable_pods
+        for psa in adm.pod_set_assignments:
+            keep = max(0, psa.count - reclaim.get(psa.name, 0))
+            for res, qty in psa.resource_usage.items():
+                flavor = psa.flavors.get(res)
+                if flavor is None:
+                    continue
+                amount = qty * keep // psa.count if psa.count else 0
+                key = FlavorResource(flavor, res)
+                out[key] = out.get(key, 0) + amount
+        return out
+
+    def refresh_usage(self, wl: Workload) -> ClusterQueueName | None:
+        """Reclaimable pods changed: hold only what the admission still needs."""
+        if wl.status.admission is None:
+            return None
+        cq = wl.status.admission.cluster_queue
+        old = self.admitted.get(cq, {}).get(wl.key)
+        if old is None:
+            return None
+        new_usage = self.held_usage(wl)
+        node = self.tree.cluster_queues.get(cq)
+        if node is not None:
+            self.tree.live.remove_all(node, old.usage)
+            self.tree.live.add_all(node, new_usage)
+        self.admitted[cq][wl.key] = AdmittedWorkload(wl, cq, new_usage, old.admitted_at)
+        return cq
+
     def add_admitted(self, wl: Workload, admitted_at: float) -> AdmittedWorkload:
         assert wl.status.admission is not None
         cq = wl.status.admission.cluster_queue
-        info = AdmittedWorkload(wl, cq, wl.status.admission.usage(), admitted_at)
+        info = AdmittedWorkload(wl, cq, self.held_usage(wl), admitted_at)
         self.admitted.setdefault(cq, {})[wl.key] = info
         node = self.tree.cluster_queues.get(cq)
         if node is not None:

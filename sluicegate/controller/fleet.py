@@ -202,9 +202,16 @@ class Fleet:
         if new != rec:
             self._update_pod(wl, new)
 
+    def settle(self, wl: Workload) -> Settlement:
+        return settle(wl, self.m.clock(), wait_for_pods_ready=self.m.cache.config.wait_for_pods_ready,
+                      new_uid=lambda: str(uuid.uuid4()))
+
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
         pods = tuple(rec if p.uid == rec.uid else p for p in pods_of(wl))
-        self.apply(settle(with_pods(wl, pods), self.m.clock()))
+        if rec.terminal:
+            # Its processes are gone: the node's capacity is free again now.
+            self.registry.unbind(rec.node, rec.uid)
+        self.apply(self.settle(with_pods(wl, pods)))
 
     # ------------------------------------------------------------ settling
 
@@ -219,6 +226,21 @@ class Fleet:
         for p in s.stop:
             grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == p.pod_set), 30)
             self._tell(p.node, StopPodCommand(p.uid, float(grace), "Stopping", p.message))
+        if s.launch:
+            specs = {ps.name: ps for ps in wl.pod_sets}
+            now = m.clock()
+            for p in s.launch:
+                self.pod_owner[p.uid] = wl.key
+                self.registry.bind(p.node, p.uid, p.requests, now=now)
+                node = self.registry.nodes.get(p.node)
+                if node is not None and node.session is not None:
+                    node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
+        if s.reclaimed and c.holds_quota(wl.key):
+            c.workloads[wl.key] = wl
+            cq = c.refresh_usage(wl)
+            if cq is not None:
+                c.queues.queue_inadmissible(c.tree_members(cq), c.could_fit)
+            m.wake()
         finished_pods = list(pods_of(c.workloads.get(wl.key, wl))) or list(pods_of(wl))
         if s.release:
             for p in finished_pods:
@@ -243,6 +265,8 @@ class Fleet:
             c.update_admitted(wl)
         if s.requeue:
             m._enqueue(wl)
+        if c.config.wait_for_pods_ready.block_admission:
+            m.wake()
         m._publish("MODIFIED", wl)
 
     def _tell(self, node_name: str, command: StopPodCommand | ForgetPodCommand) -> None:
@@ -253,7 +277,16 @@ class Fleet:
     def stop_workload(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict a running workload: stop its pods, release its quota once they exit."""
         now = self.m.clock()
-        self.apply(settle(evict(wl, reason=reason, message=message, now=now), now))
+        self.apply(self.settle(evict(wl, reason=reason, message=message, now=now)))
+
+    def purge(self, wl: Workload) -> None:
+        """A finished workload is gone for good: its pods' logs may go too."""
+        records = list(pods_of(wl)) or [PodRecord.from_json(p) for p in wl.status.extra.get("lastPods", []) or []]  # type: ignore[union-attr]
+        for p in records:
+            self.pod_owner.pop(p.uid, None)
+            node = self.registry.nodes.get(p.node)
+            if node is not None and node.session is not None:
+                node.session.send(ForgetPodCommand(p.uid, purge=True))
 
     # ---------------------------------------------------------- node loss
 
@@ -279,7 +312,7 @@ class Fleet:
                     replace(p, phase=FAILED, reason="NodeLost", message=msg, finished_at=now) if p.uid == uid and not p.terminal else p
                     for p in pods_of(wl)
                 )
-                self.apply(settle(with_pods(wl, pods), now))
+                self.apply(self.settle(with_pods(wl, pods)))
 
     # ---------------------------------------------------------------- logs
 

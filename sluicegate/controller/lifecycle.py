@@ -1,17 +1,64 @@
-"""What a workload's pods mean for the workload: finish, fail, release, requeue.
+"""What a workload's pods mean for the workload: ready, finish, fail, retry, release, requeue.
 
-``settle`` is a pure function: given a workload (with its pod records) and
-"now", it returns the workload's next state and what the caller must do —
-stop pods, give back quota, queue it again, or forget it.
+Everything here is pure: given a workload (with its pod records), "now" and
+the configuration, functions return the workload's next state and what the
+caller must do — stop pods, start replacement pods, give back quota, queue
+it again, or forget it.  Kueue's rules, in one place:
+
+* PodsReady is True once every pod is ready (or has succeeded); with
+  ``waitForPodsReady`` a workload that does not get there within the timeout
+  (or the recovery timeout, after it was ready once) is evicted with reason
+  PodsReadyTimeout and requeued with exponential backoff; past
+  ``backoffLimitCount`` it is deactivated;
+* time spent admitted accumulates across admit/evict cycles; past
+  ``maximumExecutionTimeSeconds`` the workload is deactivated and the
+  accumulated time reset;
+* pods that succeed while others run become ``reclaimablePods``: their quota
+  goes back at once (the count only grows while quota is held);
+* a workload made from a Job retries failed pods up to ``backoffLimit`` and
+  replaces succeeded ones until ``completions`` are done.
 """
 
 from __future__ import annotations
 
+import json
+import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sluicegate.controller.model.conditions import set_condition
+from sluicegate.controller.model.config import WaitForPodsReadyConfig
 from sluicegate.controller.model.pods import FAILED, SUCCEEDED, PodRecord, pods_of, with_extra, with_pods
-from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.model.workloads import RequeueState, Workload
+
+JOB_ANNOTATION = "sluicegate.io/job"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    completions: int
+    parallelism: int
+    indexed: bool = False
+    backoff_limit: int = 6
+    active_deadline_seconds: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"completions": self.completions, "parallelism": self.parallelism,
+                           "completionMode": "Indexed" if self.indexed else "NonIndexed",
+                           "backoffLimit": self.backoff_limit, "activeDeadlineSeconds": self.active_deadline_seconds},
+                          sort_keys=True)
+
+
+def job_of(wl: Workload) -> JobSpec | None:
+    raw = wl.annotations.get(JOB_ANNOTATION)
+    if not raw:
+        return None
+    d = json.loads(raw)
+    return JobSpec(
+        completions=int(d["completions"]), parallelism=int(d["parallelism"]),
+        indexed=d.get("completionMode") == "Indexed", backoff_limit=int(d.get("backoffLimit", 6)),
+        active_deadline_seconds=d.get("activeDeadlineSeconds"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,12 +66,16 @@ class Settlement:
     workload: Workload
     # Pods to stop now (each asked once: their records are marked).
     stop: tuple[PodRecord, ...] = ()
+    # New pods to start (Job retries and replacements), already in the records.
+    launch: tuple[PodRecord, ...] = ()
     # Every pod has exited: quota and node resources go back.
     release: bool = False
     # After release, the workload waits for admission again.
     requeue: bool = False
     # After release, the workload is removed from the store (it was deleted).
     forget: bool = False
+    # Reclaimable pods grew: the quota they held goes back now.
+    reclaimed: bool = False
 
 
 def _stop_all(pods: tuple[PodRecord, ...], reason: str) -> tuple[tuple[PodRecord, ...], tuple[PodRecord, ...]]:
@@ -45,20 +96,50 @@ def evict(wl: Workload, *, reason: str, message: str, now: float) -> Workload:
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
-def settle(wl: Workload, now: float) -> Settlement:
+def deactivate(wl: Workload, *, message: str, now: float) -> Workload:
+    """spec.active=false plus the eviction that goes with it (no requeue)."""
+    return evict(replace(wl, active=False), reason="InactiveWorkload", message=message, now=now)
+
+
+def _current(pods: tuple[PodRecord, ...]) -> list[PodRecord]:
+    """The pods that stand for the workload now (not the ones a Job retry replaced)."""
+    return [p for p in pods if not p.replaced]
+
+
+def settle(
+    wl: Workload,
+    now: float,
+    *,
+    wait_for_pods_ready: WaitForPodsReadyConfig | None = None,
+    new_uid: Callable[[], str] | None = None,
+) -> Settlement:
     pods = pods_of(wl)
     if not pods or wl.is_finished and all(p.terminal for p in pods):
         return Settlement(wl)
     deleting = bool(wl.status.extra.get("deleting"))
     evicted = wl.status.is_true("Evicted")
     if deleting or evicted:
-        why = "the workload is being deleted" if deleting else (wl.status.condition("Evicted").message  # type: ignore[union-attr]
-                                                                 or "the workload was evicted")
+        cond = wl.status.condition("Evicted")
+        why = "the workload is being deleted" if deleting else (cond.message if cond else "the workload was evicted")
         pods, asked = _stop_all(pods, why)
         wl = with_pods(wl, pods)
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
-        return Settlement(released(wl, now), release=True, requeue=not deleting and wl.active, forget=deleting)
+        wl = released(wl, now, wait_for_pods_ready or WaitForPodsReadyConfig())
+        return Settlement(wl, release=True, requeue=not deleting and wl.active, forget=deleting)
+
+    terminate = wl.status.extra.get("terminate")
+    if isinstance(terminate, dict):
+        # A timer ended the workload (e.g. a Job's activeDeadlineSeconds): stop, then finish.
+        pods, asked = _stop_all(pods, str(terminate.get("message", "")))
+        wl = with_pods(wl, pods)
+        if not all(p.terminal for p in pods):
+            return Settlement(wl, stop=asked)
+        return Settlement(_finished(wl, str(terminate.get("reason", "Failed")), str(terminate.get("message", "")), now),
+                          release=True)
+    job = job_of(wl)
+    if job is not None:
+        return _settle_job(wl, job, pods, now, new_uid)
 
     failed = [p for p in pods if p.phase == FAILED]
     if failed:
@@ -67,13 +148,95 @@ def settle(wl: Workload, now: float) -> Settlement:
         wl = with_pods(wl, pods)
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
-        code = "" if first.exit_code is None else f" with exit code {first.exit_code}"
-        why = f" ({first.reason})" if first.reason and first.reason != "Stopping" else ""
-        msg = f"pod {first.name} failed{code}{why}" + (f": {first.message}" if first.message else "")
-        return Settlement(_finished(wl, "Failed", msg, now), release=True)
+        return Settlement(_finished(wl, "Failed", _failure(first), now), release=True)
     if all(p.phase == SUCCEEDED for p in pods):
         return Settlement(_finished(wl, "Succeeded", "Job finished successfully", now), release=True)
-    return Settlement(wl)
+    wl, grew = _reclaimable(wl, {ps.name: sum(1 for p in pods if p.pod_set == ps.name and p.phase == SUCCEEDED)
+                                 for ps in wl.pod_sets})
+    return Settlement(_pods_ready(wl, pods, now), reclaimed=grew)
+
+
+def _failure(p: PodRecord) -> str:
+    code = "" if p.exit_code is None else f" with exit code {p.exit_code}"
+    why = f" ({p.reason})" if p.reason and p.reason != "Stopping" else ""
+    return f"pod {p.name} failed{code}{why}" + (f": {p.message}" if p.message else "")
+
+
+def _settle_job(
+    wl: Workload, job: JobSpec, pods: tuple[PodRecord, ...], now: float, new_uid: Callable[[], str] | None
+) -> Settlement:
+    succeeded = [p for p in pods if p.phase == SUCCEEDED]
+    failed = [p for p in pods if p.phase == FAILED and p.reason != "Stopping"]
+    done_indexes = {p.index for p in succeeded}
+    complete = len(done_indexes) >= job.completions if job.indexed else len(succeeded) >= job.completions
+    outcome: tuple[str, str] | None = None
+    if complete:
+        outcome = ("Succeeded", f"Job finished successfully: {job.completions} completion(s)")
+    elif len(failed) > job.backoff_limit:
+        outcome = ("Failed", f"Job has reached the specified backoff limit ({job.backoff_limit}); last: "
+                             f"{_failure(max(failed, key=lambda p: (p.finished_at or 0, p.name)))}")
+    if outcome is not None:
+        pods, asked = _stop_all(pods, f"the job has {outcome[0].lower()}")
+        wl = with_pods(wl, pods)
+        if not all(p.terminal for p in pods):
+            return Settlement(wl, stop=asked)
+        return Settlement(_finished(wl, outcome[0], outcome[1], now), release=True)
+
+    # Keep `parallelism` pods running while completions remain, reusing the
+    # node (and so the capacity) of pods that ended.
+    active = [p for p in pods if not p.terminal]
+    if job.indexed:
+        busy = done_indexes | {p.index for p in active}
+        todo = [i for i in range(job.completions) if i not in busy]
+    else:
+        todo = list(range(max(0, job.completions - len(succeeded) - len(active))))
+    slots = min(job.parallelism, len(active) + len(todo)) - len(active)
+    launch: list[PodRecord] = []
+    out = list(pods)
+    if slots > 0 and new_uid is not None:
+        free = [p for p in out if p.terminal and not p.replaced]
+        attempt = len(pods)
+        for i, old in enumerate(free[:slots]):
+            index = todo[i] if job.indexed else old.index
+            fresh = PodRecord(uid=new_uid(), name=f"{wl.name}-{old.pod_set}-{index}-{attempt + i}", pod_set=old.pod_set,
+                              index=index, node=old.node, requests=dict(old.requests))
+            out[out.index(old)] = replace(old, replaced=True)
+            out.append(fresh)
+            launch.append(fresh)
+    wl = with_pods(wl, tuple(out))
+    remaining = job.completions - (len(done_indexes) if job.indexed else len(succeeded))
+    count = next((ps.count for ps in wl.pod_sets), 0)
+    wl, grew = _reclaimable(wl, {wl.pod_sets[0].name: max(0, count - min(count, remaining))})
+    return Settlement(_pods_ready(wl, tuple(out), now), launch=tuple(launch), reclaimed=grew)
+
+
+def _reclaimable(wl: Workload, counts: dict[str, int]) -> tuple[Workload, bool]:
+    """Raise reclaimablePods to ``counts`` (never lower it while quota is held)."""
+    old = dict(wl.status.reclaimable_pods)
+    new = {k: max(v, old.get(k, 0)) for k, v in counts.items() if max(v, old.get(k, 0)) > 0}
+    if new == {k: v for k, v in old.items() if v > 0}:
+        return wl, False
+    return replace(wl, status=replace(wl.status, reclaimable_pods=new)), True
+
+
+def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Workload:
+    current = _current(pods)
+    ready = bool(current) and all(p.ready or p.phase == SUCCEEDED for p in current)
+    cond = wl.status.condition("PodsReady")
+    if ready:
+        if cond is not None and cond.is_true:
+            return wl
+        conds = set_condition(wl.status.conditions, type_="PodsReady", status=True, reason="PodsReady",
+                              message="All pods reached readiness and the workload is running", now=now)
+    else:
+        was_ready = cond is not None and (cond.is_true or cond.reason == "WaitForRecovery")
+        reason = "WaitForRecovery" if was_ready else "WaitForStart"
+        if cond is not None and not cond.is_true and cond.reason == reason:
+            return wl
+        msg = ("At least one pod has failed, waiting for recovery" if was_ready
+               else "Not all pods are ready or succeeded")
+        conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg, now=now)
+    return replace(wl, status=replace(wl.status, conditions=conds))
 
 
 def _finished(wl: Workload, reason: str, message: str, now: float) -> Workload:
@@ -81,15 +244,91 @@ def _finished(wl: Workload, reason: str, message: str, now: float) -> Workload:
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
-def released(wl: Workload, now: float) -> Workload:
-    """Quota given back after an eviction: the workload is pending again (or inactive)."""
+def admitted_seconds(wl: Workload, now: float) -> float:
+    """Time admitted in this admission (0 when not admitted)."""
+    cond = wl.status.condition("Admitted")
+    if cond is None or not cond.is_true:
+        return 0.0
+    return max(0.0, now - cond.last_transition_time)
+
+
+def backoff_seconds(count: int, cfg: WaitForPodsReadyConfig, rng: random.Random | None = None) -> float:
+    """Kueue's requeue backoff: base * 2^(count-1), capped, with a little jitter."""
+    base = cfg.backoff_base_seconds * (2 ** max(0, count - 1))
+    jitter = 1.0 + (rng or random).random() * 0.0001
+    return min(base * jitter, cfg.backoff_max_seconds)
+
+
+def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = None) -> Workload:
+    """Quota given back after an eviction: pending again, backing off, or inactive."""
+    wfpr = wfpr or WaitForPodsReadyConfig()
     evicted = wl.status.condition("Evicted")
     message = evicted.message if evicted is not None else "The workload was evicted"
-    conds = set_condition(wl.status.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
+    st = wl.status
+    accumulated = st.accumulated_past_execution_time_seconds + int(admitted_seconds(wl, now))
+    conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
     conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
                           message="The workload has no reservation", now=now)
-    wl = replace(wl, status=replace(wl.status, conditions=conds, admission=None))
-    return with_extra(with_pods(wl, ()), lastPods=[p.to_json() for p in pods_of(wl)] or None)
+    requeue_state = st.requeue_state
+    active = wl.active
+    if evicted is not None and evicted.reason == "PodsReadyTimeout":
+        count = (requeue_state.count if requeue_state else 0) + 1
+        limit = wfpr.backoff_limit_count
+        if limit is not None and count > limit:
+            active = False
+            requeue_state = RequeueState(count=count, requeue_at=None)
+            conds = set_condition(conds, type_="Evicted", status=True, reason="InactiveWorkload",
+                                  message="The workload is deactivated due to exceeding the maximum number of "
+                                          f"re-queuing retries ({limit})", now=now)
+        else:
+            at = now + backoff_seconds(count, wfpr)
+            requeue_state = RequeueState(count=count, requeue_at=at)
+            conds = set_condition(conds, type_="Requeued", status=False, reason="BackoffStarted",
+                                  message=f"The workload backoff was started (requeue #{count})", now=now)
+    if not active and evicted is not None and evicted.reason == "InactiveWorkload" and "execution time" in evicted.message:
+        accumulated = 0
+    new = replace(wl, active=active, status=replace(st, conditions=conds, admission=None, requeue_state=requeue_state,
+                                                   accumulated_past_execution_time_seconds=accumulated,
+                                                   reclaimable_pods={}))
+    return with_extra(with_pods(new, ()), lastPods=[p.to_json() for p in pods_of(wl)] or None)
+
+
+# ------------------------------------------------------------------ timers
+
+
+def due_eviction(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig) -> Workload | None:
+    """The workload evicted or deactivated by a timer, or None if no timer fired."""
+    if not wl.is_admitted or wl.is_finished or wl.status.is_true("Evicted"):
+        return None
+    if wl.maximum_execution_time_seconds is not None:
+        used = wl.status.accumulated_past_execution_time_seconds + admitted_seconds(wl, now)
+        if used >= wl.maximum_execution_time_seconds:
+            return deactivate(wl, now=now, message=(
+                f"The workload exceeded its maximum execution time ({wl.maximum_execution_time_seconds}s, "
+                f"{used:.0f}s admitted in total)"))
+    job = job_of(wl)
+    if job is not None and job.active_deadline_seconds is not None:
+        start = wl.status.condition("Admitted")
+        if start is not None and now - start.last_transition_time >= job.active_deadline_seconds \
+                and "terminate" not in wl.status.extra:
+            # Like Kubernetes: the Job fails (it is not requeued).
+            return with_extra(wl, terminate={"reason": "Failed", "message": (
+                f"DeadlineExceeded: Job was active longer than specified deadline ({job.active_deadline_seconds}s)")})
+    if wfpr.enabled and pods_of(wl):
+        cond = wl.status.condition("PodsReady")
+        if cond is not None and cond.is_true:
+            return None
+        if cond is not None and cond.reason == "WaitForRecovery":
+            timeout = wfpr.recovery_timeout_seconds if wfpr.recovery_timeout_seconds is not None else wfpr.timeout_seconds
+            since = cond.last_transition_time
+        else:
+            timeout = wfpr.timeout_seconds
+            admitted = wl.status.condition("Admitted")
+            since = admitted.last_transition_time if admitted else now
+        if now - since >= timeout:
+            return evict(wl, reason="PodsReadyTimeout", now=now,
+                         message=f"Exceeded the PodsReady timeout {wl.namespace}/{wl.name}")
+    return None
 
 
 PREEMPTION_WORDING = {

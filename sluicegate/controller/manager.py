@@ -39,7 +39,7 @@ from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.fleet import Fleet
-from sluicegate.controller.lifecycle import evict, preempted, released, settle
+from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
 from sluicegate.controller.model.pods import pods_of, with_extra, with_pods
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Delete, Put, Store
@@ -160,6 +160,7 @@ class Manager:
         preemptor: Preemptor | None = None,
         placement: bool = True,
         node_timeout: float = 40.0,
+        finished_retention: float | None = None,
     ) -> None:
         """``placement=False`` is quota-only mode: workloads are admitted without
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
@@ -174,6 +175,9 @@ class Manager:
         self._stopping = False
         self.placement = placement
         self.fleet = Fleet(self, node_timeout=node_timeout)
+        # Workloads waiting out a requeue backoff (requeueState.requeueAt), by key.
+        self._backoff: dict[WorkloadKey, float] = {}
+        self.finished_retention = finished_retention
 
     # ------------------------------------------------------------------ load
 
@@ -344,10 +348,19 @@ class Manager:
                 c.queues.queue_inadmissible(ClusterQueueName(n.name) for n in node.root().subtree_cluster_queues())
         elif isinstance(obj, ClusterQueueSpec):
             c.set_cluster_queue(obj)
+            if obj.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+                for info in list(c.admitted.get(obj.name, {}).values()):
+                    wl = c.workloads.get(info.key)
+                    if wl is not None and not wl.status.is_true("Evicted") and not wl.is_finished:
+                        self.evict_now(wl, reason="ClusterQueueStopped", message="The ClusterQueue is stopped")
             self._requeue_unqueued(lambda wl: self._cq_for(wl) == obj.name)
             c.queues.queue_inadmissible(c.tree_members(obj.name))
         elif isinstance(obj, LocalQueueSpec):
             c.local_queues[(obj.namespace, obj.name)] = obj
+            if obj.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+                for wl in list(c.workloads_of_local_queue(obj.namespace, obj.name)):
+                    if c.holds_quota(wl.key) and not wl.status.is_true("Evicted") and not wl.is_finished:
+                        self.evict_now(wl, reason="LocalQueueStopped", message="The LocalQueue is stopped")
             for wl in list(c.workloads_of_local_queue(obj.namespace, obj.name)):
                 if not c.holds_quota(wl.key) and not wl.is_finished:
                     self._enqueue(wl)
@@ -394,6 +407,12 @@ class Manager:
         if cq is None or self._unqueued_reason(wl) is not None:
             c.queues.delete(wl.key)
             return
+        rs = wl.status.requeue_state
+        if rs is not None and rs.requeue_at is not None and rs.requeue_at > self.clock():
+            c.queues.delete(wl.key)
+            self._backoff[wl.key] = rs.requeue_at
+            return
+        self._backoff.pop(wl.key, None)
         c.queues.add_or_update(wl, cq)
 
     # --------------------------------------------------------- workloads
@@ -498,7 +517,7 @@ class Manager:
         old = c.workloads.get(wl.key)
         c.workloads[wl.key] = wl
         if pods_of(wl) and (wl.status.is_true("Evicted") or wl.status.extra.get("deleting")):
-            self.fleet.apply(settle(wl, self.clock()))
+            self.fleet.apply(self.fleet.settle(wl))
             return
         if old is not None and c.holds_quota(wl.key) and not wl.has_quota_reservation:
             cq = c.release(wl.key)
@@ -537,7 +556,7 @@ class Manager:
             raise NotFound("Workload", namespace, name)
         if any(not p.terminal for p in pods_of(wl)):
             # Stop the pods first; the workload (and its quota) goes once they exited.
-            self.fleet.apply(settle(with_extra(wl, deleting=True), self.clock()))
+            self.fleet.apply(self.fleet.settle(with_extra(wl, deleting=True)))
             return True
         self._write(deletes=[("Workload", namespace, name)])
         c = self.cache
@@ -662,9 +681,23 @@ class Manager:
 
     # --------------------------------------------------------- scheduling
 
+    def admission_blocked(self) -> bool:
+        """waitForPodsReady.blockAdmission: nothing new is admitted while an admitted workload is not ready."""
+        wfpr = self.cache.config.wait_for_pods_ready
+        if not (wfpr.enabled and wfpr.block_admission):
+            return False
+        for holder in self.cache.admitted.values():
+            for info in holder.values():
+                wl = self.cache.workloads.get(info.key, info.workload)
+                if pods_of(wl) and not wl.status.is_true("PodsReady") and not wl.is_finished:
+                    return True
+        return False
+
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
         c = self.cache
+        if self.admission_blocked():
+            return CycleStats()
         heads = c.queues.heads()
         stats = CycleStats(heads=len(heads))
         if not heads:
@@ -739,7 +772,7 @@ class Manager:
             log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
             new = preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now)
             if pods_of(new):
-                self.fleet.apply(settle(new, now))
+                self.fleet.apply(self.fleet.settle(new))
                 continue
             # Quota-only mode: nothing runs, the quota goes back at once.
             new = released(new, now)
@@ -811,6 +844,69 @@ class Manager:
                     break
                 # Let requests in between cycles; a long backlog must not starve the API.
                 await asyncio.sleep(0)
+
+    def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
+        """Evict an admitted workload: its pods are stopped, its quota released once they exit."""
+        now = self.clock()
+        new = evict(wl, reason=reason, message=message, now=now)
+        if pods_of(new):
+            self.fleet.apply(self.fleet.settle(new))
+            return
+        # Quota-only mode: nothing runs, so the quota goes back at once.
+        new = released(new, now, self.cache.config.wait_for_pods_ready)
+        self._write([new])
+        self.cache.workloads[new.key] = new
+        cq = self.cache.release(new.key)
+        if cq is not None:
+            self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.could_fit)
+        self._enqueue(new)
+        self._publish("MODIFIED", new)
+        self._wake.set()
+
+    def tick(self) -> None:
+        """Timers: backoffs that expired, pods-ready and execution-time limits, retention, node loss."""
+        now = self.clock()
+        c = self.cache
+        for key, at in list(self._backoff.items()):
+            wl = c.workloads.get(key)
+            if wl is None:
+                del self._backoff[key]
+                continue
+            if at > now:
+                continue
+            del self._backoff[key]
+            conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
+                                  message="The workload backoff was finished", now=now)
+            new = replace(wl, status=replace(wl.status, conditions=conds))
+            self._write([new])
+            c.workloads[key] = new
+            self._enqueue(new)
+            self._publish("MODIFIED", new)
+            self._wake.set()
+        wfpr = c.config.wait_for_pods_ready
+        for holder in list(c.admitted.values()):
+            for info in list(holder.values()):
+                wl = c.workloads.get(info.key)
+                if wl is None:
+                    continue
+                fired = due_eviction(wl, now, wfpr)
+                if fired is None:
+                    continue
+                ev = fired.status.condition("Evicted")
+                log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.extra.get("terminate"))
+                if ev is not None and ev.is_true:
+                    self.evict_now(replace(wl, active=fired.active), reason=ev.reason, message=ev.message)
+                else:
+                    self.fleet.apply(self.fleet.settle(fired))
+        if self.finished_retention is not None:
+            for wl in list(c.workloads.values()):
+                fin = wl.status.condition("Finished")
+                if fin is not None and fin.is_true and now - fin.last_transition_time > self.finished_retention:
+                    self._write(deletes=[("Workload", wl.namespace, wl.name)])
+                    c.workloads.pop(wl.key, None)
+                    self.fleet.purge(wl)
+                    self._publish("DELETED", wl)
+        self.fleet.check_nodes()
 
     def weighted_share(self, name: str, *, cohort: bool) -> float | None:
         """The fair-sharing share of a queue or cohort (None when fair sharing is off)."""

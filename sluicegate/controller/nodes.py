@@ -35,6 +35,8 @@ class StopPodCommand:
 @dataclass(frozen=True, slots=True)
 class ForgetPodCommand:
     uid: str
+    # Also delete the pod's logs (the workload passed its retention).
+    purge: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,8 @@ async def serve(
     store = open_store(settings.store, synchronous=settings.store_synchronous)
     try:
         manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
-                          node_timeout=settings.node_heartbeat_timeout)
+                          node_timeout=settings.node_heartbeat_timeout,
+                          finished_retention=settings.finished_retention)
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
@@ -118,14 +119,16 @@ async def serve(
                 notifier.stopping(reason)
                 arm_hard_deadline(DEFAULT_HARD_DEADLINE)
 
-            async def node_monitor() -> None:
-                # Heartbeats are checked at a quarter of the timeout: a lost
-                # node is noticed at most 25% late.
+            async def timers() -> None:
+                # Heartbeats are checked at a quarter of the timeout (a lost node
+                # is noticed at most 25% late) and at least every second, which
+                # also bounds how late a backoff or a pods-ready timeout fires.
+                period = min(1.0, max(0.05, settings.node_heartbeat_timeout / 4))
                 while True:
-                    await asyncio.sleep(max(0.05, settings.node_heartbeat_timeout / 4))
-                    manager.fleet.check_nodes()
+                    await asyncio.sleep(period)
+                    manager.tick()
 
-            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler(), "node-monitor": node_monitor()}
+            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler(), "timers": timers()}
             period = watchdog_interval()
             if period is not None:
                 tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)

@@ -10,6 +10,7 @@ Every key is optional; unknown keys are errors that name the key.
     nodeHeartbeatTimeout: 40s       # a node silent this long becomes NotReady
     agentHeartbeatInterval: 2s      # how often agents report usage and pods
     placement: true                 # false: quota-only mode, admitted workloads are not run
+    finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
 """
 
@@ -39,6 +40,7 @@ class ControllerSettings:
     node_heartbeat_timeout: float = 40.0
     agent_heartbeat_interval: float = 2.0
     placement: bool = True
+    finished_retention: float | None = 86400.0
     grpc_grace: float = 5.0
     config: ControllerConfig = field(default_factory=ControllerConfig)
 
@@ -53,6 +55,7 @@ _KEYS = {
     "grpcGrace": ("grpc_grace", "duration"),
     "agentHeartbeatInterval": ("agent_heartbeat_interval", "duration"),
     "placement": ("placement", bool),
+    "finishedRetention": ("finished_retention", "duration"),
 }
 
 

@@ -305,10 +305,12 @@ class StopPod(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., grace_seconds: _Optional[float] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ForgetPod(_message.Message):
-    __slots__ = ("uid",)
+    __slots__ = ("uid", "purge")
     UID_FIELD_NUMBER: _ClassVar[int]
+    PURGE_FIELD_NUMBER: _ClassVar[int]
     uid: str
-    def __init__(self, uid: _Optional[str] = ...) -> None: ...
+    purge: bool
+    def __init__(self, uid: _Optional[str] = ..., purge: _Optional[bool] = ...) -> None: ...
 
 class LogRequest(_message.Message):
     __slots__ = ("request_id", "pod_uid", "container", "follow")

@@ -108,12 +108,14 @@ def state_of(w: dict[str, Any]) -> str:
 
 class Agent:
     def __init__(self, workdir: Path, controller: str, name: str, *, allocatable: str = "cpu=2,memory=2Gi",
-                 labels: tuple[str, ...] = ()) -> None:
+                 labels: tuple[str, ...] = (), extra: list[str] | None = None) -> None:
         self.workdir = workdir
         self.controller = controller
         self.name = name
         self.allocatable = allocatable
         self.labels = labels
+        # Further agent flags, e.g. ["--static-pod-dir", DIR, "--eviction-hard", "memory.available<1Gi"].
+        self.extra = list(extra or [])
         self.data_dir = workdir / f"agent-{name}"
         self.ready_file = workdir / f"agent-{name}.ready"
         self.log = workdir / f"agent-{name}.log"
@@ -127,6 +129,7 @@ class Agent:
                 "--ready-file", str(self.ready_file)]
         for label in self.labels:
             args += ["--label", label]
+        args += self.extra
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=ROOT)
         info = wait_for(f"agent {self.name} registered", self._ready)

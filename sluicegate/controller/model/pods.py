@@ -34,6 +34,8 @@ class PodRecord:
     finished_at: float | None = None
     # The agent confirmed every process of the pod is gone (or the node is lost for good).
     exited: bool = False
+    # A Job retry or replacement took this pod's place (it no longer counts as current).
+    replaced: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -47,7 +49,7 @@ class PodRecord:
         for key, value in (("reason", self.reason), ("message", self.message), ("exitCode", self.exit_code),
                            ("ready", self.ready or None), ("restarts", self.restarts or None),
                            ("startedAt", self.started_at), ("finishedAt", self.finished_at),
-                           ("exited", self.exited or None)):
+                           ("exited", self.exited or None), ("replaced", self.replaced or None)):
             if value not in (None, ""):
                 d[key] = value
         return d
@@ -60,7 +62,7 @@ class PodRecord:
             phase=str(d.get("phase", PENDING)), reason=str(d.get("reason", "")), message=str(d.get("message", "")),
             exit_code=None if d.get("exitCode") is None else int(d["exitCode"]), ready=bool(d.get("ready", False)),
             restarts=int(d.get("restarts", 0)), started_at=d.get("startedAt"), finished_at=d.get("finishedAt"),
-            exited=bool(d.get("exited", False)),
+            exited=bool(d.get("exited", False)), replaced=bool(d.get("replaced", False)),
         )
 
 

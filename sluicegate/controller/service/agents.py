@@ -68,7 +68,7 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
         return agent_pb2.ControllerMessage(stop_pod=agent_pb2.StopPod(
             uid=cmd.uid, grace_seconds=cmd.grace_seconds, reason=cmd.reason, message=cmd.message))
     if isinstance(cmd, ForgetPodCommand):
-        return agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=cmd.uid))
+        return agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=cmd.uid, purge=cmd.purge))
     if isinstance(cmd, LogRequestCommand):
         return agent_pb2.ControllerMessage(log_request=agent_pb2.LogRequest(
             request_id=cmd.request_id, pod_uid=cmd.pod_uid, container=cmd.container, follow=cmd.follow))
