@@ -174,7 +174,8 @@ class RunResult:
     watch_error: str = ""
 
 
-async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: int, timeout: float) -> RunResult:
+async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: int, timeout: float,
+                progress_every: float) -> RunResult:
     total = len(plan.workloads)
     all_done = asyncio.Event()
     last_finished: list[float] = []
@@ -197,7 +198,16 @@ async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: in
                 watch_error.append(f"{type(exc).__name__}: {exc}")
                 all_done.set()
 
+        async def progress() -> None:
+            t0 = time.monotonic()
+            while True:
+                await asyncio.sleep(progress_every)
+                held = sum(1 for w in recorder.workloads.values() if w.holds_quota)
+                print(f"  {time.monotonic() - t0:6.0f}s: {len(recorder.workloads)}/{total} created, {held} holding quota, "
+                      f"{recorder.finished} finished", file=sys.stderr, flush=True)
+
         watcher = asyncio.create_task(watch(), name="watch")
+        reporter = asyncio.create_task(progress(), name="progress") if progress_every > 0 else None
         try:
             queues_at = await create_queues(client, plan)
             for q in plan.queues:
@@ -209,8 +219,10 @@ async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: in
             except TimeoutError:
                 pass
         finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
+            for t in (watcher, reporter):
+                if t is not None:
+                    t.cancel()
+            await asyncio.gather(*(t for t in (watcher, reporter) if t is not None), return_exceptions=True)
     return RunResult(
         completed=recorder.finished >= total and not watch_error, queues_created_at=queues_at,
         first_created_at=creation.first_at, last_created_at=creation.last_at,
@@ -328,6 +340,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", choices=("none", "py-spy", "cprofile"), default="none",
                    help="profile the controller (py-spy samples at 100 Hz; cProfile slows it down noticeably)")
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "/tmp/pyspy-venv/bin/py-spy", help="py-spy executable")
+    p.add_argument("--progress", type=float, default=10.0, help="print progress to stderr every N seconds (0: never)")
     p.add_argument("--controller-log-level", default="WARNING")
     p.add_argument("--controller-src", type=Path, default=ROOT,
                    help="source tree the controller runs from (default: this checkout); e.g. an export of one "
@@ -387,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(nodes_proc)
             recorder = Recorder(plan)
             epoch_offset = time.time() - time.monotonic()
-            run = asyncio.run(drive(ctl.info["grpc"], plan, recorder, concurrency=concurrency, timeout=ns.timeout))
+            run = asyncio.run(drive(ctl.info["grpc"], plan, recorder, concurrency=concurrency, timeout=ns.timeout,
+                             progress_every=ns.progress))
             ctl_ps = psutil.Process(ctl.popen.pid)
             maxrss = peak_rss_kib(ctl.popen.pid)
             cycles = scheduling_cycles(ctl.info["health"])

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 
 from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
+from sluicegate.agent.probes import ProbeSpec
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,21 @@ def wish_from_proto(p: agent_pb2.PodSpec) -> PodWish:
         containers=tuple(
             ContainerWish(name=c.name, command=tuple(c.command), args=tuple(c.args),
                           env=tuple((e.name, e.value) for e in c.env), working_dir=c.working_dir,
-                          requests=dict(c.requests), limits=dict(c.limits))
+                          requests=dict(c.requests), limits=dict(c.limits),
+                          readiness_probe=probe_from_proto(c.readiness_probe) if c.HasField("readiness_probe") else None)
             for c in p.containers
         ),
         restart_policy=p.restart_policy or "Never", termination_grace_seconds=p.termination_grace_seconds,
         priority=p.priority, priority_class=p.priority_class,
+    )
+
+
+def probe_from_proto(p: agent_pb2.Probe) -> ProbeSpec:
+    return ProbeSpec(
+        exec_command=tuple(p.exec), tcp_port=p.tcp_port, http_path=p.http_get_path, http_port=p.http_port,
+        initial_delay_seconds=p.initial_delay_seconds, period_seconds=p.period_seconds or 10.0,
+        timeout_seconds=p.timeout_seconds or 1.0, success_threshold=p.success_threshold or 1,
+        failure_threshold=p.failure_threshold or 3,
     )
 
 
@@ -92,6 +103,11 @@ class ControllerLink:
         self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
         self._log_tasks: dict[str, asyncio.Task[None]] = {}
         self._command_tasks: set[asyncio.Task[None]] = set()
+        node.on_readiness = self._readiness_changed
+
+    def _readiness_changed(self, uid: str) -> None:
+        if self.connected:
+            self.send_pod(uid)
         # Static pods are admitted without a command from us: report each admission as it happens.
         node.on_admitted = self.send_pod
 
@@ -110,6 +126,8 @@ class ControllerLink:
         """Relay the runtime's status changes (dropped while disconnected: Register resends all)."""
         while True:
             st = await self.node.runtime.events.get()
+            if st.finished:
+                self.node.probes.stop(st.uid)
             if self.connected:
                 self.send_pod(st.uid)
 

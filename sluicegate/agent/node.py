@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sluicegate.agent.monitor import Monitor, NodeReading
+from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.policy import (
     ContainerResources,
     PodInfo,
@@ -58,6 +59,7 @@ class ContainerWish:
     working_dir: str = ""
     requests: Mapping[str, int] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)
+    readiness_probe: ProbeSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,8 @@ class PodMeta:
     forgotten: bool = False
     # Static pods: the manifest file the pod came from (see sluicegate.agent.static).
     source: str = ""
+    # Readiness probes by container name (ProbeSpec.to_json), restarted after an agent restart.
+    probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +174,24 @@ class AgentNode:
         # a critical pod's requests before it learns that its victims ended,
         # and does not place them straight back into the room just made.
         self.on_admitted: Callable[[str], None] | None = None
+        # Called with a pod's uid when a container's readiness changes.
+        self.on_readiness: Callable[[str], None] | None = None
+        self.probes = ReadinessProbes(self._readiness_changed)
         self._lock = asyncio.Lock()
         self._load_meta()
+
+    def _readiness_changed(self, uid: str) -> None:
+        if self.on_readiness is not None:
+            self.on_readiness(uid)
+
+    def start_probes(self, uid: str) -> None:
+        """(Re)start the readiness probes of a running pod (after start, or after adoption)."""
+        m = self.meta.get(uid)
+        st = self.runtime.status(uid)
+        if m is None or st is None or st.finished:
+            return
+        for container, spec in m.probes.items():
+            self.probes.start(uid, container, ProbeSpec.from_json(spec))
 
     # ------------------------------------------------------------ metadata
 
@@ -283,12 +303,18 @@ class AgentNode:
                 for c in wish.containers
             ),
         )
+        probes = {c.name: c.readiness_probe.to_json() for c in wish.containers if c.readiness_probe is not None}
+        if probes:
+            self.meta[wish.uid] = replace(self.meta[wish.uid], probes=probes)
+            self._save_meta()
         try:
             await self.runtime.run(spec)
         except PodRuntimeError as exc:
             log.error("pod %s could not start: %s", wish.name, exc)
             self.meta[wish.uid] = replace(self.meta[wish.uid], reason="StartError", message=str(exc), rejected=True)
             self._save_meta()
+            return
+        self.start_probes(wish.uid)
 
     async def stop_pod(self, uid: str, *, grace_seconds: float | None, reason: str, message: str) -> None:
         st = self.runtime.status(uid)
@@ -373,7 +399,9 @@ class AgentNode:
             containers.append(ContainerReport(
                 name=c.name, state=str(c.state.value if hasattr(c.state, "value") else c.state),
                 exit_code=term.exit_code if term else 0, reason=str(term.reason.value) if term else "",
-                restart_count=c.restart_count, pid=c.pid or 0, ready=str(c.state) == "Running",
+                restart_count=c.restart_count, pid=c.pid or 0,
+                ready=str(c.state) == "Running" and (not self.probes.has_probe(st.uid, c.name)
+                                                      or self.probes.ready(st.uid, c.name)),
             ))
             if term is not None:
                 finished_at = max(finished_at, term.finished_at)

@@ -108,7 +108,7 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     monitor = Monitor()
-    cgroups = detect(root=Path(settings.cgroup_root))
+    cgroups = detect(root=Path(settings.cgroup_root), base=settings.cgroup_base)
     runtime = PodRuntime(data_dir=data_dir, cgroups=cgroups, monitor=monitor,
                          config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds,
                                               backoff_base_seconds=settings.restart_backoff_base,
@@ -131,6 +131,8 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     pressure = PressureLoop(node=node, thresholds=thresholds, interval=settings.eviction_interval,
                             transition_seconds=settings.eviction_pressure_transition_period)
     log.info("eviction thresholds: %s", ", ".join(str(t) for t in thresholds) or "none")
+    for adopted_uid in {a.uid for a in report.adopted}:
+        node.start_probes(adopted_uid)
     hhost, hport = split_hostport(settings.health_listen, key="healthListen")
     link = ControllerLink(
         address=settings.controller, node=node, labels=settings.labels, boot_id=read_boot_id(),
@@ -199,6 +201,7 @@ async def _main(ns: argparse.Namespace) -> int:
         "eviction_interval": ns.eviction_interval,
         "eviction_pressure_transition_period": ns.eviction_pressure_transition_period,
         "restart_backoff_base": ns.restart_backoff_base,
+        "cgroup_base": ns.cgroup_base,
     })
     stop = new_stop_future()
     with stop_on_signals(stop):
@@ -224,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--eviction-interval", type=float, metavar="SECONDS", help="how often node pressure is checked")
     p.add_argument("--eviction-pressure-transition-period", type=float, metavar="SECONDS",
                    help="how long a pressure condition outlives the pressure")
+    p.add_argument("--cgroup-base", help="directory name of this agent's cgroups (unique per agent on a machine)")
     p.add_argument("--restart-backoff-base", type=float, metavar="SECONDS",
                    help="first crash-loop back-off of restarting containers (doubles up to the cap)")
     p.add_argument("--ready-file", help="write {health, pid, node} JSON here once registered")

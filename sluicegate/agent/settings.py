@@ -16,6 +16,7 @@
     evictionPressureTransitionPeriod: 5m   # how long MemoryPressure/DiskPressure outlive the pressure
     restartBackoff: {base: 10s, cap: 5m}   # crash-loop back-off of restarting containers
     cgroupRoot: /sys/fs/cgroup
+    cgroupBase: sluicegate            # this agent's cgroups live under <root>/<controller>/<base>
     reconnectBackoff: {base: 0.5s, cap: 30s}
 """
 
@@ -57,6 +58,10 @@ class AgentSettings:
     restart_backoff_base: float = 10.0
     restart_backoff_cap: float = 300.0
     cgroup_root: str = "/sys/fs/cgroup"
+    # An agent empties every cgroup under its base that its checkpoint does not
+    # record, so two agents on one machine (tests, several nodes on one host)
+    # must not share a base.
+    cgroup_base: str = "sluicegate"
     reconnect_base: float = 0.5
     reconnect_cap: float = 30.0
     default_grace_seconds: float = 30.0
@@ -85,6 +90,7 @@ _STRINGS = {
     "controller": "controller", "nodeName": "node_name", "dataDir": "data_dir", "healthListen": "health_listen",
     "staticPodDir": "static_pod_dir", "evictionHard": "eviction_hard", "evictionSoft": "eviction_soft",
     "evictionSoftGracePeriod": "eviction_soft_grace_period", "cgroupRoot": "cgroup_root",
+    "cgroupBase": "cgroup_base",
 }
 
 
@@ -149,6 +155,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         raise SettingsError("nodeName: must not be empty")
     if s.reconnect_base <= 0 or s.reconnect_cap < s.reconnect_base:
         raise SettingsError("reconnectBackoff: need 0 < base <= cap")
+    if not s.cgroup_base or "/" in s.cgroup_base or s.cgroup_base in (".", ".."):
+        raise SettingsError(f"cgroupBase: must be one directory name, got {s.cgroup_base!r}")
     if s.restart_backoff_base <= 0 or s.restart_backoff_cap < s.restart_backoff_base:
         raise SettingsError("restartBackoff: need 0 < base <= cap")
     for key, seconds in (("evictionInterval", s.eviction_interval), ("staticPodSyncInterval", s.static_pod_sync_interval)):

@@ -168,7 +168,14 @@ def _settle_job(
     succeeded = [p for p in pods if p.phase == SUCCEEDED]
     failed = [p for p in pods if p.phase == FAILED and p.reason != "Stopping"]
     done_indexes = {p.index for p in succeeded}
-    complete = len(done_indexes) >= job.completions if job.indexed else len(succeeded) >= job.completions
+    active = [p for p in pods if not p.terminal]
+    if job.completions == 0:
+        # No completions given (work-queue Job): done once a pod succeeded and none still runs.
+        complete = bool(succeeded) and not active
+    elif job.indexed:
+        complete = len(done_indexes) >= job.completions
+    else:
+        complete = len(succeeded) >= job.completions
     outcome: tuple[str, str] | None = None
     if complete:
         outcome = ("Succeeded", f"Job finished successfully: {job.completions} completion(s)")
@@ -184,8 +191,9 @@ def _settle_job(
 
     # Keep `parallelism` pods running while completions remain, reusing the
     # node (and so the capacity) of pods that ended.
-    active = [p for p in pods if not p.terminal]
-    if job.indexed:
+    if job.completions == 0:
+        todo = [] if succeeded else list(range(job.parallelism - len(active)))
+    elif job.indexed:
         busy = done_indexes | {p.index for p in active}
         todo = [i for i in range(job.completions) if i not in busy]
     else:
@@ -204,7 +212,10 @@ def _settle_job(
             out.append(fresh)
             launch.append(fresh)
     wl = with_pods(wl, tuple(out))
-    remaining = job.completions - (len(done_indexes) if job.indexed else len(succeeded))
+    if job.completions == 0:
+        remaining = 0 if succeeded else job.parallelism
+    else:
+        remaining = job.completions - (len(done_indexes) if job.indexed else len(succeeded))
     count = next((ps.count for ps in wl.pod_sets), 0)
     wl, grew = _reclaimable(wl, {wl.pod_sets[0].name: max(0, count - min(count, remaining))})
     return Settlement(_pods_ready(wl, tuple(out), now), launch=tuple(launch), reclaimed=grew)

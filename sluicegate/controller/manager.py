@@ -44,6 +44,7 @@ from sluicegate.controller.model.pods import pods_of, with_extra, with_pods
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Delete, Put, Store
 from sluicegate.manifest.decode import decode, find_cohort_cycle
+from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
@@ -459,6 +460,12 @@ class Manager:
                 creation_timestamp=wl.creation_timestamp or now,
             )
             wl = self.resolve_priority(wl)
+            job_labels = wl.annotations.get(JOB_LABELS_ANNOTATION)
+            if job_labels:
+                # A Job's labels reach its Workload only where the Configuration says so.
+                source = json.loads(job_labels)
+                copied = {k: source[k] for k in self.cache.config.label_keys_to_copy if k in source}
+                wl = replace(wl, labels={**wl.labels, **copied})
             # A new workload starts from a clean status unless the document
             # carries one (restoring from a backup or a simulate file).
             return wl, "created"

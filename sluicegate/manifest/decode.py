@@ -33,6 +33,8 @@ from sluicegate.manifest.reader import Fields, Problems
 from sluicegate.manifest.refs import Decoded, object_ref
 from sluicegate.manifest.syntax import show
 
+from sluicegate.manifest.decode_job import is_job, job_to_workload, remap_errors  # noqa: E402
+
 __all__ = ["Decoded", "decode", "decode_all", "find_cohort_cycle"]
 
 _OBJECT_FIELDS = ("apiVersion", "kind", "metadata")
@@ -119,6 +121,13 @@ def decode(doc: RawDocument | Mapping[str, object], *, source: str = "") -> Deco
     if not isinstance(raw, dict):
         raise ManifestError(source, [FieldError("", f"a document must be a mapping with apiVersion and kind, got {show(raw)}")])
     body: dict[object, object] = raw
+    if is_job(body):
+        # A Job is submitted as the Workload it stands for (Kueue's Job integration).
+        translated = job_to_workload(body, source)
+        try:
+            return decode(translated, source=source)
+        except ManifestError as exc:
+            raise remap_errors(exc) from None
     hint_kind, hint_name = peek_identity(body)
     problems = Problems()
     api_version, kind = _identify(body, problems)

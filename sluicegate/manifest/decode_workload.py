@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sluicegate.controller.model import Container, PodSet, Workload, WorkloadStatus
+from sluicegate.controller.model.workloads import Probe
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
 from sluicegate.manifest.dialect import Dialect, Meta
 from sluicegate.manifest.reader import Amount, Fields, Problems, keyed, read_quantity
@@ -86,7 +89,13 @@ POD_SPEC_UNSUPPORTED = {
     "schedulingGates": "scheduling gates are not supported; set spec.active=false to hold a workload",
     "resources": "pod-level resources are not supported; set them per container",
 }
-CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources")
+CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources", "readinessProbe")
+PROBE_FIELDS = ("exec", "tcpSocket", "httpGet", "initialDelaySeconds", "periodSeconds", "timeoutSeconds",
+                "successThreshold", "failureThreshold")
+PROBE_UNSUPPORTED = {
+    "grpc": "gRPC probes are not implemented; use exec, tcpSocket or httpGet",
+    "terminationGracePeriodSeconds": "only meaningful for liveness probes",
+}
 _NO_IMAGES = "sluicegate runs processes, not container images"
 CONTAINER_UNSUPPORTED = {
     "image": _NO_IMAGES,
@@ -95,7 +104,6 @@ CONTAINER_UNSUPPORTED = {
     "volumeMounts": "there are no volumes to mount",
     "volumeDevices": "there are no volumes to mount",
     "livenessProbe": "probes are not implemented; a pod is running while its processes run",
-    "readinessProbe": "probes are not implemented; a pod is running while its processes run",
     "startupProbe": "probes are not implemented; a pod is running while its processes run",
     "lifecycle": "lifecycle hooks are not implemented",
     "securityContext": "processes run as the user the agent is configured with",
@@ -310,7 +318,40 @@ def _read_container(raw: object, path: str, problems: Problems, names: dict[str,
         working_dir=c.string("workingDir"),
         requests={k: a.canonical for k, a in requests.items()},
         limits={k: a.canonical for k, a in limits.items()},
+        readiness_probe=_read_probe(c),
     )
+
+
+def _read_probe(c: Fields) -> Probe | None:
+    p = c.mapping("readinessProbe", known=PROBE_FIELDS, unsupported=PROBE_UNSUPPORTED)
+    if p is None:
+        return None
+    actions = [k for k in ("exec", "tcpSocket", "httpGet") if p.has(k)]
+    if len(actions) != 1:
+        p.error("", f"exactly one of exec, tcpSocket or httpGet is required, got {len(actions)}")
+    probe = Probe(
+        initial_delay_seconds=p.integer("initialDelaySeconds", default=0, minimum=0) or 0,
+        period_seconds=p.integer("periodSeconds", default=10, minimum=1) or 10,
+        timeout_seconds=p.integer("timeoutSeconds", default=1, minimum=1) or 1,
+        success_threshold=p.integer("successThreshold", default=1, minimum=1) or 1,
+        failure_threshold=p.integer("failureThreshold", default=3, minimum=1) or 3,
+    )
+    ex = p.mapping("exec", known=("command",))
+    if ex is not None:
+        cmd = ex.strings("command")
+        if not cmd:
+            ex.error("command", "required: the command to run")
+        return replace(probe, exec_command=cmd)
+    tcp = p.mapping("tcpSocket", known=("port",), unsupported={"host": "probes always target the pod's own node"})
+    if tcp is not None:
+        return replace(probe, tcp_port=tcp.integer("port", required=True, minimum=1, maximum=65535))
+    http = p.mapping("httpGet", known=("path", "port"), unsupported={
+        "host": "probes always target the pod's own node", "scheme": "only plain HTTP is probed",
+        "httpHeaders": "custom headers are not supported"})
+    if http is not None:
+        return replace(probe, http_path=http.string("path", default="/"),
+                       http_port=http.integer("port", required=True, minimum=1, maximum=65535))
+    return probe
 
 
 def _resource_list(res: Fields, key: str) -> dict[str, Amount]:

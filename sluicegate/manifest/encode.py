@@ -37,6 +37,7 @@ from sluicegate.controller.model import (
 )
 from sluicegate.controller.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.controller.model.queues import FlavorFungibility, Preemption
+from sluicegate.controller.model.workloads import Probe
 from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
 from sluicegate.manifest.decode_workload import POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
 from sluicegate.manifest.dialect import CORE_V1, SCHEDULING_V1, SLUICEGATE_V1BETA2
@@ -261,6 +262,24 @@ def _container(c: Container) -> Doc:
         resources["limits"] = _quantities(c.limits)
     if resources:
         out["resources"] = resources
+    if c.readiness_probe is not None:
+        out["readinessProbe"] = _probe(c.readiness_probe)
+    return out
+
+
+def _probe(p: Probe) -> Doc:
+    out: Doc = {}
+    if p.exec_command:
+        out["exec"] = {"command": list(p.exec_command)}
+    elif p.tcp_port is not None:
+        out["tcpSocket"] = {"port": p.tcp_port}
+    elif p.http_port is not None:
+        out["httpGet"] = {"path": p.http_path or "/", "port": p.http_port}
+    for key, value, default in (("initialDelaySeconds", p.initial_delay_seconds, 0), ("periodSeconds", p.period_seconds, 10),
+                                ("timeoutSeconds", p.timeout_seconds, 1), ("successThreshold", p.success_threshold, 1),
+                                ("failureThreshold", p.failure_threshold, 3)):
+        if value != default:
+            out[key] = value
     return out
 
 

@@ -171,3 +171,42 @@ def kill_marked_processes(marker: str) -> None:
                 p.kill()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
+
+
+def remove_cgroups(base: str, *, root: Path = Path("/sys/fs/cgroup"), timeout: float = 5.0) -> None:
+    """Kill what is left in an agent's cgroup tree ``<root>/<hierarchy>/<base>``, then remove the tree.
+
+    For agents given their own ``--cgroup-base``: every process in it is a pod
+    of that agent, found exactly (a command marker is lost when ``sh -c``
+    execs its last command).  A cgroup can only be removed once its processes
+    are gone, so removal retries, bounded by ``timeout``.
+    """
+    if not base or "/" in base:
+        raise ValueError(f"not a cgroup base name: {base!r}")
+    deadline = time.monotonic() + timeout
+    while True:
+        tops = [*root.glob(f"*/{base}"), *root.glob(base)]
+        for top in tops:
+            for procs in top.rglob("cgroup.procs"):
+                try:
+                    pids = [int(line) for line in procs.read_text().split()]
+                except (OSError, ValueError):
+                    continue
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+        left = []
+        for top in tops:
+            dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+            for d in [*dirs, top]:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    left.append(d)
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)

@@ -15,7 +15,16 @@ from typing import Any
 import psutil
 import pytest
 
-from .harness import Agent, Controller, get_json, kill_marked_processes, sluicectl, wait_for, workload_states
+from .harness import (
+    Agent,
+    Controller,
+    get_json,
+    kill_marked_processes,
+    remove_cgroups,
+    sluicectl,
+    wait_for,
+    workload_states,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +64,7 @@ class Cluster:
         self.controller = Controller(workdir, extra=["--node-heartbeat-timeout", "5",
                                                      "--agent-heartbeat-interval", "0.2"]).start()
         self.agents: list[Agent] = []
+        self.cgroup_bases: list[str] = []
         queues = workdir / "queues.yaml"
         queues.write_text(QUEUES)
         sluicectl(self.s, "apply", "-f", str(queues))
@@ -64,7 +74,10 @@ class Cluster:
         return self.controller.address
 
     def agent(self, name: str, *, allocatable: str, extra: list[str]) -> Agent:
-        a = Agent(self.workdir, self.s, name, allocatable=allocatable, extra=extra).start()
+        # Its own cgroup base: an agent starting elsewhere on this machine must not sweep our pods.
+        base = f"{self.marker}-{name}"
+        self.cgroup_bases.append(base)
+        a = Agent(self.workdir, self.s, name, allocatable=allocatable, extra=[*extra, "--cgroup-base", base]).start()
         self.agents.append(a)
         return a
 
@@ -79,6 +92,8 @@ class Cluster:
             self.controller.stop()
         finally:
             kill_marked_processes(self.marker)
+            for base in self.cgroup_bases:
+                remove_cgroups(base)
 
 
 @pytest.fixture
@@ -240,7 +255,7 @@ def test_static_pods_run_restart_count_against_placement_and_survive_an_agent_re
     cluster.run("nofit", "--cpu", "1", command="sleep 1")
     msg = wait_for("nofit pending with a placement message", lambda: (c := condition(s, "nofit", "QuotaReserved"))
                    and c["status"] == "False" and "cannot be placed" in c["message"] and c["message"], timeout=20)
-    assert "node-d" in msg, msg
+    assert "no node has room for pod 0 of pod set main (cpu=1): 1 eligible node(s), 1 short of cpu" in msg, msg
 
     # kill -9 and restart: the keeper is re-adopted, not started again.
     keeper = agent_pods(agent)["keeper-node-d"]

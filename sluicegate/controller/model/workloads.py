@@ -10,6 +10,21 @@ from sluicegate.controller.model.resources import FlavorResource
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """A readiness probe (Kubernetes semantics and defaults); exactly one action is set."""
+
+    exec_command: tuple[str, ...] = ()
+    tcp_port: int | None = None
+    http_path: str | None = None
+    http_port: int | None = None
+    initial_delay_seconds: int = 0
+    period_seconds: int = 10
+    timeout_seconds: int = 1
+    success_threshold: int = 1
+    failure_threshold: int = 3
+
+
+@dataclass(frozen=True, slots=True)
 class Container:
     name: str
     command: tuple[str, ...] = ()
@@ -18,6 +33,7 @@ class Container:
     working_dir: str = ""
     requests: Mapping[str, int] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)
+    readiness_probe: Probe | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.model.workloads import Container
 from sluicegate.controller.nodes import (
@@ -45,19 +46,33 @@ def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
 
 
 def _container(c: Container) -> agent_pb2.Container:
-    return agent_pb2.Container(
+    out = agent_pb2.Container(
         name=c.name, command=list(c.command), args=list(c.args),
         env=[agent_pb2.EnvVar(name=k, value=v) for k, v in c.env], working_dir=c.working_dir,
         requests=dict(c.requests), limits=dict(c.limits),
     )
+    p = c.readiness_probe
+    if p is not None:
+        out.readiness_probe.CopyFrom(agent_pb2.Probe(
+            exec=list(p.exec_command), tcp_port=p.tcp_port or 0, http_get_path=p.http_path or "",
+            http_port=p.http_port or 0, initial_delay_seconds=p.initial_delay_seconds, period_seconds=p.period_seconds,
+            timeout_seconds=p.timeout_seconds, success_threshold=p.success_threshold,
+            failure_threshold=p.failure_threshold))
+    return out
 
 
 def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     if isinstance(cmd, RunPodCommand):
         wl, ps, p = cmd.workload, cmd.pod_set, cmd.pod
+        containers = [_container(c) for c in ps.containers]
+        job = job_of(wl)
+        if job is not None and job.indexed:
+            # Kubernetes tells an Indexed Job's pods which completion they are.
+            for c in containers:
+                c.env.append(agent_pb2.EnvVar(name="JOB_COMPLETION_INDEX", value=str(p.index)))
         spec = agent_pb2.PodSpec(
             uid=p.uid, name=p.name, namespace=wl.namespace, workload=wl.name, workload_uid=wl.uid,
-            pod_set=ps.name, index=p.index, containers=[_container(c) for c in ps.containers],
+            pod_set=ps.name, index=p.index, containers=containers,
             init_containers=[_container(c) for c in ps.init_containers], restart_policy=ps.restart_policy,
             termination_grace_seconds=float(ps.termination_grace_period_seconds), priority=wl.priority,
             priority_class=wl.priority_class[1] if wl.priority_class else "", requests=dict(p.requests),

@@ -1,0 +1,148 @@
+"""batch/v1 Job manifests: a Job queued through Kueue becomes a Workload with one pod set.
+
+As with Kueue's Job integration, the LocalQueue comes from the label
+``kueue.x-k8s.io/queue-name``, the priority from ``kueue.x-k8s.io/priority-class``
+(a WorkloadPriorityClass) and the execution limit from
+``kueue.x-k8s.io/max-exec-time-seconds``; ``kueue.x-k8s.io/job-min-parallelism``
+enables partial admission.  The pod set has ``min(parallelism, completions)``
+pods; the Job's own semantics (completions, completionMode, backoffLimit,
+activeDeadlineSeconds) travel in the ``sluicegate.io/job`` annotation and the
+controller runs the Job by them.  The Job's labels are kept in
+``sluicegate.io/job-labels`` so the controller can copy the ones its
+Configuration names (``integrations.labelKeysToCopy``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sluicegate.manifest.errors import FieldError, ManifestError
+
+JOB_API_VERSION = "batch/v1"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+JOB_ANNOTATION = "sluicegate.io/job"
+JOB_LABELS_ANNOTATION = "sluicegate.io/job-labels"
+
+_SPEC_FIELDS = {"parallelism", "completions", "completionMode", "backoffLimit", "activeDeadlineSeconds", "template", "suspend"}
+_SPEC_UNSUPPORTED = {
+    "ttlSecondsAfterFinished": "finished workloads are kept for the controller's finishedRetention",
+    "podFailurePolicy": "not supported: failed pods count against backoffLimit",
+    "backoffLimitPerIndex": "not supported: use backoffLimit",
+    "maxFailedIndexes": "not supported: use backoffLimit",
+    "selector": "not supported: sluicegate owns the Job's pods",
+    "manualSelector": "not supported: sluicegate owns the Job's pods",
+    "successPolicy": "not supported",
+    "podReplacementPolicy": "not supported: a pod is replaced once all its processes have exited",
+    "managedBy": "not supported",
+}
+_META_FIELDS = {"name", "namespace", "labels", "annotations", "uid", "creationTimestamp", "generation", "resourceVersion"}
+
+
+def is_job(body: Mapping[Any, Any]) -> bool:
+    return body.get("kind") == "Job" and body.get("apiVersion") == JOB_API_VERSION
+
+
+def _int(spec: Mapping[Any, Any], key: str, errors: list[FieldError], *, minimum: int, default: int | None) -> int | None:
+    value = spec.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(FieldError(f"spec.{key}", f"must be an integer, got {value!r}"))
+        return default
+    if value < minimum:
+        errors.append(FieldError(f"spec.{key}", f"must be at least {minimum}, got {value}"))
+        return default
+    return value
+
+
+def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
+    """The Workload document a Job stands for; raises ManifestError naming the Job's fields."""
+    errors: list[FieldError] = []
+    name = ""
+    if body.get("apiVersion") != JOB_API_VERSION:
+        errors.append(FieldError("apiVersion", f"a Job must be {JOB_API_VERSION}, got {body.get('apiVersion')!r}"))
+    meta = body.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise ManifestError(source, [FieldError("metadata", "required mapping with at least a name")], kind="Job")
+    name = str(meta.get("name", ""))
+    for key in meta:
+        if key not in _META_FIELDS:
+            errors.append(FieldError(f"metadata.{key}", "unknown or unsupported field"))
+    for key in body:
+        if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
+            errors.append(FieldError(str(key), "unknown field"))
+    if "status" in body and body["status"]:
+        errors.append(FieldError("status", "not supported: a Job's status is computed by the controller"))
+    spec = body.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ManifestError(source, [*errors, FieldError("spec", "required mapping")], kind="Job", name=name)
+    for key in spec:
+        if key in _SPEC_UNSUPPORTED:
+            errors.append(FieldError(f"spec.{key}", _SPEC_UNSUPPORTED[key]))
+        elif key not in _SPEC_FIELDS:
+            errors.append(FieldError(f"spec.{key}", "unknown field"))
+    if spec.get("suspend") is False:
+        errors.append(FieldError("spec.suspend", "false is not supported: a queued Job starts when it is admitted"))
+    parallelism = _int(spec, "parallelism", errors, minimum=0, default=1)
+    completions = _int(spec, "completions", errors, minimum=1, default=None)
+    backoff_limit = _int(spec, "backoffLimit", errors, minimum=0, default=6)
+    deadline = _int(spec, "activeDeadlineSeconds", errors, minimum=1, default=None)
+    mode = spec.get("completionMode", "NonIndexed")
+    if mode not in ("NonIndexed", "Indexed"):
+        errors.append(FieldError("spec.completionMode", f"must be NonIndexed or Indexed, got {mode!r}"))
+    if mode == "Indexed" and completions is None:
+        errors.append(FieldError("spec.completions", "required when completionMode is Indexed"))
+    labels = meta.get("labels") or {}
+    annotations = dict(meta.get("annotations") or {})
+    if not isinstance(labels, Mapping):
+        errors.append(FieldError("metadata.labels", "must be a mapping"))
+        labels = {}
+    queue = labels.get(QUEUE_LABEL)
+    if not queue:
+        errors.append(FieldError(f"metadata.labels[{QUEUE_LABEL}]", "required: the LocalQueue the Job is submitted to"))
+    template = spec.get("template")
+    if not isinstance(template, Mapping):
+        errors.append(FieldError("spec.template", "required pod template"))
+    wl_spec: dict[str, Any] = {"queueName": queue}
+    if PRIORITY_LABEL in labels:
+        wl_spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": labels[PRIORITY_LABEL]}
+    if MAX_EXEC_LABEL in labels:
+        try:
+            wl_spec["maximumExecutionTimeSeconds"] = int(str(labels[MAX_EXEC_LABEL]))
+        except ValueError:
+            errors.append(FieldError(f"metadata.labels[{MAX_EXEC_LABEL}]", f"must be a whole number of seconds, got {labels[MAX_EXEC_LABEL]!r}"))
+    count = min(parallelism or 0, completions) if completions is not None else (parallelism or 0)
+    pod_set: dict[str, Any] = {"name": "main", "count": count, "template": template}
+    if MIN_PARALLELISM_ANNOTATION in annotations:
+        raw = annotations.pop(MIN_PARALLELISM_ANNOTATION)
+        try:
+            pod_set["minCount"] = int(str(raw))
+        except ValueError:
+            errors.append(FieldError(f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]", f"must be an integer, got {raw!r}"))
+    if errors:
+        raise ManifestError(source, errors, kind="Job", name=name)
+    annotations[JOB_ANNOTATION] = json.dumps({
+        "completions": completions or 0, "parallelism": parallelism, "completionMode": mode,
+        "backoffLimit": backoff_limit, "activeDeadlineSeconds": deadline,
+    }, sort_keys=True)
+    annotations[JOB_LABELS_ANNOTATION] = json.dumps(dict(labels), sort_keys=True)
+    wl_meta = {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "creationTimestamp")}
+    wl_meta["annotations"] = annotations
+    wl_spec["podSets"] = [pod_set]
+    return {"apiVersion": "sluicegate.io/v1beta2", "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+
+
+def remap_errors(exc: ManifestError) -> ManifestError:
+    """Errors found in the translated Workload, named by the Job's own fields."""
+    out = []
+    for e in exc.errors:
+        path = e.path.replace("spec.podSets[0].template", "spec.template")
+        path = path.replace("spec.podSets[0].minCount", f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]")
+        path = path.replace("spec.podSets[0].count", "spec.parallelism")
+        out.append(FieldError(path, e.message))
+    return ManifestError(exc.source, out, kind="Job", name=exc.name if hasattr(exc, "name") else "")
