@@ -65,6 +65,14 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     if isinstance(cmd, RunPodCommand):
         wl, ps, p = cmd.workload, cmd.pod_set, cmd.pod
         containers = [_container(c) for c in ps.containers]
+        # What the downward API would tell a Kubernetes pod about itself; the
+        # container's own env comes later and wins.
+        identity = [("SLUICEGATE_NAMESPACE", wl.namespace), ("SLUICEGATE_WORKLOAD", wl.name),
+                    ("SLUICEGATE_POD_SET", ps.name), ("SLUICEGATE_POD_NAME", p.name), ("SLUICEGATE_POD_INDEX", str(p.index))]
+        for c in containers:
+            own = list(c.env)
+            del c.env[:]
+            c.env.extend([agent_pb2.EnvVar(name=k, value=v) for k, v in identity] + own)
         job = job_of(wl)
         if job is not None and job.indexed:
             # Kubernetes tells an Indexed Job's pods which completion they are.
