@@ -104,12 +104,12 @@ class ControllerLink:
         self._log_tasks: dict[str, asyncio.Task[None]] = {}
         self._command_tasks: set[asyncio.Task[None]] = set()
         node.on_readiness = self._readiness_changed
+        # Static pods are admitted without a command from us: report each admission as it happens.
+        node.on_admitted = self.send_pod
 
     def _readiness_changed(self, uid: str) -> None:
         if self.connected:
             self.send_pod(uid)
-        # Static pods are admitted without a command from us: report each admission as it happens.
-        node.on_admitted = self.send_pod
 
     # -------------------------------------------------------------- sending
 
