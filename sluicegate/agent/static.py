@@ -40,7 +40,6 @@ from sluicegate.agent.node import AgentNode, ContainerWish, PodWish
 from sluicegate.agent.policy import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.agent.runtime import PodRuntimeError, Reason
 from sluicegate.manifest.decode_workload import (
-    CONTAINER_FIELDS,
     CONTAINER_UNSUPPORTED,
     ENV_UNSUPPORTED,
     POD_SPEC_UNSUPPORTED,
@@ -84,6 +83,13 @@ METADATA_UNSUPPORTED = {
     "generateName": "a static pod needs a fixed name",
 }
 STATIC_SPEC_FIELDS = ("containers", "restartPolicy", "priorityClassName", "priority", "terminationGracePeriodSeconds")
+# Listed here rather than shared with workloads: a field workloads learn to
+# read must not become a field static pods silently ignore.
+STATIC_CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources")
+STATIC_CONTAINER_UNSUPPORTED = {
+    **CONTAINER_UNSUPPORTED,
+    "readinessProbe": "readiness probes are not supported for static pods",
+}
 STATIC_SPEC_UNSUPPORTED = {
     **{k: v for k, v in POD_SPEC_UNSUPPORTED.items() if k != "priority"},
     "nodeSelector": "a static pod runs on the node whose directory holds its manifest",
@@ -124,7 +130,7 @@ def _check_exact(fields: Fields, key: str, wanted: str) -> None:
 
 
 def _container(raw: object, path: str, problems: Problems, names: dict[str, str]) -> ContainerWish | None:
-    c = Fields.of(raw, path, problems, known=CONTAINER_FIELDS, unsupported=CONTAINER_UNSUPPORTED)
+    c = Fields.of(raw, path, problems, known=STATIC_CONTAINER_FIELDS, unsupported=STATIC_CONTAINER_UNSUPPORTED)
     if c is None:
         return None
     name = c.string("name", required=True, check=dns_label_problem)

@@ -111,7 +111,7 @@ def test_never_ready_workload_is_evicted_requeued_with_growing_backoff_then_deac
             seen.append((rs["count"], delay))
         return w["spec"].get("active") is False
 
-    wait_for("deactivation after the backoff limit", record, timeout=60, interval=0.05)
+    wait_for("deactivation after the backoff limit", record, timeout=150, interval=0.05)
     w = wl(c, "never-ready")
     assert [count for count, _ in seen] == [1, 2, 3]
     # Backoff doubles: ~1s, then ~2s (base 1s), each a little jittered.

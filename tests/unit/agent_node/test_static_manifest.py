@@ -170,6 +170,9 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
         pytest.param(POD + "spec: {contianers: [{name: a, command: [x]}]}",
                      ['spec.contianers: unknown field; did you mean "containers"?',
                       "spec.containers: required field is missing"], id="typo"),
+        pytest.param(POD + "spec: {containers: [{name: a, command: [x], readinessProbe: {exec: {command: [y]}}}]}",
+                     ["spec.containers[0].readinessProbe: not supported: readiness probes are not supported for "
+                      "static pods"], id="readiness-probe"),
         pytest.param(POD + "spec: {containers: [{name: a, command: [x], env: [{name: A, valueFrom: {}}]}]}",
                      ["spec.containers[0].env[0].valueFrom: not supported"], id="env-value-from"),
     ],

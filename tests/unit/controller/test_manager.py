@@ -213,3 +213,66 @@ def test_state_survives_a_reload_from_the_store() -> None:
     again.delete_workload("default", "a")
     settle(again)
     assert workload_state(again.get_workload("default", "b")) == "Admitted"
+
+
+def _queue_with_stop(policy: str) -> RawDocument:
+    return parse_text(f"""
+apiVersion: sluicegate.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: cq}}
+spec:
+  namespaceSelector: {{}}
+  stopPolicy: {policy}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources:
+      - {{name: cpu, nominalQuota: "4"}}
+""", "cq.yaml")[0]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("Hold", {"running": "Admitted", "waiting": "Pending"}),
+        ("HoldAndDrain", {"running": "Pending", "waiting": "Pending"}),
+    ],
+    ids=["Hold keeps admitted work, admits nothing new", "HoldAndDrain also evicts what is admitted"],
+)
+def test_cluster_queue_stop_policy(policy: str, expected: dict[str, str]) -> None:
+    m = manager()
+    m.create_workload(workload("running", "2"))
+    settle(m)
+    m.apply([_queue_with_stop(policy)])
+    m.create_workload(workload("waiting", "1"))
+    settle(m)
+    assert states(m, ["running", "waiting"]) == expected
+    if policy == "HoldAndDrain":
+        assert m.get_workload("default", "running").status.condition("Evicted").reason == "ClusterQueueStopped"
+    m.apply([_queue_with_stop("None")])
+    settle(m)
+    assert states(m, ["running", "waiting"]) == {"running": "Admitted", "waiting": "Admitted"}
+
+
+def test_finished_workloads_are_deleted_after_the_retention() -> None:
+    clock = Clock()
+    m = Manager(MemoryStore(), clock=clock, placement=False, finished_retention=60)
+    m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
+    m.create_workload(workload("done", "1"))
+    settle(m)
+    w = m.get_workload("default", "done")
+    from dataclasses import replace as dc_replace
+
+    from sluicegate.controller.model.conditions import set_condition
+
+    finished = dc_replace(w, status=dc_replace(w.status, conditions=set_condition(
+        w.status.conditions, type_="Finished", status=True, reason="Succeeded", message="ok", now=clock.t)))
+    m._write([finished])
+    m.cache.workloads[finished.key] = finished
+    m.tick()
+    assert [x.name for x in m.list_workloads()] == ["done"]
+    clock.t += 61
+    m.tick()
+    assert m.list_workloads() == []
+    assert [o.name for o in m.store.load() if o.kind == "Workload"] == []
