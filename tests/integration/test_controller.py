@@ -167,3 +167,20 @@ async def test_watch_streams_the_admission(controller: Controller) -> None:
             if conds.get("Admitted") == "True" or len(seen) > 10:
                 break
         assert seen == [("ADDED", False), ("MODIFIED", True)]
+
+
+async def test_grpc_health_and_http_health_endpoints(controller: Controller) -> None:
+    import aiohttp
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(controller.address) as ch:
+        resp = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    async with aiohttp.ClientSession() as s:
+        for path, code in (("/livez", 200), ("/healthz", 200), ("/readyz", 200)):
+            async with s.get(f"http://{controller.health}{path}") as r:
+                assert r.status == code
+        async with s.get(f"http://{controller.health}/metrics") as r:
+            text = await r.text()
+            assert "# TYPE sluicegate_pending_workloads gauge" in text
