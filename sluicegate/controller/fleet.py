@@ -110,7 +110,7 @@ class Fleet:
         if old_session is not None and old_session is not session:
             log.info("node %s re-registered on a new stream", name)
         log.info("node %s registered: %d pod(s) reported, allocatable %s", name, len(pods), allocatable)
-        node.static_pods = {p.uid: p for p in pods if p.static}
+        node.static_pods = {p.uid: p for p in pods if p.static and p.phase in (RUNNING, PENDING)}
         reported = {p.uid for p in pods}
         for p in pods:
             if not p.static:
@@ -163,8 +163,10 @@ class Fleet:
             if node is not None:
                 if rp.phase in (RUNNING, PENDING):
                     node.static_pods[rp.uid] = rp
-                else:
-                    node.static_pods.pop(rp.uid, None)
+                elif node.static_pods.pop(rp.uid, None) is not None:
+                    # The node has room again: workloads parked for lack of it may fit.
+                    self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues), self.m.cache.could_fit)
+                    self.m.wake()
             return
         key = self.pod_owner.get(rp.uid)
         wl = self.m.cache.workloads.get(key) if key else None

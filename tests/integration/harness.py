@@ -116,6 +116,14 @@ class Agent:
         self.labels = labels
         # Further agent flags, e.g. ["--static-pod-dir", DIR, "--eviction-hard", "memory.available<1Gi"].
         self.extra = list(extra or [])
+        # Each test agent owns its cgroup tree: an agent sweeps cgroups it does not
+        # know at start-up, so agents sharing a base would kill each other's pods.
+        # The base survives restarts of this Agent, so re-adoption sees its own pods.
+        if "--cgroup-base" not in self.extra:
+            self.cgroup_base = f"sgtest-{name}-{os.urandom(4).hex()}"
+            self.extra += ["--cgroup-base", self.cgroup_base]
+        else:
+            self.cgroup_base = self.extra[self.extra.index("--cgroup-base") + 1]
         self.data_dir = workdir / f"agent-{name}"
         self.ready_file = workdir / f"agent-{name}.ready"
         self.log = workdir / f"agent-{name}.log"
@@ -159,6 +167,8 @@ class Agent:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=60)
+        # Pods outlive their agent by design; a test cluster must not.
+        remove_cgroups(self.cgroup_base)
 
 
 def kill_marked_processes(marker: str) -> None:
