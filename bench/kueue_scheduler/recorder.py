@@ -67,6 +67,10 @@ class WorkloadState:
     # times minus creationTimestamp): free of watch and bench-process lag.
     stamped_admit_ms: float | None = None
     stamped_finish_ms: float | None = None
+    # Of the run that finished: admission → pod started on its node, and pod
+    # ended on its node → Finished recorded (node and controller share a clock here).
+    dispatch_ms: float | None = None
+    completion_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,8 @@ class Observation:
     finished: bool
     stamped_admit_s: float | None = None
     stamped_finish_s: float | None = None
+    dispatch_s: float | None = None
+    completion_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -90,6 +96,8 @@ class Recorder:
     workloads: dict[tuple[str, str], WorkloadState] = field(default_factory=dict)
     unknown_events: int = 0
     events: int = 0
+    # Events that changed none of QuotaReserved/Admitted/Evicted/Finished (pending messages, pod phases...).
+    quiet_events: int = 0
     finished: int = 0
     _by_key: dict[tuple[str, str], WorkloadPlan] = field(default_factory=dict)
 
@@ -104,6 +112,7 @@ class Recorder:
         self.events += 1
         key = (ob.namespace, ob.name)
         st = self.workloads.get(key)
+        first = st is None
         if st is None:
             spec = self._by_key.get(key)
             if spec is None:
@@ -121,8 +130,14 @@ class Recorder:
             st.finish_ms = (at - st.first_event) * 1000
             if ob.stamped_finish_s is not None:
                 st.stamped_finish_ms = ob.stamped_finish_s * 1000
+            if ob.dispatch_s is not None:
+                st.dispatch_ms = ob.dispatch_s * 1000
+            if ob.completion_s is not None:
+                st.completion_ms = ob.completion_s * 1000
             self.finished += 1
         holds = ob.quota_reserved and not ob.finished
+        if not first and (ob.admitted, ob.evicted, ob.finished, holds) == (st.admitted, st.evicted, st.finished, st.holds_quota):
+            self.quiet_events += 1
         if holds != st.holds_quota:
             self.queues[st.spec.cluster_queue].event(at, st.spec.request_m if holds else -st.spec.request_m)
         st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds
@@ -162,6 +177,8 @@ class Recorder:
             n = len(states)
             stamped_admit = [s.stamped_admit_ms for s in states if s.stamped_admit_ms is not None]
             stamped_finish = [s.stamped_finish_ms for s in states if s.stamped_finish_ms is not None]
+            dispatch = [s.dispatch_ms for s in states if s.dispatch_ms is not None]
+            completion = [s.completion_ms for s in states if s.completion_ms is not None]
             wl_classes[cls] = {
                 "count": n,
                 "totalEvictions": sum(s.evictions for s in states),
@@ -174,6 +191,8 @@ class Recorder:
                 "controllerAverageTimeToAdmissionMs": int(sum(stamped_admit) / len(stamped_admit)) if stamped_admit else None,
                 "controllerAverageTimeToFinishMs": int(sum(stamped_finish) / len(stamped_finish)) if stamped_finish else None,
                 "maxTimeToAdmissionMs": int(max((s.admit_ms for s in states), default=0)),
+                "controllerAverageDispatchMs": int(sum(dispatch) / len(dispatch)) if dispatch else None,
+                "controllerAverageCompletionMs": int(sum(completion) / len(completion)) if completion else None,
             }
         return {"clusterQueueClasses": cq_classes, "workloadClasses": wl_classes}
 

@@ -158,9 +158,21 @@ def observation(wl: dict[str, Any]) -> Observation:
         if finished:
             t = _ts(conds["Finished"].get("lastTransitionTime"))
             stamped_finish = None if t is None else t - created
+    dispatch = completion = None
+    if finished:
+        extra = wl.get("status", {}).get("extra", {})
+        pods = extra.get("pods") or extra.get("lastPods") or []
+        started = [p["startedAt"] for p in pods if p.get("startedAt")]
+        ended = [p["finishedAt"] for p in pods if p.get("finishedAt")]
+        reserved_at = _ts(conds.get("QuotaReserved", {}).get("lastTransitionTime"))
+        finished_at = _ts(conds["Finished"].get("lastTransitionTime"))
+        if started and reserved_at is not None:
+            dispatch = min(started) - reserved_at
+        if ended and finished_at is not None:
+            completion = finished_at - max(ended)
     return Observation(namespace=meta.get("namespace", ""), name=meta.get("name", ""), quota_reserved=reserved,
                        admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
-                       stamped_finish_s=stamped_finish)
+                       stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion)
 
 
 @dataclass(slots=True)
@@ -305,6 +317,11 @@ def table(result: dict[str, Any]) -> str:
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         rows.append((f"avg time to finish, {cls} (s)", f"{s['averageTimeToFinishMs'] / 1000:.2f}", "-",
                      f"{s['finished']}/{s['planned']} finished, {s['totalEvictions']} evictions"))
+    for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
+        d, c = s.get("controllerAverageDispatchMs"), s.get("controllerAverageCompletionMs")
+        if d is not None and c is not None:
+            rows.append((f"avg admitted->pod started / pod ended->Finished, {cls} (s)", f"{d / 1000:.2f} / {c / 1000:.2f}",
+                         "-", "controller-stamped; ideal 0 / 0"))
     rows.append(("controller CPU (user+sys s) / peak RSS (MiB)",
                  f"{(cmd['userMs'] + cmd['sysMs']) / 1000:.1f} / {cmd['maxrss'] / 1024:.0f}", "-", "-"))
     head = ("metric", "sluicegate", "Kueue published", "ideal / note")
@@ -445,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 "creationLagP50S": round(_pct(lag, 0.5), 3),
                 "creationLagMaxS": round(max(lag, default=0.0), 3),
                 "watchEvents": recorder.events,
+                "watchEventsWithoutConditionChange": recorder.quiet_events,
                 "schedulingCycles": cycles,
                 # Whether the bench itself could have been the bottleneck (2 cores: controller + these).
                 "benchProcessCpuS": round(sum(os.times()[:2]), 1),

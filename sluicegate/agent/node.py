@@ -212,10 +212,9 @@ class AgentNode:
         path = self._meta_path()
         tmp = path.with_suffix(".tmp")
         data = json.dumps([asdict(m) for m in self.meta.values()])
+        # Atomic, not fsynced: like the runtime checkpoint it only has to outlive the agent process.
         with open(tmp, "w") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
 
     def set_reason(self, uid: str, reason: str, message: str) -> None:

@@ -113,7 +113,17 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
                          config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds,
                                               backoff_base_seconds=settings.restart_backoff_base,
                                               backoff_cap_seconds=settings.restart_backoff_cap))
-    report = await runtime.adopt(ckpt.load(ckpt.path_for(data_dir)))
+    path = ckpt.path_for(data_dir)
+    try:
+        previous = ckpt.load(path)
+    except ckpt.CheckpointError as exc:
+        # Only a crash of the whole machine can leave it unreadable (writes are
+        # atomic renames), and then its pods died with the machine.
+        aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
+        log.error("%s; moving it to %s and starting with no pods", exc, aside)
+        os.replace(path, aside)
+        previous = None
+    report = await runtime.adopt(previous)
     log.info("re-adopted %d container(s); %d lost; %d pod(s) had finished meanwhile",
              len(report.adopted), len(report.lost), len(report.finished))
     for lost in report.lost:
