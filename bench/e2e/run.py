@@ -60,9 +60,14 @@ spec: {clusterQueue: bench}
 
 
 def start(args: list[str], log: Path, ready: Path, timeout: float = 30.0) -> tuple[subprocess.Popen[bytes], dict]:
+    cmd = [sys.executable, "-m", *args, "--ready-file", str(ready)]
+    profile_dir = os.environ.get("SLUICEGATE_PROFILE_DIR")
+    if profile_dir:
+        # py-spy (installed separately) samples the process for its whole life.
+        cmd = [os.environ.get("PY_SPY", "py-spy"), "record", "-f", "raw", "-r", "200",
+               "-o", str(Path(profile_dir) / f"{ready.stem}.txt"), "--", *cmd]
     with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", *args, "--ready-file", str(ready)], stdout=f, stderr=f, cwd=ROOT,
-                                env={**os.environ, "SLUICEGATE_LOG_LEVEL": "WARNING"})
+        proc = subprocess.Popen(cmd, stdout=f, stderr=f, cwd=ROOT, env={**os.environ, "SLUICEGATE_LOG_LEVEL": "WARNING"})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -185,8 +190,10 @@ def main() -> None:
             result["machine"] = f"{os.cpu_count()} cpus, {round(psutil.virtual_memory().total / 2**30)} GiB"
             print(json.dumps(result, indent=2))
         finally:
+            # Under py-spy, SIGINT makes it stop its child and write the profile.
+            sig = signal.SIGINT if os.environ.get("SLUICEGATE_PROFILE_DIR") else signal.SIGTERM
             for p in procs:
-                p.send_signal(signal.SIGTERM)
+                p.send_signal(sig)
             for p in procs:
                 p.wait(timeout=60)
 

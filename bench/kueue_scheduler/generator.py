@@ -116,7 +116,7 @@ async def create_workloads(
     """Create each workload at ``start`` + its due time (monotonic seconds)."""
     stats = CreationStats()
     slots = asyncio.Semaphore(concurrency)
-    failures: list[BaseException] = []
+    failures: list[Exception] = []
 
     async def create(w: WorkloadPlan) -> None:
         try:
@@ -130,7 +130,7 @@ async def create_workloads(
             stats.last_at = now
             if on_created is not None:
                 on_created(w, now)
-        except BaseException as exc:  # re-raised below, after the in-flight calls settle
+        except Exception as exc:  # re-raised below, after the in-flight calls settle
             failures.append(exc)
         finally:
             slots.release()

@@ -71,6 +71,8 @@ class WorkloadState:
     # ended on its node → Finished recorded (node and controller share a clock here).
     dispatch_ms: float | None = None
     completion_ms: float | None = None
+    pending_message: str = ""
+    pod_phases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ class Observation:
     stamped_finish_s: float | None = None
     dispatch_s: float | None = None
     completion_s: float | None = None
+    # Only to tell apart the events that change no condition status.
+    pending_message: str = ""
+    pod_phases: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -96,8 +101,9 @@ class Recorder:
     workloads: dict[tuple[str, str], WorkloadState] = field(default_factory=dict)
     unknown_events: int = 0
     events: int = 0
-    # Events that changed none of QuotaReserved/Admitted/Evicted/Finished (pending messages, pod phases...).
-    quiet_events: int = 0
+    # Events that changed none of QuotaReserved/Admitted/Evicted/Finished, by what did change:
+    # the pending QuotaReserved message, the pods' phases, or something else.
+    quiet_events: dict[str, int] = field(default_factory=lambda: {"pendingMessage": 0, "podPhases": 0, "other": 0})
     finished: int = 0
     _by_key: dict[tuple[str, str], WorkloadPlan] = field(default_factory=dict)
 
@@ -137,7 +143,10 @@ class Recorder:
             self.finished += 1
         holds = ob.quota_reserved and not ob.finished
         if not first and (ob.admitted, ob.evicted, ob.finished, holds) == (st.admitted, st.evicted, st.finished, st.holds_quota):
-            self.quiet_events += 1
+            what = ("pendingMessage" if ob.pending_message != st.pending_message
+                    else "podPhases" if ob.pod_phases != st.pod_phases else "other")
+            self.quiet_events[what] += 1
+        st.pending_message, st.pod_phases = ob.pending_message, ob.pod_phases
         if holds != st.holds_quota:
             self.queues[st.spec.cluster_queue].event(at, st.spec.request_m if holds else -st.spec.request_m)
         st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds

@@ -159,9 +159,10 @@ def observation(wl: dict[str, Any]) -> Observation:
             t = _ts(conds["Finished"].get("lastTransitionTime"))
             stamped_finish = None if t is None else t - created
     dispatch = completion = None
+    extra = wl.get("status", {}).get("extra", {})
+    pods = extra.get("pods") or []
     if finished:
-        extra = wl.get("status", {}).get("extra", {})
-        pods = extra.get("pods") or extra.get("lastPods") or []
+        pods = pods or extra.get("lastPods") or []
         started = [p["startedAt"] for p in pods if p.get("startedAt")]
         ended = [p["finishedAt"] for p in pods if p.get("finishedAt")]
         reserved_at = _ts(conds.get("QuotaReserved", {}).get("lastTransitionTime"))
@@ -172,7 +173,9 @@ def observation(wl: dict[str, Any]) -> Observation:
             completion = finished_at - max(ended)
     return Observation(namespace=meta.get("namespace", ""), name=meta.get("name", ""), quota_reserved=reserved,
                        admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
-                       stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion)
+                       stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion,
+                       pending_message="" if reserved else conds.get("QuotaReserved", {}).get("message", ""),
+                       pod_phases=tuple(p.get("phase", "") for p in pods))
 
 
 @dataclass(slots=True)

@@ -348,10 +348,9 @@ class AgentNode:
         if purge:
             shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
             return
-        m = self.meta.get(uid)
-        if m is not None and not m.forgotten:
-            # Keep what the logs need (container names); the pod is no longer reported.
-            self.meta[uid] = replace(m, forgotten=True)
+        # Only the logs stay (their directory tells the container names); keeping
+        # the metadata would make every later save grow with every pod ever run.
+        if self.meta.pop(uid, None) is not None:
             self._save_meta()
 
     async def remove(self, uid: str) -> None:
@@ -446,7 +445,10 @@ class AgentNode:
         if st is not None:
             return tuple(c.name for c in st.containers)
         m = self.meta.get(uid)
-        return m.containers if m is not None else ()
+        if m is not None and m.containers:
+            return m.containers
+        # A forgotten pod: its log files are all that is left.
+        return tuple(sorted(p.stem for p in (self.data_dir / "pods" / uid).glob("*.log")))
 
     def node_reading(self) -> NodeReading:
         return self.monitor.node(disk_path=self.data_dir)
