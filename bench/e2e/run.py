@@ -186,6 +186,12 @@ def main() -> None:
                 pids[name] = a.pid
             with PeakRSS(pids) as rss:
                 result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency))
+            import urllib.request
+
+            with urllib.request.urlopen(f"http://{info['health']}/metrics", timeout=5) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("sluicegate_scheduling_cycles "):
+                        result["controller_scheduling_cycles"] = int(float(line.split()[1]))
             result["peak_rss_mib"] = {k: round(v / 2**20, 1) for k, v in rss.peak.items()}
             result["machine"] = f"{os.cpu_count()} cpus, {round(psutil.virtual_memory().total / 2**30)} GiB"
             print(json.dumps(result, indent=2))

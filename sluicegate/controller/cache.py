@@ -188,25 +188,27 @@ class Cache:
             and p.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER
         )
 
-    def could_fit(self, wl: Workload, cq: ClusterQueueName) -> bool:
-        """False only when some pod set's (minimum) request exceeds every flavor's free quota."""
+    def release_budget(self, cq: ClusterQueueName) -> ReleaseBudget | None:
+        """The free quota of ``cq`` to offer its parked workloads (None: offer nothing, requeue all)."""
         spec = self.cluster_queues.get(cq)
         node = self.tree.cluster_queues.get(cq)
         if spec is None or node is None:
-            return True
+            return None
         view = self.tree.live
-        for ps in wl.pod_sets:
-            count = ps.min_count if ps.min_count is not None else ps.count
-            for res, per_pod in ps.requests.items():
-                need = per_pod * count
-                if need <= 0:
-                    continue
-                group = spec.group_for(res)
-                if group is None:
-                    return True
-                if all(view.available(node, FlavorResource(f, res)) < need for f in group.flavor_names):
-                    return False
-        return True
+        free: dict[str, int] = {}
+        exact: set[str] = set()
+        for group in spec.resource_groups:
+            for res in group.covered_resources:
+                amounts = [view.available(node, FlavorResource(f, res)) for f in group.flavor_names]
+                free[res] = max(amounts) if amounts else 0
+                if len(amounts) == 1:
+                    # One flavor: an admission takes exactly its requests from it.
+                    exact.add(res)
+        return ReleaseBudget(free, exact)
+
+    def could_fit(self, wl: Workload, cq: ClusterQueueName) -> bool:
+        budget = self.release_budget(cq)
+        return budget is None or budget.fits(wl)
 
     def holds_quota(self, key: WorkloadKey) -> bool:
         return any(key in holder for holder in self.admitted.values())
@@ -222,3 +224,37 @@ class Cache:
             namespace_labels=self.namespace_labels,
             now=now,
         )
+
+
+class ReleaseBudget:
+    """Quota freed by a release, handed out in queue order (see ClusterQueueQueue.queue_inadmissible).
+
+    Exact for resources served by a single flavor; with several flavors it
+    only rules out what no flavor could hold and hands out nothing.
+    """
+
+    def __init__(self, free: dict[str, int], exact: set[str]) -> None:
+        self.free = free
+        self.exact = exact
+
+    @staticmethod
+    def _needs(wl: Workload) -> dict[str, int]:
+        need: dict[str, int] = {}
+        for ps in wl.pod_sets:
+            count = ps.min_count if ps.min_count is not None else ps.count
+            for res, per_pod in ps.requests.items():
+                if per_pod > 0:
+                    need[res] = need.get(res, 0) + per_pod * count
+        return need
+
+    def fits(self, wl: Workload) -> bool:
+        return all(res not in self.free or qty <= self.free[res] for res, qty in self._needs(wl).items())
+
+    def take(self, wl: Workload) -> bool:
+        need = self._needs(wl)
+        if not all(res not in self.free or qty <= self.free[res] for res, qty in need.items()):
+            return False
+        for res, qty in need.items():
+            if res in self.exact:
+                self.free[res] -= qty
+        return True

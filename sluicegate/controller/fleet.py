@@ -165,7 +165,7 @@ class Fleet:
                     node.static_pods[rp.uid] = rp
                 elif node.static_pods.pop(rp.uid, None) is not None:
                     # The node has room again: workloads parked for lack of it may fit.
-                    self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues), self.m.cache.could_fit)
+                    self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues), self.m.cache.release_budget)
                     self.m.wake()
             return
         key = self.pod_owner.get(rp.uid)
@@ -241,19 +241,17 @@ class Fleet:
             c.workloads[wl.key] = wl
             cq = c.refresh_usage(wl)
             if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq), c.could_fit)
+                c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
             m.wake()
         finished_pods = list(pods_of(c.workloads.get(wl.key, wl))) or list(pods_of(wl))
         if s.release:
             for p in finished_pods:
                 self.registry.unbind(p.node, p.uid)
                 self.pod_owner.pop(p.uid, None)
-            cq = c.release(wl.key)
-            if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq), c.could_fit)
-            # Node capacity came back too: anything parked for lack of a node may fit now
-            # (node capacity changes nothing for workloads parked for want of quota).
-            c.queues.queue_inadmissible(list(c.cluster_queues), c.could_fit)
+            c.release(wl.key)
+            # Quota came back in the cohort tree and node capacity on the nodes: anything
+            # parked may fit now (one offer per release, so the freed quota is handed out once).
+            c.queues.queue_inadmissible(list(c.cluster_queues), c.release_budget)
             for p in pods_of(wl) or finished_pods:
                 self._tell(p.node, ForgetPodCommand(p.uid))
             m.wake()

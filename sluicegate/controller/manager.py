@@ -571,7 +571,7 @@ class Manager:
         c.queues.delete(key)
         cq = c.release(key)
         if cq is not None:
-            c.queues.queue_inadmissible(c.tree_members(cq), c.could_fit)
+            c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
         self._publish("DELETED", wl)
         self._wake.set()
         return True
@@ -787,7 +787,7 @@ class Manager:
             self.cache.workloads[new.key] = new
             cq = self.cache.release(new.key)
             if cq is not None:
-                self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.could_fit)
+                self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
             self._enqueue(new)
             self._publish("MODIFIED", new)
         return issued
@@ -865,7 +865,7 @@ class Manager:
         self.cache.workloads[new.key] = new
         cq = self.cache.release(new.key)
         if cq is not None:
-            self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.could_fit)
+            self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
         self._enqueue(new)
         self._publish("MODIFIED", new)
         self._wake.set()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from sluicegate.controller.model.config import RequeuingTimestamp
 from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
@@ -24,6 +25,14 @@ from sluicegate.controller.model.queues import QueueingStrategy
 from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
 from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
+
+
+class Budget(Protocol):
+    """Free quota offered, in queue order, to workloads parked for want of quota."""
+
+    def take(self, wl: Workload) -> bool:
+        """Whether ``wl`` could be admitted with what is left (and if so, count it as taken)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -55,6 +64,8 @@ class ClusterQueueQueue:
         # were released after a head was popped, that head must not be parked.
         self.pop_cycle = 0
         self.queue_inadmissible_cycle = -1
+        # Some parked workloads were held back by a release budget (see queue_inadmissible).
+        self.deferred = False
 
     def __len__(self) -> int:
         return len(self._items) + len(self._inadmissible) + len(self._in_flight)
@@ -62,6 +73,10 @@ class ClusterQueueQueue:
     @property
     def has_heads(self) -> bool:
         return bool(self._items)
+
+    @property
+    def has_parked(self) -> bool:
+        return bool(self._inadmissible)
 
     def keys(self) -> Iterator[WorkloadKey]:
         yield from self._items
@@ -128,6 +143,13 @@ class ClusterQueueQueue:
         if p.version == 0 or immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
             self._push(wl, last_tried)
             return True
+        if self.deferred:
+            # A workload the freed quota was offered to did not fit after all:
+            # the ones deferred behind it get their turn the ordinary way.
+            self.deferred = False
+            for other in list(self._inadmissible.values()):
+                self._push(other.workload, other.last_tried)
+            self._inadmissible.clear()
         self._version += 1
         self._inadmissible[key] = _Pending(wl, last_tried, self._version, quota_bound)
         return False
@@ -136,26 +158,35 @@ class ClusterQueueQueue:
         """The head was admitted: it is no longer pending."""
         self._in_flight.pop(key, None)
 
-    def queue_inadmissible(self, could_fit: Callable[[Workload], bool] | None = None) -> bool:
+    def queue_inadmissible(self, budget: Budget | None = None) -> bool:
         """Move parked workloads back into the heap.
 
-        With ``could_fit`` (quota was released), a workload parked only for
-        want of quota stays parked while its requests exceed what the queue
-        could hand out: trying it would give the same NoFit again.  This keeps
-        a release from costing one cycle per parked workload.
+        With a ``budget`` (quota was released), workloads parked only for want
+        of quota are offered the freed quota in queue order, and only those it
+        can hold are requeued; the rest stay parked (*deferred*), since trying
+        them now would give the same NoFit again.  This keeps a release from
+        costing one cycle per parked workload.  If a requeued one then turns
+        out not to fit after all, :meth:`requeue` puts every deferred workload
+        back, so nothing waits on a wrong guess.
         """
         self.queue_inadmissible_cycle = self.pop_cycle
         if not self._inadmissible:
             return False
         parked, self._inadmissible = self._inadmissible, {}
         moved = False
-        for key, p in parked.items():
-            if could_fit is not None and p.quota_bound and not could_fit(p.workload):
+        order = sorted(parked.items(), key=lambda kv: self._order_key(kv[1].workload))
+        self.deferred = False
+        for key, p in order:
+            if budget is not None and p.quota_bound and not budget.take(p.workload):
                 self._inadmissible[key] = p
+                self.deferred = True
                 continue
             self._push(p.workload, p.last_tried)
             moved = True
         return moved
+
+    def _order_key(self, wl: Workload) -> tuple[int, float, str, str]:
+        return (-wl.priority, queue_order_timestamp(wl, self.requeuing), wl.uid, wl.key)
 
     def reset_last_tried(self) -> None:
         """Quota changed: every workload starts its flavor search from the first flavor."""
@@ -245,13 +276,14 @@ class QueueManager:
     def queue_inadmissible(
         self,
         cqs: Iterable[ClusterQueueName],
-        could_fit: Callable[[Workload, ClusterQueueName], bool] | None = None,
+        budget_for: Callable[[ClusterQueueName], Budget | None] | None = None,
     ) -> bool:
         moved = False
         for name in cqs:
             q = self.queues.get(name)
-            check = None if could_fit is None else (lambda wl, name=name: could_fit(wl, name))
-            if q is not None and q.queue_inadmissible(check):
+            if q is None:
+                continue
+            if q.queue_inadmissible(budget_for(name) if budget_for is not None and q.has_parked else None):
                 moved = True
         return moved
 

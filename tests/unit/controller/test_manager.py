@@ -276,3 +276,59 @@ def test_finished_workloads_are_deleted_after_the_retention() -> None:
     m.tick()
     assert m.list_workloads() == []
     assert [o.name for o in m.store.load() if o.kind == "Workload"] == []
+
+
+def test_a_release_offers_the_freed_quota_in_queue_order_instead_of_retrying_every_parked_workload() -> None:
+    m = manager()
+    m.create_workload(workload("filler", "4"))
+    for i in range(40):
+        m.create_workload(workload(f"w{i:02d}", "1"))
+    settle(m, bound=200)
+    start = m.cycle
+    m.delete_workload("default", "filler")
+    settle(m, bound=200)
+    admitted = sorted(n for n, s in states(m, [f"w{i:02d}" for i in range(40)]).items() if s == "Admitted")
+    # FIFO: the four oldest fit the freed 4 cpus; nobody else was tried again.
+    assert admitted == ["w00", "w01", "w02", "w03"]
+    assert m.cycle - start <= 6
+
+
+COHORT = """
+apiVersion: sluicegate.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+""" + "".join(f"""---
+apiVersion: sluicegate.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: {q}}}
+spec:
+  cohortName: pool
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources:
+      - {{name: cpu, nominalQuota: "2"}}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: LocalQueue
+metadata: {{name: {q}, namespace: default}}
+spec: {{clusterQueue: {q}}}
+""" for q in ("a", "b"))
+
+
+def test_a_wrong_guess_falls_back_to_retrying_every_parked_workload() -> None:
+    m = Manager(MemoryStore(), clock=Clock(), placement=False)
+    m.apply(parse_text(COHORT, "cohort.yaml"))
+    m.create_workload(workload("filler", "4", queue="a"))
+    settle(m)
+    for name, cpu, q in (("a1", "2", "a"), ("b1", "2", "b"), ("b2", "1", "b"), ("b3", "3", "b")):
+        m.create_workload(workload(name, cpu, queue=q))
+    settle(m)
+    # Each queue is offered the whole freed pool; b2 was promised quota a1 then takes,
+    # so when b2 does not fit, b3 (deferred behind it) is tried the ordinary way.
+    m.delete_workload("default", "filler")
+    settle(m)
+    assert states(m, ["a1", "b1", "b2", "b3"]) == {"a1": "Admitted", "b1": "Admitted", "b2": "Pending", "b3": "Pending"}
+    assert not m.cache.queues.queues["b"].deferred
