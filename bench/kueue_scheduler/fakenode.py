@@ -35,6 +35,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -229,7 +230,7 @@ class FakeNode:
                 while (msg := await out.get()) is not None:
                     yield msg
 
-            call = agent_pb2_grpc.AgentLinkStub(channel).Connect(outgoing())
+            call = agent_pb2_grpc.AgentLinkStub(channel).Connect(outgoing())  # type: ignore[no-untyped-call]
             first = await asyncio.wait_for(call.read(), timeout=REGISTER_TIMEOUT)
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
                 raise ConnectionError(f"node {self.name}: the controller did not answer Register with Registered")
@@ -265,14 +266,21 @@ async def serve(*, controller: str, nodes: int, node_cpu: int, prefix: str, read
                 stats_file: Path | None) -> int:
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[str] = loop.create_future()
+
+    def on_signal(name: str) -> None:
+        log.info("%s received: stopping", name)
+        if not stop.done():
+            stop.set_result(name)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(signal.Signals(s).name))
+        loop.add_signal_handler(sig, on_signal, sig.name)
     allocatable = {"cpu": node_cpu * 1000, "memory": node_cpu * (4 << 30)}
     fleet = [FakeNode(name=f"{prefix}-{i}", address=controller, allocatable=dict(allocatable)) for i in range(nodes)]
     tasks = [asyncio.create_task(n.run(), name=f"node-{n.name}") for n in fleet]
     try:
         registered = asyncio.gather(*(n.registered.wait() for n in fleet))
-        done, _ = await asyncio.wait([registered, *tasks], timeout=REGISTER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        first: list[asyncio.Future[Any]] = [registered, *tasks]
+        done, _ = await asyncio.wait(first, timeout=REGISTER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
         if registered not in done:
             registered.cancel()
             failed = [t for t in tasks if t.done()]
@@ -283,7 +291,8 @@ async def serve(*, controller: str, nodes: int, node_cpu: int, prefix: str, read
             tmp = ready_file.with_suffix(".tmp")
             tmp.write_text(json.dumps({"pid": os.getpid(), "nodes": [n.name for n in fleet]}))
             os.replace(tmp, ready_file)
-        done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        running: list[asyncio.Future[Any]] = [stop, *tasks]
+        await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         crashed = [t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
         for t in crashed:
             log.error("%s failed: %s", t.get_name(), t.exception())

@@ -15,10 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.kueue_scheduler.config import Plan, QueuePlan, WorkloadPlan
 from sluicegate.client import Client, Document
 from sluicegate.quantity import format_canonical
-
-from bench.kueue_scheduler.config import Plan, QueuePlan, WorkloadPlan
 
 API = "sluicegate.io/v1beta2"
 FLAVOR = "rf"

@@ -159,7 +159,7 @@ class Recorder:
         ``epoch_offset`` turns the recorder's monotonic seconds into Unix time.
         """
         def stamp(t: float) -> str:
-            return dt.datetime.fromtimestamp(t + epoch_offset, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+            return dt.datetime.fromtimestamp(t + epoch_offset, dt.UTC).isoformat().replace("+00:00", "Z")
 
         cq_classes: dict[str, dict[str, object]] = {}
         for cls in sorted({q.spec.class_name for q in self.queues.values()}):

@@ -410,9 +410,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not Path(ns.py_spy).exists():
                     raise SystemExit(f"py-spy not found at {ns.py_spy}: python3 -m venv /tmp/pyspy-venv && "
                                      "/tmp/pyspy-venv/bin/pip install py-spy, or pass --py-spy PATH")
-                spy = subprocess.Popen([ns.py_spy, "record", "--pid", str(ctl.popen.pid), "--rate", "100", "--format", "raw",
-                                        "--threads", "--idle", "-o", str(out / "controller.pyspy.txt")],
-                                       stdout=subprocess.DEVNULL, stderr=open(out / "py-spy.log", "wb"))
+                with open(out / "py-spy.log", "wb") as spy_log:
+                    spy = subprocess.Popen([ns.py_spy, "record", "--pid", str(ctl.popen.pid), "--rate", "100", "--format",
+                                            "raw", "--threads", "--idle", "-o", str(out / "controller.pyspy.txt")],
+                                           stdout=subprocess.DEVNULL, stderr=spy_log)
             nodes_proc = spawn("fake nodes", [sys.executable, str(HERE / "fakenode.py"), "--controller", ctl.info["grpc"],
                                               "--nodes", str(nodes), "--node-cpu", str(ns.node_cpu),
                                               "--ready-file", str(tmp / "n.ready"), "--stats-file", str(out / "fakenodes.json")],

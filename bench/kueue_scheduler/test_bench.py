@@ -116,6 +116,6 @@ def test_summary_matches_kueue_recorder(events: list[tuple[float, Observation]],
     for at, o in events:
         rec.observe(o, at)
     summary = rec.summary(epoch_offset=0.0)
-    got_cq = {k: v for k, v in summary["clusterQueueClasses"]["cq"].items() if k in cq}  # type: ignore[index,union-attr]
-    got_small = {k: v for k, v in summary["workloadClasses"]["small"].items() if k in small}  # type: ignore[index,union-attr]
+    got_cq = {k: v for k, v in summary["clusterQueueClasses"]["cq"].items() if k in cq}  # type: ignore[index]
+    got_small = {k: v for k, v in summary["workloadClasses"]["small"].items() if k in small}  # type: ignore[index]
     assert (got_cq, got_small) == (cq, small)
