@@ -44,6 +44,8 @@ class Cache:
     tree: QuotaTree = field(default_factory=QuotaTree)
     admitted: dict[ClusterQueueName, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
     queues: QueueManager = field(default_factory=QueueManager)
+    # Which ClusterQueue each quota-holding workload holds quota in.
+    holder: dict[WorkloadKey, ClusterQueueName] = field(default_factory=dict)
 
     # -- queues and cohorts ---------------------------------------------------
 
@@ -151,6 +153,7 @@ class Cache:
         cq = wl.status.admission.cluster_queue
         info = AdmittedWorkload(wl, cq, self.held_usage(wl), admitted_at)
         self.admitted.setdefault(cq, {})[wl.key] = info
+        self.holder[wl.key] = cq
         node = self.tree.cluster_queues.get(cq)
         if node is not None:
             self.tree.live.add_all(node, info.usage)
@@ -167,14 +170,14 @@ class Cache:
 
     def release(self, key: WorkloadKey) -> ClusterQueueName | None:
         """Give back the quota a workload holds; returns its ClusterQueue."""
-        for cq, holder in self.admitted.items():
-            info = holder.pop(key, None)
-            if info is not None:
-                node = self.tree.cluster_queues.get(cq)
-                if node is not None:
-                    self.tree.live.remove_all(node, info.usage)
-                return cq
-        return None
+        cq = self.holder.pop(key, None)
+        if cq is None:
+            return None
+        info = self.admitted.get(cq, {}).pop(key, None)
+        node = self.tree.cluster_queues.get(cq)
+        if info is not None and node is not None:
+            self.tree.live.remove_all(node, info.usage)
+        return cq
 
     def quota_bound(self, cq: ClusterQueueName) -> bool:
         """Whether a NoFit in this queue can only change when its free quota grows (no preemption)."""
@@ -211,7 +214,7 @@ class Cache:
         return budget is None or budget.fits(wl)
 
     def holds_quota(self, key: WorkloadKey) -> bool:
-        return any(key in holder for holder in self.admitted.values())
+        return key in self.holder
 
     def snapshot(self, now: float) -> Snapshot:
         return Snapshot(

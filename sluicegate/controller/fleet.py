@@ -131,7 +131,7 @@ class Fleet:
             else:
                 self._update_pod(wl, replace(rec, phase=FAILED, reason="PodLost",
                                              message=f"node {name} no longer runs the pod (agent restarted without it)"))
-        self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues))
+        self.m.cache.queues.node_capacity_freed()
         self.m.wake()
 
     def disconnected(self, name: str, session: Session) -> None:
@@ -150,7 +150,7 @@ class Fleet:
         node.conditions = tuple(sorted(conditions))
         if before and not node.conditions:
             log.info("node %s: %s cleared", name, ", ".join(before))
-            self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues))
+            self.m.cache.queues.node_capacity_freed()
             self.m.wake()
         elif node.conditions != before:
             log.warning("node %s reports %s: nothing new is placed there", name, ", ".join(node.conditions))
@@ -165,7 +165,7 @@ class Fleet:
                     node.static_pods[rp.uid] = rp
                 elif node.static_pods.pop(rp.uid, None) is not None:
                     # The node has room again: workloads parked for lack of it may fit.
-                    self.m.cache.queues.queue_inadmissible(list(self.m.cache.cluster_queues), self.m.cache.release_budget)
+                    self.m.cache.queues.node_capacity_freed()
                     self.m.wake()
             return
         key = self.pod_owner.get(rp.uid)
@@ -213,6 +213,8 @@ class Fleet:
         if rec.terminal:
             # Its processes are gone: the node's capacity is free again now.
             self.registry.unbind(rec.node, rec.uid)
+            if self.m.cache.queues.node_capacity_freed():
+                self.m.wake()
         self.apply(self.settle(with_pods(wl, pods)))
 
     # ------------------------------------------------------------ settling
@@ -248,10 +250,12 @@ class Fleet:
             for p in finished_pods:
                 self.registry.unbind(p.node, p.uid)
                 self.pod_owner.pop(p.uid, None)
-            c.release(wl.key)
-            # Quota came back in the cohort tree and node capacity on the nodes: anything
-            # parked may fit now (one offer per release, so the freed quota is handed out once).
-            c.queues.queue_inadmissible(list(c.cluster_queues), c.release_budget)
+            cq = c.release(wl.key)
+            # Quota came back in the cohort tree: its parked workloads are offered it, once.
+            if cq is not None:
+                c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+            # Node capacity came back: workloads parked for lack of a node may fit now.
+            c.queues.node_capacity_freed()
             for p in pods_of(wl) or finished_pods:
                 self._tell(p.node, ForgetPodCommand(p.uid))
             m.wake()

@@ -125,6 +125,10 @@ def settle(
         wl = with_pods(wl, pods)
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
+        if not deleting and all(_completed_on_its_own(p) for p in _current(pods)) and job_of(wl) is None:
+            # Every pod had already succeeded when the stop arrived: the work is
+            # done, and running it again would do it twice.
+            return Settlement(_finished(wl, "Succeeded", "Job finished successfully", now), release=True)
         wl = released(wl, now, wait_for_pods_ready or WaitForPodsReadyConfig())
         return Settlement(wl, release=True, requeue=not deleting and wl.active, forget=deleting)
 
@@ -154,6 +158,14 @@ def settle(
     wl, grew = _reclaimable(wl, {ps.name: sum(1 for p in pods if p.pod_set == ps.name and p.phase == SUCCEEDED)
                                  for ps in wl.pod_sets})
     return Settlement(_pods_ready(wl, pods, now), reclaimed=grew)
+
+
+# Reasons an agent gives a pod it ended on request (stop, eviction, node preemption).
+STOPPED_REASONS = frozenset({"Killed", "Evicted", "Preempting", "Stopping"})
+
+
+def _completed_on_its_own(p: PodRecord) -> bool:
+    return p.phase == SUCCEEDED and p.reason not in STOPPED_REASONS
 
 
 def _failure(p: PodRecord) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,10 @@ from sluicegate.manifest.loader import RawDocument
 log = logging.getLogger(__name__)
 
 Obj = Any  # one of the decoded model objects
+
+# A pending workload's message is refreshed at most this often when only its
+# wording changes (a changed reason is always stored at once).
+PENDING_MESSAGE_REFRESH_SECONDS = 5.0
 
 KIND_OF: dict[type, str] = {
     ResourceFlavor: "ResourceFlavor",
@@ -178,6 +183,8 @@ class Manager:
         self.fleet = Fleet(self, node_timeout=node_timeout)
         # Workloads waiting out a requeue backoff (requeueState.requeueAt), by key.
         self._backoff: dict[WorkloadKey, float] = {}
+        # When each pending workload's "why it waits" message was last stored.
+        self._pending_written: dict[WorkloadKey, float] = {}
         self.finished_retention = finished_retention
 
     # ------------------------------------------------------------------ load
@@ -752,7 +759,8 @@ class Manager:
                     c.workloads[wl.key] = wl
                     quota_bound = e.requeue_reason in (
                         RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES) and c.quota_bound(e.cluster_queue)
-                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound):
+                    node_bound = e.requeue_reason is RequeueReason.NO_PLACEMENT
+                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound, node_bound=node_bound):
                         stats.requeued += 1
                 if e.status is EntryStatus.PREEMPTING:
                     stats.preempting += 1
@@ -833,8 +841,14 @@ class Manager:
             return admitted
         message = e.message or "Workload is waiting for quota"
         old = st.condition("QuotaReserved")
-        if old is not None and old.status == "False" and old.message == message and old.reason == "Pending":
-            return None
+        if old is not None and old.status == "False" and old.reason == "Pending":
+            if old.message == message:
+                return None
+            # Only the wording changed ("2 more needed" -> "1 more needed"): refresh it
+            # at most every few seconds instead of writing on every attempt.
+            if now - self._pending_written.get(wl.key, 0.0) < PENDING_MESSAGE_REFRESH_SECONDS:
+                return None
+        self._pending_written[wl.key] = now
         conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
         return replace(wl, status=replace(st, conditions=conds))
 
@@ -844,13 +858,15 @@ class Manager:
             await self._wake.wait()
             self._wake.clear()
             while self.cache.queues.has_heads():
+                started = time.monotonic()
                 stats = self.schedule_once()
                 if not stats.made_progress:
                     # Nothing changed: wait for an event (quota released, new
                     # workload, queue changed) instead of spinning on the same heads.
                     break
-                # Let requests in between cycles; a long backlog must not starve the API.
-                await asyncio.sleep(0)
+                # A backlog must not starve the agents' streams and the API: after
+                # each cycle, give I/O at least as much time as the cycle took.
+                await asyncio.sleep(min(time.monotonic() - started, 0.05))
 
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict an admitted workload: its pods are stopped, its quota released once they exit."""

@@ -44,6 +44,8 @@ class _Pending:
     # Parked only for want of quota, in a queue that cannot preempt: it can
     # be admitted again only once its requests fit the queue's free quota.
     quota_bound: bool = False
+    # Parked because no set of nodes could run its pods.
+    node_bound: bool = False
 
 
 class ClusterQueueQueue:
@@ -122,7 +124,7 @@ class ClusterQueueQueue:
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
         return None
 
-    def requeue(self, entry: Entry, *, quota_bound: bool = False) -> bool:
+    def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Put a head back after its cycle; True if it went back into the heap.
 
         False means it was parked as inadmissible, or deleted meanwhile.
@@ -151,8 +153,18 @@ class ClusterQueueQueue:
                 self._push(other.workload, other.last_tried)
             self._inadmissible.clear()
         self._version += 1
-        self._inadmissible[key] = _Pending(wl, last_tried, self._version, quota_bound)
+        self._inadmissible[key] = _Pending(wl, last_tried, self._version, quota_bound, node_bound)
         return False
+
+    def requeue_node_bound(self) -> bool:
+        """Node capacity came back: only workloads parked for lack of a node are retried."""
+        moved = False
+        for key, p in list(self._inadmissible.items()):
+            if p.node_bound:
+                del self._inadmissible[key]
+                self._push(p.workload, p.last_tried)
+                moved = True
+        return moved
 
     def forget_in_flight(self, key: WorkloadKey) -> None:
         """The head was admitted: it is no longer pending."""
@@ -259,13 +271,16 @@ class QueueManager:
     def has_heads(self) -> bool:
         return any(q.active and q.has_heads for q in self.queues.values())
 
-    def requeue(self, entry: Entry, *, quota_bound: bool = False) -> bool:
+    def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Requeue a head; True if it is back in the heap (the next cycle sees it again)."""
         q = self.queues.get(entry.cluster_queue)
         if q is None:
             self._where.pop(entry.key, None)
             return False
-        return q.requeue(entry, quota_bound=quota_bound)
+        return q.requeue(entry, quota_bound=quota_bound, node_bound=node_bound)
+
+    def node_capacity_freed(self) -> bool:
+        return any([q.requeue_node_bound() for q in self.queues.values()])
 
     def admitted(self, entry: Entry) -> None:
         q = self.queues.get(entry.cluster_queue)

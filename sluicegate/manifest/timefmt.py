@@ -14,6 +14,7 @@ order is decided by it).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import re
 from fractions import Fraction
@@ -34,6 +35,7 @@ _EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
 _MAX_FRACTION_DIGITS = 17
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_rfc3339(text: str) -> float:
     """``2024-05-01T12:00:00Z`` -> 1714564800.0.  Raises ValueError on anything else."""
     m = _RFC3339.match(text)
@@ -66,6 +68,9 @@ def parse_rfc3339(text: str) -> float:
     return float(Fraction(whole) + Fraction(int(frac), 10 ** len(frac)))
 
 
+# A workload's timestamps are formatted again on every write and watch event
+# while they rarely change; the exact conversion is worth remembering.
+@functools.lru_cache(maxsize=1 << 16)
 def format_rfc3339(epoch: float) -> str:
     """Seconds since the epoch -> ``2024-05-01T12:00:00Z``, with the shortest exact fraction."""
     if not math.isfinite(epoch):

@@ -43,5 +43,7 @@ def documents_from_proto(docs: Any) -> list[RawDocument]:
     out: list[RawDocument] = []
     for i, d in enumerate(docs):
         source = d.source or f"request#{i}"
-        out.extend(parse_text(d.body.decode("utf-8", errors="replace"), source))
+        text = d.body.decode("utf-8", errors="replace")
+        # The client library sends JSON; the JSON parser is far cheaper than YAML's.
+        out.extend(parse_text(text, source, fmt="json" if text.lstrip().startswith("{") else "yaml"))
     return out
