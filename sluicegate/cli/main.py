@@ -163,6 +163,17 @@ def describe_workload(o: dict[str, Any]) -> str:
         out.append("Admission:     <none>")
         if qr and qr.get("status") == "False":
             out.append(f"Pending:       {qr.get('message', '')}")
+    pods = (st.get("extra") or {}).get("pods") or []
+    if pods:
+        out.append("Pods:")
+        for p in pods:
+            code = f" exit={p['exitCode']}" if p.get("exitCode") is not None else ""
+            why = f" ({p['reason']})" if p.get("reason") else ""
+            out.append(f"  {p['name']:<28} node={p['node']:<14} {p.get('phase', ''):<10} qos={p.get('qosClass', '-') or '-'}"
+                       f"{code}{why}")
+    reclaim = st.get("reclaimablePods")
+    if reclaim:
+        out.append("Reclaimable:   " + ", ".join(f"{r['name']}={r['count']}" for r in reclaim))
     rs = st.get("requeueState")
     if rs:
         out.append(f"Requeue state: count={rs.get('count', 0)} requeueAt={rs.get('requeueAt', '-')}")

@@ -200,6 +200,7 @@ class Fleet:
             restarts=rp.restarts,
             started_at=rp.started_at or rec.started_at,
             finished_at=rp.finished_at,
+            qos_class=rp.qos_class or rec.qos_class,
         )
         if new != rec:
             self._update_pod(wl, new)

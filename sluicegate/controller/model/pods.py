@@ -36,6 +36,8 @@ class PodRecord:
     exited: bool = False
     # A Job retry or replacement took this pod's place (it no longer counts as current).
     replaced: bool = False
+    # Kubernetes QoS class, as the node computed it.
+    qos_class: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -49,7 +51,8 @@ class PodRecord:
         for key, value in (("reason", self.reason), ("message", self.message), ("exitCode", self.exit_code),
                            ("ready", self.ready or None), ("restarts", self.restarts or None),
                            ("startedAt", self.started_at), ("finishedAt", self.finished_at),
-                           ("exited", self.exited or None), ("replaced", self.replaced or None)):
+                           ("exited", self.exited or None), ("replaced", self.replaced or None),
+                           ("qosClass", self.qos_class or None)):
             if value not in (None, ""):
                 d[key] = value
         return d
@@ -63,6 +66,7 @@ class PodRecord:
             exit_code=None if d.get("exitCode") is None else int(d["exitCode"]), ready=bool(d.get("ready", False)),
             restarts=int(d.get("restarts", 0)), started_at=d.get("startedAt"), finished_at=d.get("finishedAt"),
             exited=bool(d.get("exited", False)), replaced=bool(d.get("replaced", False)),
+            qos_class=str(d.get("qosClass", "")),
         )
 
 

@@ -332,3 +332,36 @@ def test_a_wrong_guess_falls_back_to_retrying_every_parked_workload() -> None:
     settle(m)
     assert states(m, ["a1", "b1", "b2", "b3"]) == {"a1": "Admitted", "b1": "Admitted", "b2": "Pending", "b3": "Pending"}
     assert not m.cache.queues.queues["b"].deferred
+
+
+class RecordingSession:
+    """The controller's end of an agent stream, recording what would be sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    def send(self, command: object) -> None:
+        self.sent.append(command)
+
+
+def test_block_admission_waits_for_every_admitted_workload_to_be_ready() -> None:
+    from sluicegate.controller.model import ControllerConfig, WaitForPodsReadyConfig
+    from sluicegate.controller.model.pods import pods_of
+    from sluicegate.controller.nodes import ReportedPod
+
+    cfg = ControllerConfig(wait_for_pods_ready=WaitForPodsReadyConfig(enabled=True, timeout_seconds=300, block_admission=True))
+    m = Manager(MemoryStore(), clock=Clock(), config=cfg)
+    m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
+    m.fleet.register(name="n1", labels={}, capacity={"cpu": 8000}, allocatable={"cpu": 8000}, boot_id="b",
+                     agent_version="t", health_address="", pods=[], session=RecordingSession())
+    m.create_workload(workload("first", "1"))
+    settle(m)
+    m.create_workload(workload("second", "1"))
+    settle(m)
+    assert states(m, ["first", "second"]) == {"first": "Admitted", "second": "Pending"}
+    pod = pods_of(m.get_workload("default", "first"))[0]
+    m.fleet.pod_status("n1", ReportedPod(uid=pod.uid, name=pod.name, namespace="default", workload="first",
+                                         phase="Running", ready=True))
+    assert m.get_workload("default", "first").status.is_true("PodsReady")
+    settle(m)
+    assert states(m, ["second"]) == {"second": "Admitted"}
