@@ -130,3 +130,40 @@ def test_restarting_an_agent_keeps_its_pods_running_and_readopts_them(cluster) -
         assert sluicectl(s, "logs", "steady").stdout == "finished\n"
     finally:
         kill_marked_processes(marker)
+
+
+def test_controller_kill_9_keeps_pods_running_and_agents_reconnect(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    flags = ["--node-heartbeat-timeout", "5", "--agent-heartbeat-interval", "0.3", "--listen", f"127.0.0.1:{port}"]
+    c = Controller(tmp_path, extra=flags).start()
+    agent = Agent(tmp_path, c.address, "node-a", extra=["--config", str(_fast_reconnect(tmp_path))]).start()
+    marker = f"sg-{uuid.uuid4().hex[:8]}"
+    try:
+        sluicectl(c.address, "apply", "-f", QUEUES)
+        sluicectl(c.address, "run", "--queue", "default", "--name", "long", "--cpu", "1", "--",
+                  "sh", "-c", f"sleep 3; echo done # {marker}")
+        wait_for("running", lambda: [p.get("phase") for p in pods_of(c.address, "long")] == ["Running"])
+        pid = next(p["containers"][0]["pid"] for p in agent.pods() if p["workload"] == "long")
+        c.kill9()
+        assert psutil.pid_exists(pid)  # the pod does not depend on the controller
+        c.start()
+        wait_for("agent re-registered", lambda: "node-a   Ready" in sluicectl(c.address, "get", "nodes").stdout)
+        wait_for("finished after the restart", lambda: workload_states(c.address).get("long") == "Finished", timeout=30)
+        w = get_json(c.address, "workload", "long")
+        assert next(x for x in w["status"]["conditions"] if x["type"] == "Finished")["reason"] == "Succeeded"
+        assert [p["uid"] for p in pods_of(c.address, "long")] == [w["status"]["extra"]["pods"][0]["uid"]]
+        assert sluicectl(c.address, "logs", "long").stdout == "done\n"
+    finally:
+        agent.stop()
+        c.stop()
+        kill_marked_processes(marker)
+
+
+def _fast_reconnect(tmp_path: Path) -> Path:
+    cfg = tmp_path / "agent-fast.yaml"
+    cfg.write_text("reconnectBackoff: {base: 100ms, cap: 500ms}\n")
+    return cfg
