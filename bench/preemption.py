@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sluicegate.controller.manager import Manager  # noqa: E402
-from sluicegate.controller.model import ClusterQueueName  # noqa: E402
 from sluicegate.controller.scheduling.cycle import EntryStatus, run_cycle  # noqa: E402
 from sluicegate.controller.scheduling.fairsharing import order_for  # noqa: E402
 from sluicegate.controller.store.memory import MemoryStore  # noqa: E402

@@ -13,6 +13,8 @@ order is decided by it).
 
 from __future__ import annotations
 
+from sluicegate.durations import parse_duration as _parse_duration
+
 import datetime as _dt
 import functools
 import math
@@ -88,42 +90,9 @@ def format_rfc3339(epoch: float) -> str:
     return stamp + "Z"
 
 
-_DURATION_PART = re.compile(r"(\d*\.?\d*)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {
-    "ns": Fraction(1, 10**9),
-    "us": Fraction(1, 10**6),
-    "µs": Fraction(1, 10**6),
-    "μs": Fraction(1, 10**6),
-    "ms": Fraction(1, 10**3),
-    "s": Fraction(1),
-    "m": Fraction(60),
-    "h": Fraction(3600),
-}
-
-
 def parse_duration(text: str) -> float:
-    """Go duration (``1h30m``, ``45s``, ``500ms``, ``-1.5h``) -> seconds."""
-    body = text.strip()
-    sign = 1
-    if body[:1] in ("+", "-"):
-        sign = -1 if body[0] == "-" else 1
-        body = body[1:]
-    if body == "0":
-        return 0.0
-    total = Fraction(0)
-    pos = 0
-    while pos < len(body):
-        m = _DURATION_PART.match(body, pos)
-        if m is None or m.group(1) in ("", "."):
-            raise ValueError(
-                f"{text!r} is not a duration; expected numbers with units h, m, s, ms, us or ns, "
-                "such as 5m, 1h30m, 45s or 500ms"
-            )
-        total += Fraction(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos == 0:
-        raise ValueError(f"{text!r} is not a duration; expected a value such as 5m, 1h30m, 45s or 500ms")
-    return float(sign * total)
+    """Go duration (``1h30m``, ``45s``, ``500ms``, ``-1.5h``) -> seconds (see :mod:`sluicegate.durations`)."""
+    return _parse_duration(text)
 
 
 def format_duration(seconds: float) -> str:

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2] / "sluicegate"
 PURE = {
     "controller/model": ("sluicegate.controller.model", "sluicegate.quantity"),
     "controller/scheduling": ("sluicegate.controller.model", "sluicegate.controller.scheduling", "sluicegate.quantity"),
-    "agent/policy": ("sluicegate.agent.policy", "sluicegate.quantity"),
+    "agent/policy": ("sluicegate.agent.policy", "sluicegate.quantity", "sluicegate.durations"),
 }
 
 

@@ -21,7 +21,8 @@ a clock.  Byte amounts are plain integers.
 
 from __future__ import annotations
 
-import re
+from sluicegate.durations import parse_duration as _parse_duration
+
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -250,41 +251,9 @@ def parse_thresholds(
     return tuple(results)
 
 
-_DURATION_UNITS = {
-    "ns": Fraction(1, 10**9),
-    "us": Fraction(1, 10**6),
-    "µs": Fraction(1, 10**6),
-    "μs": Fraction(1, 10**6),
-    "ms": Fraction(1, 10**3),
-    "s": Fraction(1),
-    "m": Fraction(60),
-    "h": Fraction(3600),
-}
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-
-
 def parse_duration(text: str) -> float:
-    """Parse a Go duration (``90s``, ``1m30s``, ``1.5h``, ``0``) into seconds.
-
-    Raises ValueError for anything else, including negative durations.
-    """
-    body = text.strip()
-    if body.startswith("-"):
-        raise ValueError(f"duration {text!r} is negative")
-    body = body.removeprefix("+")
-    if body == "0":
-        return 0.0
-    if not body:
-        raise ValueError(f"{text!r} is not a duration such as 90s, 1m30s or 2h")
-    total = Fraction(0)
-    position = 0
-    while position < len(body):
-        match = _DURATION_PART.match(body, position)
-        if match is None:
-            raise ValueError(f"{text!r} is not a duration such as 90s, 1m30s or 2h")
-        total += Fraction(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    return float(total)
+    """Parse a Go duration (``90s``, ``1m30s``, ``1.5h``, ``0``) into seconds; negatives are errors."""
+    return _parse_duration(text, allow_negative=False)
 
 
 def parse_grace_periods(expr: str) -> dict[Signal, float]:

@@ -16,9 +16,9 @@ from sluicegate.controller.lifecycle import (
     released,
     settle,
 )
-from sluicegate.controller.model import Condition, WaitForPodsReadyConfig
+from sluicegate.controller.model import WaitForPodsReadyConfig
 from sluicegate.controller.model.pods import PodRecord, pods_of, with_pods
-from sluicegate.controller.model.workloads import RequeueState, WorkloadStatus
+from sluicegate.controller.model.workloads import RequeueState
 from sluicegate.controller.scheduling.cycle import search_partial_counts
 from sluicegate.controller.scheduling.flavors import Assignment
 
