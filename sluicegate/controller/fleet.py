@@ -124,7 +124,7 @@ class Fleet:
             wl = self.m.cache.workloads.get(key) if key else None
             rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
             if wl is None or rec is None or rec.terminal:
-                node.pods.pop(uid, None)
+                node.remove_pod(uid)
                 continue
             if rec.phase == PENDING and rec.reason != "Stopping":
                 node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)))
@@ -308,7 +308,7 @@ class Fleet:
                 key = self.pod_owner.get(uid)
                 wl = self.m.cache.workloads.get(key) if key else None
                 if wl is None:
-                    node.pods.pop(uid, None)
+                    node.remove_pod(uid)
                     continue
                 msg = f"node {node.name} stopped responding: {node.not_ready_reason}"
                 if not wl.is_finished and not wl.status.is_true("Evicted"):

@@ -113,10 +113,30 @@ class NodeState:
     pods: dict[str, Mapping[str, int]] = field(default_factory=dict)
     static_pods: dict[str, ReportedPod] = field(default_factory=dict)
 
+    # Sum of self.pods' requests, kept as pods come and go (placement reads it every cycle).
+    pod_requests: dict[str, int] = field(default_factory=dict)
+
+    def add_pod(self, uid: str, requests: Mapping[str, int]) -> None:
+        self.remove_pod(uid)
+        self.pods[uid] = dict(requests)
+        for r, q in requests.items():
+            self.pod_requests[r] = self.pod_requests.get(r, 0) + q
+
+    def remove_pod(self, uid: str) -> None:
+        old = self.pods.pop(uid, None)
+        if old is None:
+            return
+        for r, q in old.items():
+            left = self.pod_requests.get(r, 0) - q
+            if left:
+                self.pod_requests[r] = left
+            else:
+                self.pod_requests.pop(r, None)
+
     def requested(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for req in (*self.pods.values(), *(p.requests for p in self.static_pods.values())):
-            for r, q in req.items():
+        total = dict(self.pod_requests)
+        for p in self.static_pods.values():
+            for r, q in p.requests.items():
                 total[r] = total.get(r, 0) + q
         if "pods" in self.allocatable:
             total["pods"] = len(self.pods) + len(self.static_pods)
@@ -148,9 +168,9 @@ class NodeRegistry:
             state = NodeState(node, {}, {}, {}, ready=False, last_heartbeat=now,
                               not_ready_reason="its agent has not registered since the controller started")
             self.nodes[node] = state
-        state.pods[uid] = dict(requests)
+        state.add_pod(uid, requests)
 
     def unbind(self, node: str, uid: str) -> None:
         state = self.nodes.get(node)
         if state is not None:
-            state.pods.pop(uid, None)
+            state.remove_pod(uid)
