@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -103,10 +104,11 @@ async def e2e() -> dict:
     from sluicegate.client import Client, Document
 
     sys.path.insert(0, str(ROOT / "bench" / "e2e"))
-    from run import start  # type: ignore[import-not-found]
+    from run import remove_cgroup_bases, start  # type: ignore[import-not-found]
 
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
+        tmp = Path(os.environ.get("BENCH_KEEP_DIR") or d)
+        tmp.mkdir(parents=True, exist_ok=True)
         procs = []
         try:
             ctl, info = start(["sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
@@ -116,7 +118,11 @@ async def e2e() -> dict:
             for name in ("pre-a", "pre-b"):
                 a, _ = start(["sluicegate.agent.server", "--controller", info["grpc"], "--node-name", name,
                               "--data-dir", str(tmp / name), "--health-listen", "127.0.0.1:0",
-                              "--allocatable", "cpu=60,memory=64Gi"], tmp / f"{name}.log", tmp / f"{name}.ready")
+                              "--allocatable", "cpu=60,memory=64Gi",
+                              # Its own cgroup tree: an agent removes cgroups it does not know at start-up,
+                              # which must never be another agent's running pods.
+                              "--cgroup-base", f"sg-bench-{name}-{os.getpid()}"],
+                             tmp / f"{name}.log", tmp / f"{name}.ready")
                 procs.append(a)
             queue = [{"apiVersion": "sluicegate.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
                      cq_doc("cq", 120),
@@ -155,6 +161,7 @@ async def e2e() -> dict:
                 p.terminate()
             for p in procs:
                 p.wait(timeout=60)
+            remove_cgroup_bases(str(os.getpid()))
 
 
 def main() -> None:

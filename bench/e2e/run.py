@@ -67,7 +67,7 @@ def start(args: list[str], log: Path, ready: Path, timeout: float = 30.0) -> tup
         cmd = [os.environ.get("PY_SPY", "py-spy"), "record", "-f", "raw", "-r", "200",
                "-o", str(Path(profile_dir) / f"{ready.stem}.txt"), "--", *cmd]
     with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=f, cwd=ROOT, env={**os.environ, "SLUICEGATE_LOG_LEVEL": "WARNING"})
+        proc = subprocess.Popen(cmd, stdout=f, stderr=f, cwd=ROOT, env={**os.environ, "SLUICEGATE_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING")})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -76,6 +76,20 @@ def start(args: list[str], log: Path, ready: Path, timeout: float = 30.0) -> tup
             return proc, json.loads(ready.read_text())
         time.sleep(0.05)
     raise SystemExit(f"{args[0]} not ready in {timeout}s")
+
+
+def remove_cgroup_bases(suffix: str, root: Path = Path("/sys/fs/cgroup")) -> None:
+    """Remove the (by now empty) cgroup trees the bench's agents created, deepest first."""
+    for base in sorted(root.glob(f"*/sg-bench-*-{suffix}")) + sorted(root.glob(f"sg-bench-*-{suffix}")):
+        for d in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        try:
+            base.rmdir()
+        except OSError:
+            pass
 
 
 class PeakRSS:
@@ -181,7 +195,11 @@ def main() -> None:
             for name in ("bench-a", "bench-b"):
                 a, _ = start(["sluicegate.agent.server", "--controller", info["grpc"], "--node-name", name,
                               "--data-dir", str(tmp / name), "--health-listen", "127.0.0.1:0",
-                              "--allocatable", "cpu=16,memory=32Gi"], tmp / f"{name}.log", tmp / f"{name}.ready")
+                              "--allocatable", "cpu=16,memory=32Gi",
+                              # Its own cgroup tree: an agent removes cgroups it does not know at start-up,
+                              # which must never be another agent's running pods.
+                              "--cgroup-base", f"sg-bench-{name}-{os.getpid()}"],
+                             tmp / f"{name}.log", tmp / f"{name}.ready")
                 procs.append(a)
                 pids[name] = a.pid
             with PeakRSS(pids) as rss:
@@ -202,6 +220,7 @@ def main() -> None:
                 p.send_signal(sig)
             for p in procs:
                 p.wait(timeout=60)
+            remove_cgroup_bases(str(os.getpid()))
 
 
 if __name__ == "__main__":
