@@ -1,0 +1,1 @@
+"""sluicectl, the command-line client (its library is :mod:`sluicegate.client`)."""
