@@ -41,14 +41,12 @@ from sluicegate.agent.policy import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICA
 from sluicegate.agent.runtime import PodRuntimeError, Reason
 from sluicegate.manifest.decode_workload import (
     CONTAINER_UNSUPPORTED,
-    ENV_UNSUPPORTED,
     POD_SPEC_UNSUPPORTED,
-    RESOURCES_UNSUPPORTED,
+    read_container,
 )
 from sluicegate.manifest.errors import FieldError
-from sluicegate.manifest.reader import Fields, Problems, keyed, read_quantity
+from sluicegate.manifest.reader import Fields, Problems
 from sluicegate.manifest.syntax import (
-    container_resource_name_problem,
     dns_label_problem,
     dns_subdomain_problem,
     label_value_problem,
@@ -130,70 +128,16 @@ def _check_exact(fields: Fields, key: str, wanted: str) -> None:
 
 
 def _container(raw: object, path: str, problems: Problems, names: dict[str, str]) -> ContainerWish | None:
-    c = Fields.of(raw, path, problems, known=STATIC_CONTAINER_FIELDS, unsupported=STATIC_CONTAINER_UNSUPPORTED)
+    c = read_container(raw, path, problems, names, known=STATIC_CONTAINER_FIELDS,
+                       unsupported=dict(STATIC_CONTAINER_UNSUPPORTED))
     if c is None:
         return None
-    name = c.string("name", required=True, check=dns_label_problem)
-    if name in names:
-        c.error("name", f"duplicate: {names[name]} already uses the name {show(name)}")
-    elif name:
-        names[name] = path
-    command = c.strings("command")
-    if not command:
-        c.error("command", "required: there is no container image to supply an entrypoint")
-    env: list[tuple[str, str]] = []
-    for epath, eraw in c.items("env"):
-        var = Fields.of(eraw, epath, problems, known=("name", "value"), unsupported=ENV_UNSUPPORTED)
-        if var is None:
-            continue
-        var_name = var.string("name", required=True)
-        if "=" in var_name:
-            var.error("name", f"must not contain '=', got {show(var_name)}")
-        env.append((var_name, var.string("value")))
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    res = c.mapping("resources", known=("requests", "limits"), unsupported=RESOURCES_UNSUPPORTED)
-    if res is not None:
-        requests = _resource_list(res, "requests")
-        limits = _resource_list(res, "limits")
-        for rname, amount in requests.items():
-            if rname in limits and amount > limits[rname]:
-                problems.add(keyed(res.path("requests"), rname), "must not exceed the limit")
-        for rname, amount in limits.items():
-            # A limit alone sets the request too, as the API server's defaulting does.
-            requests.setdefault(rname, amount)
+    if not c.command:
+        problems.add(f"{path}.command", "required: there is no container image to supply an entrypoint")
     return ContainerWish(
-        name=name, command=command, args=c.strings("args"), env=tuple(env), working_dir=c.string("workingDir"),
-        requests=requests, limits=limits,
+        name=c.name, command=c.command, args=c.args, env=c.env, working_dir=c.working_dir,
+        requests=dict(c.requests), limits=dict(c.limits),
     )
-
-
-def _resource_list(res: Fields, key: str) -> dict[str, int]:
-    value = res.get(key)
-    if value is None:
-        return {}
-    path = res.path(key)
-    if not isinstance(value, dict):
-        res.error(key, f"must be a mapping of resource names to quantities, got {show(value)}")
-        return {}
-    out: dict[str, int] = {}
-    for rname, raw in value.items():
-        if not isinstance(rname, str):
-            res.error(key, f"resource names must be strings, got {show(rname)}")
-            continue
-        rpath = keyed(path, rname)
-        problem = "the resource name pods is reserved" if rname == "pods" else container_resource_name_problem(rname)
-        if problem is not None:
-            res.problems.add(rpath, problem if rname == "pods" else f"resource name {problem}")
-            continue
-        amount = read_quantity(raw, rpath, rname, res.problems)
-        if amount is None:
-            continue
-        if amount.exact < 0:
-            res.problems.add(rpath, f"must not be negative, got {show(amount.text)}")
-            continue
-        out[rname] = amount.canonical
-    return out
 
 
 def _priority(spec: Fields) -> tuple[int, str]:

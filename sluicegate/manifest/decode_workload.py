@@ -228,12 +228,12 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
     init = tuple(
         c
         for path, raw in pod.items("initContainers")
-        if (c := _read_container(raw, path, pod.problems, names)) is not None
+        if (c := read_container(raw, path, pod.problems, names)) is not None
     )
     containers = tuple(
         c
         for path, raw in pod.items("containers", required=True, min_items=1)
-        if (c := _read_container(raw, path, pod.problems, names)) is not None
+        if (c := read_container(raw, path, pod.problems, names)) is not None
     )
     restart = "Never"
     if pod.get("restartPolicy") == "Always":
@@ -275,8 +275,17 @@ def effective_requests(containers: tuple[Container, ...], init_containers: tuple
     return total
 
 
-def _read_container(raw: object, path: str, problems: Problems, names: dict[str, str]) -> Container | None:
-    c = Fields.of(raw, path, problems, known=CONTAINER_FIELDS, unsupported=CONTAINER_UNSUPPORTED)
+def read_container(
+    raw: object,
+    path: str,
+    problems: Problems,
+    names: dict[str, str],
+    *,
+    known: tuple[str, ...] = CONTAINER_FIELDS,
+    unsupported: dict[str, str] = CONTAINER_UNSUPPORTED,
+) -> Container | None:
+    """One container of a pod template (also used for static pod manifests, with their own field lists)."""
+    c = Fields.of(raw, path, problems, known=known, unsupported=unsupported)
     if c is None:
         return None
     name = c.string("name", required=True, check=dns_label_problem)
@@ -318,7 +327,7 @@ def _read_container(raw: object, path: str, problems: Problems, names: dict[str,
         working_dir=c.string("workingDir"),
         requests={k: a.canonical for k, a in requests.items()},
         limits={k: a.canonical for k, a in limits.items()},
-        readiness_probe=_read_probe(c),
+        readiness_probe=_read_probe(c) if "readinessProbe" in known else None,
     )
 
 

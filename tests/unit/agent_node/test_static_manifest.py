@@ -146,7 +146,7 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
                      ['spec.containers[0].resources.requests[cpu]: not a valid quantity: "lots"'],
                      id="bad-quantity"),
         pytest.param(POD + "spec: {containers: [{name: a, command: [x], resources: {requests: {memory: -1Mi}}}]}",
-                     ['spec.containers[0].resources.requests[memory]: must not be negative'],
+                     ['spec.containers[0].resources.requests[memory]: must be non-negative, got "-1Mi"'],
                      id="negative-quantity"),
         pytest.param(POD + "spec: {containers: [{name: a, command: [x], resources: {requests: {pods: 1}}}]}",
                      ["spec.containers[0].resources.requests[pods]: the resource name pods is reserved"],
