@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from sluicegate.controller.errors import FailedPrecondition, NotFound
 from sluicegate.controller.lifecycle import Settlement, evict, settle
 from sluicegate.controller.model.names import WorkloadKey, workload_key
-from sluicegate.controller.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, with_pods
+from sluicegate.controller.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, pods_or_last, with_pods
 from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.nodes import (
     CancelLogsCommand,
@@ -246,8 +246,9 @@ class Fleet:
             if cq is not None:
                 c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
             m.wake()
-        finished_pods = list(pods_of(c.workloads.get(wl.key, wl))) or list(pods_of(wl))
         if s.release:
+            # The pods as stored before this settlement: a release may have moved them aside.
+            finished_pods = pods_of(c.workloads.get(wl.key, wl)) or pods_of(wl)
             for p in finished_pods:
                 self.registry.unbind(p.node, p.uid)
                 self.pod_owner.pop(p.uid, None)
@@ -257,7 +258,7 @@ class Fleet:
                 c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
             # Node capacity came back: workloads parked for lack of a node may fit now.
             c.queues.node_capacity_freed()
-            for p in pods_of(wl) or finished_pods:
+            for p in finished_pods:
                 self._tell(p.node, ForgetPodCommand(p.uid))
             m.wake()
         if s.forget:
@@ -286,7 +287,7 @@ class Fleet:
 
     def purge(self, wl: Workload) -> None:
         """A finished workload is gone for good: its pods' logs may go too."""
-        records = list(pods_of(wl)) or [PodRecord.from_json(p) for p in wl.status.extra.get("lastPods", []) or []]  # type: ignore[union-attr]
+        records = list(pods_or_last(wl))
         for p in records:
             self.pod_owner.pop(p.uid, None)
             node = self.registry.nodes.get(p.node)
@@ -327,7 +328,7 @@ class Fleet:
         wl = self.m.cache.workloads.get(workload_key(namespace, workload))
         if wl is None:
             raise NotFound("Workload", namespace, workload)
-        records = list(pods_of(wl)) or [PodRecord.from_json(p) for p in wl.status.extra.get("lastPods", []) or []]  # type: ignore[union-attr]
+        records = list(pods_or_last(wl))
         if pod:
             records = [r for r in records if r.name == pod or str(r.index) == pod or r.name.endswith(f"-{pod}")]
         if not records:

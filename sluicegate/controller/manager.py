@@ -949,11 +949,9 @@ class Manager:
 
 
 def replace_entry_workload(e: Entry, wl: Workload) -> Entry:
-    if e.workload is wl:
-        return e
-    from sluicegate.controller.scheduling.cycle import Head
-
-    e.head = Head(workload=wl, cluster_queue=e.head.cluster_queue, last_tried=e.head.last_tried)
+    """The entry, carrying the workload as the cycle left it (so the queue keeps the new status)."""
+    if e.workload is not wl:
+        e.head = replace(e.head, workload=wl)
     return e
 
 

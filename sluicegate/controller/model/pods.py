@@ -77,6 +77,15 @@ def pods_of(wl: Workload) -> tuple[PodRecord, ...]:
     return tuple(PodRecord.from_json(p) for p in raw)
 
 
+def pods_or_last(wl: Workload) -> tuple[PodRecord, ...]:
+    """The current pods, or those of the last admission if it was given back (their logs remain)."""
+    current = pods_of(wl)
+    if current:
+        return current
+    raw = wl.status.extra.get("lastPods")
+    return tuple(PodRecord.from_json(p) for p in raw) if isinstance(raw, list) else ()
+
+
 def with_pods(wl: Workload, pods: Sequence[PodRecord]) -> Workload:
     extra = dict(wl.status.extra)
     if pods:
