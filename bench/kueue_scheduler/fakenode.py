@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ import grpc
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from sluicegate.common.streams import coalesced, unbatched  # noqa: E402
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc  # noqa: E402
 
 log = logging.getLogger("fakenode")
@@ -226,11 +227,10 @@ class FakeNode:
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
 
-            async def outgoing() -> AsyncIterator[agent_pb2.AgentMessage]:
-                while (msg := await out.get()) is not None:
-                    yield msg
-
-            call = agent_pb2_grpc.AgentLinkStub(channel).Connect(outgoing())  # type: ignore[no-untyped-call]
+            # Like the real agent, coalesce what piled up into one batch per stream write.
+            outgoing = coalesced(out, batch=lambda ms: agent_pb2.AgentMessage(batch=agent_pb2.AgentBatch(messages=ms)),
+                                 alone=lambda m: m.WhichOneof("kind") == "register")
+            call = agent_pb2_grpc.AgentLinkStub(channel).Connect(outgoing)  # type: ignore[no-untyped-call]
             first = await asyncio.wait_for(call.read(), timeout=REGISTER_TIMEOUT)
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
                 raise ConnectionError(f"node {self.name}: the controller did not answer Register with Registered")
@@ -240,7 +240,8 @@ class FakeNode:
             beat = asyncio.create_task(self._beat(), name=f"heartbeat-{self.name}")
             try:
                 while (msg := await call.read()) is not grpc.aio.EOF:
-                    self.handle(msg)
+                    for one in unbatched(msg, lambda m: m.batch.messages):
+                        self.handle(one)
             finally:
                 beat.cancel()
                 out.put_nowait(None)

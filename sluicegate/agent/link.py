@@ -11,19 +11,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 
 from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
 from sluicegate.agent.probes import ProbeSpec
+from sluicegate.common.streams import coalesced, unbatched
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 LOG_CHUNK = 64 * 1024
+
+
+def _agent_batch(messages: list[agent_pb2.AgentMessage]) -> agent_pb2.AgentMessage:
+    return agent_pb2.AgentMessage(batch=agent_pb2.AgentBatch(messages=messages))
+
+
+def _is_register(msg: agent_pb2.AgentMessage) -> bool:
+    # The controller reads the stream's first message by itself as the registration.
+    return msg.WhichOneof("kind") == "register"
 
 
 def report_to_proto(r: PodReport) -> agent_pb2.PodStatus:
@@ -183,14 +192,7 @@ class ControllerLink:
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
 
-            async def outgoing() -> AsyncIterator[agent_pb2.AgentMessage]:
-                while True:
-                    msg = await out.get()
-                    if msg is None:
-                        return
-                    yield msg
-
-            call = stub.Connect(outgoing())
+            call = stub.Connect(coalesced(out, batch=_agent_batch, alone=_is_register))
             first = await asyncio.wait_for(call.read(), timeout=30)
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
                 raise ConnectionError("the controller did not acknowledge the registration")
@@ -206,7 +208,8 @@ class ControllerLink:
                     msg = await call.read()
                     if msg is grpc.aio.EOF:
                         break
-                    self._handle(msg)
+                    for one in unbatched(msg, lambda m: m.batch.messages):
+                        self._handle(one)
             finally:
                 beat.cancel()
                 out.put_nowait(None)

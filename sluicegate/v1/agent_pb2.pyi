@@ -267,16 +267,24 @@ class LogChunk(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ..., container: _Optional[str] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "pod_status", "log_chunk")
+    __slots__ = ("register", "heartbeat", "pod_status", "log_chunk", "batch")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     POD_STATUS_FIELD_NUMBER: _ClassVar[int]
     LOG_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     pod_status: PodStatus
     log_chunk: LogChunk
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., pod_status: _Optional[_Union[PodStatus, _Mapping]] = ..., log_chunk: _Optional[_Union[LogChunk, _Mapping]] = ...) -> None: ...
+    batch: AgentBatch
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., pod_status: _Optional[_Union[PodStatus, _Mapping]] = ..., log_chunk: _Optional[_Union[LogChunk, _Mapping]] = ..., batch: _Optional[_Union[AgentBatch, _Mapping]] = ...) -> None: ...
+
+class AgentBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[AgentMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[AgentMessage, _Mapping]]] = ...) -> None: ...
 
 class Registered(_message.Message):
     __slots__ = ("node_name", "heartbeat_interval_seconds")
@@ -331,20 +339,28 @@ class CancelLogs(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("registered", "run_pod", "stop_pod", "log_request", "cancel_logs", "forget_pod")
+    __slots__ = ("registered", "run_pod", "stop_pod", "log_request", "cancel_logs", "forget_pod", "batch")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RUN_POD_FIELD_NUMBER: _ClassVar[int]
     STOP_POD_FIELD_NUMBER: _ClassVar[int]
     LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
     CANCEL_LOGS_FIELD_NUMBER: _ClassVar[int]
     FORGET_POD_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     run_pod: RunPod
     stop_pod: StopPod
     log_request: LogRequest
     cancel_logs: CancelLogs
     forget_pod: ForgetPod
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., run_pod: _Optional[_Union[RunPod, _Mapping]] = ..., stop_pod: _Optional[_Union[StopPod, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_logs: _Optional[_Union[CancelLogs, _Mapping]] = ..., forget_pod: _Optional[_Union[ForgetPod, _Mapping]] = ...) -> None: ...
+    batch: ControllerBatch
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., run_pod: _Optional[_Union[RunPod, _Mapping]] = ..., stop_pod: _Optional[_Union[StopPod, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_logs: _Optional[_Union[CancelLogs, _Mapping]] = ..., forget_pod: _Optional[_Union[ForgetPod, _Mapping]] = ..., batch: _Optional[_Union[ControllerBatch, _Mapping]] = ...) -> None: ...
+
+class ControllerBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ControllerMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[ControllerMessage, _Mapping]]] = ...) -> None: ...
 
 class NodeObject(_message.Message):
     __slots__ = ("node", "ready", "not_ready_reason", "last_heartbeat", "requested", "usage", "pods")

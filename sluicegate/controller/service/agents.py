@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from sluicegate.common.streams import coalesced, unbatched
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
@@ -100,6 +101,10 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     raise TypeError(f"unknown command {cmd!r}")
 
 
+def _controller_batch(messages: list[agent_pb2.ControllerMessage]) -> agent_pb2.ControllerMessage:
+    return agent_pb2.ControllerMessage(batch=agent_pb2.ControllerBatch(messages=messages))
+
+
 class _StreamSession:
     """Commands for one agent, queued until the stream writer sends them."""
 
@@ -118,7 +123,8 @@ class _StreamSession:
             # re-registers, and the controller resends what it expects.
             log.error("node %s: %d messages unsent; closing its stream", self.node, SEND_BUFFER)
             self.broken = True
-            self.queue = asyncio.Queue()
+            while not self.queue.empty():
+                self.queue.get_nowait()
             self.queue.put_nowait(None)
 
 
@@ -150,31 +156,32 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         )
 
         async def reader() -> None:
-            async for msg in request_iterator:
-                kind = msg.WhichOneof("kind")
-                if kind == "heartbeat":
-                    u = msg.heartbeat.usage
-                    self.m.fleet.heartbeat(
-                        info.name,
-                        NodeUsage(u.memory_total, u.memory_available, u.cpu_usage_cores, u.nodefs_available, u.observed_at),
-                        list(u.conditions),
-                        [reported_pod(p) for p in msg.heartbeat.pods],
-                    )
-                elif kind == "pod_status":
-                    self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
-                elif kind == "log_chunk":
-                    ch = msg.log_chunk
-                    self.m.fleet.log_chunk(ch.request_id, ch.container, ch.data, ch.eof, ch.error)
-                elif kind == "register":
-                    log.warning("node %s sent Register twice on one stream; ignoring the second", info.name)
+            async for received in request_iterator:
+                for msg in unbatched(received, lambda m: m.batch.messages):
+                    handle(msg)
             await session.queue.put(None)
+
+        def handle(msg: agent_pb2.AgentMessage) -> None:
+            kind = msg.WhichOneof("kind")
+            if kind == "heartbeat":
+                u = msg.heartbeat.usage
+                self.m.fleet.heartbeat(
+                    info.name,
+                    NodeUsage(u.memory_total, u.memory_available, u.cpu_usage_cores, u.nodefs_available, u.observed_at),
+                    list(u.conditions),
+                    [reported_pod(p) for p in msg.heartbeat.pods],
+                )
+            elif kind == "pod_status":
+                self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
+            elif kind == "log_chunk":
+                ch = msg.log_chunk
+                self.m.fleet.log_chunk(ch.request_id, ch.container, ch.data, ch.eof, ch.error)
+            elif kind == "register":
+                log.warning("node %s sent Register twice on one stream; ignoring the second", info.name)
 
         read_task = asyncio.create_task(reader(), name=f"agent-reader-{info.name}")
         try:
-            while True:
-                out = await session.queue.get()
-                if out is None:
-                    break
+            async for out in coalesced(session.queue, batch=_controller_batch):
                 yield out
         finally:
             read_task.cancel()

@@ -1,0 +1,97 @@
+"""Coalescing the messages of one long-lived gRPC stream into batches.
+
+A gRPC aio stream moves about one message per turn of the event loop at each
+end: every write and every read waits for a completion that the loop only
+notices between callbacks.  While the controller runs a 50 ms scheduling
+cycle, an agent's stream therefore carries roughly twenty messages a second
+whatever the bandwidth, and a burst of RunPods or pod reports queues for
+seconds.  The sender drains everything already queued into one batch message
+instead, so a turn of the loop carries a whole burst.
+
+Order is kept: a batch holds consecutive messages, and the receiver handles
+them in order.  Some messages must travel alone (an agent's Register is read
+as the stream's first message by itself), and a batch is capped in count and
+bytes so it stays well under gRPC's 4 MiB message limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol, TypeVar
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_MESSAGES = 512
+MAX_BATCH_BYTES = 1 << 20
+
+
+class _Message(Protocol):
+    def ByteSize(self) -> int: ...
+
+    def WhichOneof(self, oneof_group: str) -> str | None: ...
+
+
+M = TypeVar("M", bound=_Message)
+
+
+async def coalesced(
+    queue: asyncio.Queue[M | None],
+    *,
+    batch: Callable[[list[M]], M],
+    alone: Callable[[M], bool] = lambda _: False,
+    max_messages: int = MAX_BATCH_MESSAGES,
+    max_bytes: int = MAX_BATCH_BYTES,
+) -> AsyncIterator[M]:
+    """Yield the queue's messages until it yields None, batching what has piled up.
+
+    A single waiting message goes out as it is; two or more consecutive ones
+    go out as ``batch(messages)``.  A message for which ``alone`` is true is
+    never put in a batch.
+    """
+    carried: M | None = None
+    while True:
+        first = carried if carried is not None else await queue.get()
+        carried = None
+        if first is None:
+            return
+        if alone(first):
+            yield first
+            continue
+        group = [first]
+        size = first.ByteSize()
+        closing = False
+        while len(group) < max_messages:
+            try:
+                nxt = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if nxt is None:
+                closing = True
+                break
+            nxt_size = nxt.ByteSize()
+            if alone(nxt) or size + nxt_size > max_bytes:
+                carried = nxt
+                break
+            group.append(nxt)
+            size += nxt_size
+        yield group[0] if len(group) == 1 else batch(group)
+        if closing:
+            return
+
+
+def unbatched(msg: M, messages_of: Callable[[M], Sequence[M]]) -> Sequence[M]:
+    """The messages a received message stands for, in order: a batch's contents, or itself.
+
+    ``messages_of`` reads a batch's messages.  A batch inside a batch is not
+    something any sluicegate sender produces; it is dropped with a warning
+    rather than trusted.
+    """
+    if msg.WhichOneof("kind") != "batch":
+        return (msg,)
+    inner = messages_of(msg)
+    if any(m.WhichOneof("kind") == "batch" for m in inner):
+        log.warning("dropping nested batch messages from a peer; a batch must not contain a batch")
+        return [m for m in inner if m.WhichOneof("kind") != "batch"]
+    return inner
