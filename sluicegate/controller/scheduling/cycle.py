@@ -60,10 +60,21 @@ class Target:
     reason: str
 
 
+class NominationOracle(PreemptionOracle, Protocol):
+    """Preemption questions asked while one snapshot's heads are nominated.
+
+    Valid only while the snapshot's usage is the one nomination sees: an
+    implementation may remember answers, since nothing is admitted or
+    preempted until every head has been nominated.
+    """
+
+    def get_targets(self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment) -> list[Target]: ...
+
+
 class Preemptor(Protocol):
     """Finds the workloads to preempt so that an assignment fits."""
 
-    def oracle(self, snapshot: Snapshot) -> PreemptionOracle: ...
+    def oracle(self, snapshot: Snapshot) -> NominationOracle: ...
 
     def get_targets(
         self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment, snapshot: Snapshot
@@ -177,7 +188,7 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor) ->
             )
             e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
         else:
-            e.assignment, e.targets = get_assignment(head, snapshot, preemptor, oracle)
+            e.assignment, e.targets = get_assignment(head, snapshot, oracle)
             e.message = e.assignment.message()
             e.last_tried = tuple(e.assignment.last_tried())
             entries.append(e)
@@ -186,9 +197,7 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor) ->
     return entries, inadmissible
 
 
-def get_assignment(
-    head: Head, snapshot: Snapshot, preemptor: Preemptor, oracle: PreemptionOracle
-) -> tuple[Assignment, list[Target]]:
+def get_assignment(head: Head, snapshot: Snapshot, oracle: NominationOracle) -> tuple[Assignment, list[Target]]:
     """Full assignment first; if it cannot be admitted, the largest partial one that can."""
     assigner = FlavorAssigner(
         workload=head.workload,
@@ -205,7 +214,7 @@ def get_assignment(
     if mode is Mode.FIT:
         return full, []
     if mode is Mode.PREEMPT:
-        targets = preemptor.get_targets(workload=head.workload, cq=head.cluster_queue, assignment=full, snapshot=snapshot)
+        targets = oracle.get_targets(workload=head.workload, cq=head.cluster_queue, assignment=full)
         if targets:
             return full, targets
     if can_be_partially_admitted(head.workload):
@@ -216,7 +225,7 @@ def get_assignment(
             if m is Mode.FIT:
                 return a, []
             if m is Mode.PREEMPT:
-                t = preemptor.get_targets(workload=head.workload, cq=head.cluster_queue, assignment=a, snapshot=snapshot)
+                t = oracle.get_targets(workload=head.workload, cq=head.cluster_queue, assignment=a)
                 if t:
                     return a, t
             return None

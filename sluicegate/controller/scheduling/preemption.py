@@ -42,6 +42,7 @@ from sluicegate.controller.scheduling.cycle import (
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
+    NominationOracle,
     Target,
 )
 from sluicegate.controller.scheduling.fairsharing import (
@@ -50,7 +51,7 @@ from sluicegate.controller.scheduling.fairsharing import (
     strategies_from_config,
     strategy_unsatisfiable,
 )
-from sluicegate.controller.scheduling.flavors import Assignment, Mode, PreemptionOracle, PreemptionPossibility
+from sluicegate.controller.scheduling.flavors import Assignment, Mode, PreemptionPossibility
 from sluicegate.controller.scheduling.ordering import is_evicted, satisfies_policy, sort_candidates
 from sluicegate.controller.scheduling.quota import QuotaNode, UsageOverlay
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
@@ -459,38 +460,64 @@ def _fair_targets(ctx: _Context, strategies: Sequence[Strategy]) -> list[Target]
 # -- the preemptor ------------------------------------------------------------
 
 
+def _targets_context(
+    *, snapshot: Snapshot, workload: Workload, cq: ClusterQueueName, assignment: Assignment
+) -> _Context:
+    return _Context(
+        snapshot=snapshot,
+        workload=workload,
+        cq=cq,
+        spec=snapshot.cluster_queues[cq],
+        node=snapshot.node(cq),
+        requests=dict(assignment.usage),
+        frs=flavor_resources_needing_preemption(assignment),
+    )
+
+
+def _find(ctx: _Context) -> list[Target]:
+    if ctx.snapshot.fair_sharing:
+        return _fair_targets(ctx, strategies_from_config(ctx.snapshot.config.fair_sharing))
+    return _classic_targets(ctx)
+
+
 class Preemptor:
     """Finds preemption targets; classic or fair sharing per the snapshot's configuration."""
 
-    def oracle(self, snapshot: Snapshot) -> PreemptionOracle:
-        return _Oracle(self, snapshot)
+    def oracle(self, snapshot: Snapshot) -> NominationOracle:
+        return _Oracle(snapshot)
 
     def get_targets(
         self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment, snapshot: Snapshot
     ) -> list[Target]:
-        ctx = _Context(
-            snapshot=snapshot,
-            workload=workload,
-            cq=cq,
-            spec=snapshot.cluster_queues[cq],
-            node=snapshot.node(cq),
-            requests={fr: v for fr, v in assignment.usage.items()},
-            frs=flavor_resources_needing_preemption(assignment),
-        )
-        return self._find(ctx)
+        return _find(_targets_context(snapshot=snapshot, workload=workload, cq=cq, assignment=assignment))
 
-    def _find(self, ctx: _Context) -> list[Target]:
-        if ctx.snapshot.fair_sharing:
-            return _fair_targets(ctx, strategies_from_config(ctx.snapshot.config.fair_sharing))
-        return _classic_targets(ctx)
+
+_SearchKey = tuple[ClusterQueueName, WorkloadKey, frozenset[tuple[FlavorResource, int]], frozenset[FlavorResource]]
 
 
 class _Oracle:
-    """SimulatePreemption (preemption_oracle.go): is a flavor worth preempting in?"""
+    """SimulatePreemption (preemption_oracle.go) and the target search, for one nomination pass.
 
-    def __init__(self, preemptor: Preemptor, snapshot: Snapshot) -> None:
-        self._preemptor = preemptor
+    Kueue asks the same question twice per head: the flavor assigner
+    simulates preemption for a flavor, then the scheduler searches targets
+    for the chosen assignment, which for a single-resource request is the
+    same search.  Nothing changes usage while heads are nominated, so the
+    second answer is the first one, remembered.
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
+        self._searched: dict[_SearchKey, list[Target]] = {}
+
+    def _find(self, ctx: _Context) -> list[Target]:
+        key = (ctx.cq, ctx.workload.key, frozenset(ctx.requests.items()), ctx.frs)
+        found = self._searched.get(key)
+        if found is None:
+            found = self._searched[key] = _find(ctx)
+        return list(found)
+
+    def get_targets(self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment) -> list[Target]:
+        return self._find(_targets_context(snapshot=self._snapshot, workload=workload, cq=cq, assignment=assignment))
 
     def simulate_preemption(
         self, *, cq: QuotaNode, workload: Workload, fr: FlavorResource, quantity: int
@@ -506,7 +533,7 @@ class _Oracle:
             requests={fr: quantity},
             frs=frozenset({fr}),
         )
-        targets = self._preemptor._find(ctx)
+        targets = self._find(ctx)
         view = snapshot.view
         if not targets:
             borrow, _ = view.lowest_subtree_that_fits(cq, fr, quantity)

@@ -343,6 +343,11 @@ def _run(case: Case) -> set[tuple[str, str]]:
     # Every simulated removal was undone, and the live tree was never written.
     assert overlay_state(snap) == before
     assert {(n.name, fr): v for n in snap.tree.cluster_queues.values() for fr, v in n.usage.items()} == live_before
+    # A nomination pass remembers the search: asked twice, it answers as a fresh search does.
+    oracle = Preemptor().oracle(snap)
+    for _ in range(2):
+        again = oracle.get_targets(workload=case.incoming, cq=ClusterQueueName(case.cq), assignment=case.assign)
+        assert [(t.victim.key, t.reason) for t in again] == [(t.victim.key, t.reason) for t in targets]
     return reasons(targets)
 
 
