@@ -176,6 +176,8 @@ class Manager:
         self.preemptor: Preemptor = preemptor or DefaultPreemptor()
         self.versions: dict[tuple[str, str, str], int] = {}
         self.cycle = 0
+        # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
+        self.cycles_admitting = 0
         self._watchers: list[_Watcher] = []
         self._wake = asyncio.Event()
         self._stopping = False
@@ -755,6 +757,9 @@ class Manager:
                 stats.admitted += 1
                 log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
             else:
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("cycle %d: workload %s not admitted (%s, %s): %s", self.cycle, e.key, e.status.name,
+                              e.requeue_reason.name if e.requeue_reason else "-", e.message)
                 if e.key in c.workloads:
                     c.workloads[wl.key] = wl
                     quota_bound = e.requeue_reason in (
@@ -769,6 +774,8 @@ class Manager:
                     stats.pending += 1
             if e.key in decided:
                 self._publish("MODIFIED", wl)
+        if stats.admitted:
+            self.cycles_admitting += 1
         return stats
 
     def _preempt(self, e: Entry, now: float) -> int:

@@ -66,8 +66,10 @@ class ClusterQueueQueue:
         # were released after a head was popped, that head must not be parked.
         self.pop_cycle = 0
         self.queue_inadmissible_cycle = -1
-        # Some parked workloads were held back by a release budget (see queue_inadmissible).
+        # Some parked workloads were held back by a release budget (see queue_inadmissible)...
         self.deferred = False
+        # ...and these were requeued because the budget said they fit.
+        self._offered: set[WorkloadKey] = set()
 
     def __len__(self) -> int:
         return len(self._items) + len(self._inadmissible) + len(self._in_flight)
@@ -105,6 +107,7 @@ class ClusterQueueQueue:
         self._push(wl, old.last_tried if old is not None else None)
 
     def delete(self, key: WorkloadKey) -> bool:
+        self._offered.discard(key)
         found = False
         for d in (self._items, self._inadmissible, self._in_flight):
             if d.pop(key, None) is not None:
@@ -130,6 +133,8 @@ class ClusterQueueQueue:
         False means it was parked as inadmissible, or deleted meanwhile.
         """
         key = entry.key
+        offered = key in self._offered
+        self._offered.discard(key)
         p = self._in_flight.pop(key, None)
         if p is None:
             return False
@@ -145,9 +150,11 @@ class ClusterQueueQueue:
         if p.version == 0 or immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
             self._push(wl, last_tried)
             return True
-        if self.deferred:
+        if self.deferred and offered:
             # A workload the freed quota was offered to did not fit after all:
             # the ones deferred behind it get their turn the ordinary way.
+            # (Any other head failing, say one just created, says nothing
+            # about whether the budget's guess was right.)
             self.deferred = False
             for other in list(self._inadmissible.values()):
                 self._push(other.workload, other.last_tried)
@@ -168,6 +175,7 @@ class ClusterQueueQueue:
 
     def forget_in_flight(self, key: WorkloadKey) -> None:
         """The head was admitted: it is no longer pending."""
+        self._offered.discard(key)
         self._in_flight.pop(key, None)
 
     def queue_inadmissible(self, budget: Budget | None = None) -> bool:
@@ -186,13 +194,22 @@ class ClusterQueueQueue:
             return False
         parked, self._inadmissible = self._inadmissible, {}
         moved = False
+        if budget is not None:
+            # Workloads offered quota by an earlier release and not tried yet
+            # still count on it: several releases can land between two cycles.
+            for key in self._offered:
+                p = self._items.get(key)
+                if p is not None:
+                    budget.take(p.workload)
         order = sorted(parked.items(), key=lambda kv: self._order_key(kv[1].workload))
         self.deferred = False
         for key, p in order:
-            if budget is not None and p.quota_bound and not budget.take(p.workload):
-                self._inadmissible[key] = p
-                self.deferred = True
-                continue
+            if budget is not None and p.quota_bound:
+                if not budget.take(p.workload):
+                    self._inadmissible[key] = p
+                    self.deferred = True
+                    continue
+                self._offered.add(key)
             self._push(p.workload, p.last_tried)
             moved = True
         return moved

@@ -52,6 +52,11 @@ def controller_metrics(manager: Manager) -> Registry:
                        collect=reserving, labelnames=("cluster_queue",))
     reg.callback_gauge("sluicegate_scheduling_cycles", "Scheduling cycles run since start.",
                        collect=lambda: [((), float(manager.cycle))])
+    reg.callback_gauge("sluicegate_admission_attempts", "Scheduling cycles since start, by result: success when "
+                       "the cycle admitted a workload, inadmissible otherwise.",
+                       collect=lambda: [(("success",), float(manager.cycles_admitting)),
+                                        (("inadmissible",), float(manager.cycle - manager.cycles_admitting))],
+                       labelnames=("result",))
     reg.callback_gauge("sluicegate_workloads", "Workloads known to the controller.",
                        collect=lambda: [((), float(len(cache.workloads)))])
     return reg

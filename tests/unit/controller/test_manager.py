@@ -293,6 +293,42 @@ def test_a_release_offers_the_freed_quota_in_queue_order_instead_of_retrying_eve
     assert m.cycle - start <= 6
 
 
+def test_releases_between_two_cycles_do_not_offer_the_same_quota_twice() -> None:
+    m = manager()
+    for i in range(4):
+        m.create_workload(workload(f"f{i}", "1"))
+    for i in range(10):
+        m.create_workload(workload(f"w{i:02d}", "1"))
+    settle(m, bound=100)
+    # Two releases before the next cycle: the second offers one more cpu, not two.
+    m.delete_workload("default", "f0")
+    m.delete_workload("default", "f1")
+    start = m.cycle
+    settle(m, bound=100)
+    names = [f"w{i:02d}" for i in range(10)]
+    assert [n for n, s in states(m, names).items() if s == "Admitted"] == ["w00", "w01"]
+    assert m.cycle - start <= 3
+
+
+def test_a_new_workload_that_does_not_fit_leaves_the_deferred_ones_parked() -> None:
+    m = manager()
+    m.create_workload(workload("filler", "4"))
+    for i in range(10):
+        m.create_workload(workload(f"w{i:02d}", "1"))
+    settle(m, bound=100)
+    m.delete_workload("default", "filler")
+    # The release offers the freed 4 cpus to w00..w03; w04..w09 stay parked behind them.
+    # A newcomer is tried once and does not fit: that says nothing about the offer,
+    # so the six deferred workloads are not all tried again.
+    m.create_workload(workload("late", "5"))
+    start = m.cycle
+    settle(m, bound=100)
+    names = [f"w{i:02d}" for i in range(10)] + ["late"]
+    assert [n for n, s in states(m, names).items() if s == "Admitted"] == ["w00", "w01", "w02", "w03"]
+    assert m.cycle - start <= 6
+    assert m.cache.queues.queues["cq"].deferred  # type: ignore[index]
+
+
 COHORT = """
 apiVersion: sluicegate.io/v1beta2
 kind: ResourceFlavor
