@@ -51,8 +51,16 @@ class _Pending:
 class ClusterQueueQueue:
     """The pending workloads of one ClusterQueue."""
 
-    def __init__(self, name: ClusterQueueName, strategy: QueueingStrategy, requeuing: RequeuingTimestamp) -> None:
+    def __init__(
+        self,
+        name: ClusterQueueName,
+        strategy: QueueingStrategy,
+        requeuing: RequeuingTimestamp,
+        ready: set[ClusterQueueName] | None = None,
+    ) -> None:
         self.name = name
+        # Shared with the QueueManager: names of queues that may have a head.
+        self._ready = ready if ready is not None else set()
         self.strategy = strategy
         self.requeuing = requeuing
         self.active = True
@@ -88,6 +96,7 @@ class ClusterQueueQueue:
         yield from self._in_flight
 
     def _push(self, wl: Workload, last_tried: tuple[dict[str, int], ...] | None) -> None:
+        self._ready.add(self.name)
         self._version += 1
         p = _Pending(wl, last_tried, self._version)
         self._items[wl.key] = p
@@ -234,12 +243,20 @@ class QueueManager:
         self.requeuing = requeuing
         self.queues: dict[ClusterQueueName, ClusterQueueQueue] = {}
         self._where: dict[WorkloadKey, ClusterQueueName] = {}
+        # Queues that may have a head, so that a cycle costs in proportion to
+        # the queues with work rather than to every queue; heads come out in
+        # the order the queues were created, as iterating ``queues`` gives.
+        self._ready: set[ClusterQueueName] = set()
+        self._rank: dict[ClusterQueueName, int] = {}
+        self._created = 0
 
     def ensure_queue(self, name: ClusterQueueName, strategy: QueueingStrategy, *, active: bool) -> ClusterQueueQueue:
         q = self.queues.get(name)
         if q is None:
-            q = ClusterQueueQueue(name, strategy, self.requeuing)
+            q = ClusterQueueQueue(name, strategy, self.requeuing, self._ready)
             self.queues[name] = q
+            self._created += 1
+            self._rank[name] = self._created
         elif q.strategy is not strategy:
             q.strategy = strategy
         q.active = active
@@ -248,6 +265,8 @@ class QueueManager:
     def remove_queue(self, name: ClusterQueueName) -> list[Workload]:
         """Drop a queue; returns the workloads that were pending in it."""
         q = self.queues.pop(name, None)
+        self._ready.discard(name)
+        self._rank.pop(name, None)
         if q is None:
             return []
         orphans = q.pending_workloads()
@@ -275,18 +294,34 @@ class QueueManager:
         q = self.queues.get(cq)
         return q.delete(key) if q is not None else False
 
+    def _with_heads(self) -> list[ClusterQueueQueue]:
+        """Active queues with a head, in creation order; forgets queues left empty."""
+        out: list[ClusterQueueQueue] = []
+        for name in list(self._ready):
+            q = self.queues.get(name)
+            if q is None or not q.has_heads:
+                self._ready.discard(name)
+            elif q.active:
+                out.append(q)
+        out.sort(key=lambda q: self._rank[q.name])
+        return out
+
     def heads(self) -> list[Head]:
         out: list[Head] = []
-        for q in self.queues.values():
-            if not q.active or not q.has_heads:
-                continue
+        for q in self._with_heads():
             head = q.pop()
             if head is not None:
                 out.append(head)
         return out
 
     def has_heads(self) -> bool:
-        return any(q.active and q.has_heads for q in self.queues.values())
+        for name in list(self._ready):
+            q = self.queues.get(name)
+            if q is None or not q.has_heads:
+                self._ready.discard(name)
+            elif q.active:
+                return True
+        return False
 
     def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Requeue a head; True if it is back in the heap (the next cycle sees it again)."""
