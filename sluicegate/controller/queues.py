@@ -249,6 +249,8 @@ class QueueManager:
         self._ready: set[ClusterQueueName] = set()
         self._rank: dict[ClusterQueueName, int] = {}
         self._created = 0
+        # Queues that parked a workload for lack of a node since node capacity last came back.
+        self._node_bound: set[ClusterQueueName] = set()
 
     def ensure_queue(self, name: ClusterQueueName, strategy: QueueingStrategy, *, active: bool) -> ClusterQueueQueue:
         q = self.queues.get(name)
@@ -329,10 +331,13 @@ class QueueManager:
         if q is None:
             self._where.pop(entry.key, None)
             return False
+        if node_bound:
+            self._node_bound.add(entry.cluster_queue)
         return q.requeue(entry, quota_bound=quota_bound, node_bound=node_bound)
 
     def node_capacity_freed(self) -> bool:
-        return any([q.requeue_node_bound() for q in self.queues.values()])
+        names, self._node_bound = self._node_bound, set()
+        return any([q.requeue_node_bound() for name in names if (q := self.queues.get(name)) is not None])
 
     def admitted(self, entry: Entry) -> None:
         q = self.queues.get(entry.cluster_queue)
