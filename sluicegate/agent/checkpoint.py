@@ -13,6 +13,10 @@ power cut takes the pods with it, and a checkpoint from an earlier boot is
 never adopted; an unreadable one after a crash of the machine is set aside
 by the agent at start-up.
 
+The runtime keeps each pod's record encoded (``encode_pod``) and re-encodes
+only the pods that changed; ``CheckpointFile.write`` joins the encoded
+records into one file.  The result is the same document ``save`` writes.
+
 This module owns the on-disk format only.  Pod specs travel as JSON
 objects produced by the runtime's codec, so this module does not depend on
 the runtime.
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeAlias
@@ -40,6 +44,8 @@ __all__ = [
     "PodRecord",
     "Checkpoint",
     "path_for",
+    "CheckpointFile",
+    "encode_pod",
     "save",
     "load",
     "encode",
@@ -176,31 +182,39 @@ def _container_json(record: ContainerRecord) -> JSONObject:
     }
 
 
+def _pod_json(pod: PodRecord) -> JSONObject:
+    stop: JSONValue = None
+    if pod.stop is not None:
+        stop = {"reason": pod.stop.reason, "message": pod.stop.message, "deadline": pod.stop.deadline}
+    return {
+        "uid": pod.uid,
+        "spec": pod.spec,
+        "phase": pod.phase,
+        "finished": pod.finished,
+        "reason": pod.reason,
+        "message": pod.message,
+        "stop": stop,
+        "containers": [_container_json(container) for container in pod.containers],
+    }
+
+
 def encode(checkpoint: Checkpoint) -> JSONObject:
-    pods: list[JSONValue] = []
-    for pod in checkpoint.pods:
-        stop: JSONValue = None
-        if pod.stop is not None:
-            stop = {"reason": pod.stop.reason, "message": pod.stop.message, "deadline": pod.stop.deadline}
-        pods.append(
-            {
-                "uid": pod.uid,
-                "spec": pod.spec,
-                "phase": pod.phase,
-                "finished": pod.finished,
-                "reason": pod.reason,
-                "message": pod.message,
-                "stop": stop,
-                "containers": [_container_json(container) for container in pod.containers],
-            }
-        )
     return {
         "version": checkpoint.version,
         "bootId": checkpoint.boot_id,
         "seq": checkpoint.seq,
         "writtenAt": checkpoint.written_at,
-        "pods": pods,
+        "pods": [_pod_json(pod) for pod in checkpoint.pods],
     }
+
+
+def _dumps(value: JSONValue) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def encode_pod(pod: PodRecord) -> str:
+    """One pod's record as JSON text, ready for ``CheckpointFile.write``."""
+    return _dumps(_pod_json(pod))
 
 
 # --- decoding ----------------------------------------------------------------
@@ -382,23 +396,49 @@ def decode(obj: JSONValue, *, path: str) -> Checkpoint:
 # --- files -------------------------------------------------------------------
 
 
-def save(path: Path, checkpoint: Checkpoint) -> None:
-    """Replace ``path`` atomically with ``checkpoint``.
+class CheckpointFile:
+    """Writes one checkpoint file, again and again.
 
     Atomic against the agent dying at any point (write a temporary file,
     rename it over the old one), but deliberately not fsynced: the
     checkpoint only has to outlive the agent *process*.  Data lost to a
     power failure describes processes that died with the machine, and a
     checkpoint from another boot is never adopted (its boot id differs).
-    Skipping the two fsyncs per status change is what lets a node start and
-    finish hundreds of short pods a second.
+    Skipping the two fsyncs per write is what lets a node start and finish
+    hundreds of short pods a second.
+
+    The directory is not checked on every write: a write that finds it
+    missing (the first one, or after an operator removed it) creates it
+    and tries once more.
     """
-    data = json.dumps(encode(checkpoint), separators=(",", ":"), sort_keys=True).encode() + b"\n"
-    directory = path.parent
-    temporary = directory / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._temporary = path.parent / f".{path.name}.{os.getpid()}.tmp"
+
+    def write(self, *, boot_id: str, seq: int, written_at: float, pods: Iterable[str]) -> None:
+        """Replace the file; ``pods`` are records from ``encode_pod``."""
+        # The same document encode() describes, assembled from pre-encoded
+        # records so an unchanged pod costs a string copy, not an encoding.
+        head = _dumps(
+            {"bootId": boot_id, "seq": seq, "version": FORMAT_VERSION, "writtenAt": written_at}
+        )
+        data = "".join((head[:-1], ',"pods":[', ",".join(pods), "]}\n")).encode()
+        try:
+            try:
+                self._write_file(data)
+            except FileNotFoundError:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._write_file(data)
+        except OSError as exc:
+            try:
+                os.unlink(self._temporary)
+            except OSError:
+                pass
+            raise CheckpointError(path=str(self.path), detail=f"could not write: {exc.strerror or exc}") from exc
+
+    def _write_file(self, data: bytes) -> None:
+        fd = os.open(self._temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             view = memoryview(data)
             while view:
@@ -406,13 +446,17 @@ def save(path: Path, checkpoint: Checkpoint) -> None:
                 view = view[written:]
         finally:
             os.close(fd)
-        os.replace(temporary, path)
-    except OSError as exc:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise CheckpointError(path=str(path), detail=f"could not write: {exc.strerror or exc}") from exc
+        os.replace(self._temporary, self.path)
+
+
+def save(path: Path, checkpoint: Checkpoint) -> None:
+    """Replace ``path`` atomically with ``checkpoint`` (see ``CheckpointFile``)."""
+    CheckpointFile(path).write(
+        boot_id=checkpoint.boot_id,
+        seq=checkpoint.seq,
+        written_at=checkpoint.written_at,
+        pods=[encode_pod(pod) for pod in checkpoint.pods],
+    )
 
 
 def load(path: Path) -> Checkpoint | None:
