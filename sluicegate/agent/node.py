@@ -46,6 +46,9 @@ from sluicegate.agent.runtime import (
 log = logging.getLogger(__name__)
 
 META_FILE = "pods-meta.json"
+# How long a metadata change nothing waits for (a forgotten pod, a reason
+# set before a stop) may stay unwritten; see "Metadata writes are batched".
+META_BATCH_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +196,9 @@ class AgentNode:
         self._meta_json: dict[str, str] = {}
         self._meta_stale: set[str] = set()
         self._meta_file_stale = False
-        self._meta_flush: asyncio.Handle | None = None
+        self._meta_flush: asyncio.TimerHandle | None = None
         self._load_meta()
+        runtime.before_write = self._scheduled_meta_flush
 
     def _readiness_changed(self, uid: str) -> None:
         if self.on_readiness is not None:
@@ -225,14 +229,14 @@ class AgentNode:
         except (OSError, ValueError, TypeError) as exc:
             log.error("cannot read %s (%s); pods will be reported without controller metadata", path, exc)
 
-    # Metadata writes are coalesced: a change marks the pod and schedules one
-    # write with loop.call_soon, shared by every change until it runs.  The
-    # callback is scheduled when the change is made, so it runs before any
-    # callback scheduled later, and a report of the change needs one of those
-    # (the runtime publishes statuses from its own later callback).  Where
-    # something irreversible or a report follows in the same step -- a pod
-    # about to start, a rejection about to be reported -- the write happens
-    # at once (_flush_meta).
+    # Metadata writes are batched.  A change marks the pod; the file is
+    # written by the runtime's next checkpoint write (``before_write``), so
+    # it is never behind the checkpoint and a status the runtime publishes
+    # (an eviction reason, a finished pod) is covered by the same write.
+    # Where a report or a start follows in the same step -- a rejection, a
+    # critical pod's admission, a pod about to start -- it is written at once
+    # (_flush_meta).  Changes nothing waits for (forgotten pods) are written
+    # within META_BATCH_SECONDS if no checkpoint write comes first.
 
     def _put_meta(self, m: PodMeta) -> None:
         self.meta[m.uid] = m
@@ -250,14 +254,16 @@ class AgentNode:
 
     def _schedule_meta_flush(self) -> None:
         if self._meta_flush is None:
-            self._meta_flush = asyncio.get_running_loop().call_soon(self._scheduled_meta_flush)
+            self._meta_flush = asyncio.get_running_loop().call_later(META_BATCH_SECONDS, self._scheduled_meta_flush)
 
     def _scheduled_meta_flush(self) -> None:
-        self._meta_flush = None
+        if self._meta_flush is not None:
+            self._meta_flush.cancel()
+            self._meta_flush = None
         try:
             self._flush_meta()
         except OSError as exc:
-            # Left pending: the next change (or the next start) tries again.
+            # Left pending: the next write tries again (a start would fail with it).
             log.error("cannot write %s (%s); pod metadata will be written with the next change",
                       self._meta_path(), exc.strerror or exc)
 

@@ -280,6 +280,11 @@ class RuntimeConfig:
       while a container's processes are being killed.
     * ``memory_poll_seconds``: without cgroups, how often RSS is compared
       with memory limits; a process can overshoot its limit for this long.
+    * ``checkpoint_batch_seconds``: how long a status change may wait for
+      the checkpoint write it shares with the changes that follow.  Each
+      write creates and renames a file (a few hundred microseconds on a
+      busy disk), so batching is what keeps the cost per pod small; the
+      price is that statuses are published up to this much later.
     * ``base_env``: the environment every container starts from (the agent's
       PATH by default; nothing else of the agent's environment leaks in).
     * ``default_working_dir``: used when a container names none, like a
@@ -295,6 +300,7 @@ class RuntimeConfig:
     exit_poll_seconds: float = 0.5
     drain_poll_seconds: float = 0.02
     memory_poll_seconds: float = 0.5
+    checkpoint_batch_seconds: float = 0.005
     cgroup_remove_attempts: int = 50
     cgroup_remove_interval_seconds: float = 0.02
     base_env: tuple[tuple[str, str], ...] = field(default_factory=_default_env)
@@ -867,7 +873,7 @@ class PodRuntime:
         self._stale: set[str] = set()
         self._file_stale = False
         self._unpublished: list[PodStatus] = []
-        self._flush_handle: asyncio.Handle | None = None
+        self._flush_handle: asyncio.TimerHandle | None = None
         self._flushed: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
@@ -875,6 +881,11 @@ class PodRuntime:
         self._crash: PodTaskCrashed | None = None
         self._closed = False
         self.events: asyncio.Queue[PodStatus] = asyncio.Queue()
+        # Called before every checkpoint write.  The agent writes its own
+        # per-pod metadata there, so that file is never behind the checkpoint
+        # (a pod is never started before its metadata is on disk) and both
+        # are written once per batch.  Must not raise.
+        self.before_write: Callable[[], None] | None = None
 
     # -- queries --
 
@@ -1061,7 +1072,6 @@ class PodRuntime:
         self._stale.discard(uid)
         self._records.pop(uid, None)
         self._file_stale = True
-        self._schedule_flush()
         await self._durable()
 
     async def adopt(self, checkpoint: ckpt.Checkpoint | None) -> AdoptionReport:
@@ -1185,20 +1195,23 @@ class PodRuntime:
 
     # Checkpoint writes and status publication.
     #
-    # A status change marks its pod stale and schedules one flush with
-    # loop.call_soon; every change made until that callback runs shares its
-    # one write.  The flush writes the file and only then publishes the
+    # A status change marks its pod stale and schedules one flush, at most
+    # ``checkpoint_batch_seconds`` later; every change made until then shares
+    # its one write.  The flush writes the file and only then publishes the
     # statuses it covers (``status()``, ``events``, ``wait_for()``), so
     # nothing outside the runtime learns of a change before a restarted
     # agent would: the controller hears of pods only through what is
-    # published, and run(), stop() and forget() return only after the flush.
+    # published, and run() and stop() return only after the flush.
     #
     # Deferring a write is safe only while nothing irreversible depends on
     # it.  Spawning a process is irreversible, so the "starting" mark is
-    # written synchronously (``_flush(publish=False)``) before every spawn;
-    # the pid that follows is written by the next flush, and a crash before
-    # then leaves "starting", which adoption reports as a lost start (its
-    # cgroup is emptied), the same as a crash during the spawn itself.
+    # written synchronously (``_flush(publish=False)``, which takes every
+    # other pending change along) before every spawn.  The pid that follows
+    # is written by the next flush; a crash before then leaves "starting",
+    # which adoption reports as a lost start and whose cgroup it empties,
+    # exactly as for a crash during the spawn itself.  run() returns only
+    # once the pid is written, so whoever started a pod can count on its
+    # re-adoption.
 
     def _record(self, pod: _Pod) -> ckpt.PodRecord:
         stop = None
@@ -1218,11 +1231,19 @@ class PodRuntime:
     def _mark(self, pod: _Pod) -> None:
         """The pod's record changed: rewrite it with the next flush."""
         self._stale.add(pod.uid)
-        self._schedule_flush()
+        self._schedule_flush(self._config.checkpoint_batch_seconds)
 
-    def _schedule_flush(self) -> None:
-        if self._flush_handle is None and not self._closed:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._scheduled_flush)
+    def _schedule_flush(self, delay: float) -> None:
+        """Make sure a flush runs within ``delay`` seconds."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        handle = self._flush_handle
+        if handle is not None:
+            if handle.when() <= loop.time() + delay:
+                return
+            handle.cancel()
+        self._flush_handle = loop.call_later(delay, self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self._flush_handle = None
@@ -1246,6 +1267,8 @@ class PodRuntime:
         Raises CheckpointError with nothing published; the changes stay
         pending for the next attempt.
         """
+        if self.before_write is not None:
+            self.before_write()
         if self._stale or self._file_stale:
             for uid in self._stale:
                 pod = self._pods.get(uid)
@@ -1276,7 +1299,7 @@ class PodRuntime:
         """Return once every change made so far is written and published."""
         if self._closed or not (self._flush_handle or self._unpublished or self._stale or self._file_stale):
             return  # close() writes what is left
-        self._schedule_flush()
+        self._schedule_flush(self._config.checkpoint_batch_seconds)
         if self._flushed is None:
             self._flushed = asyncio.get_running_loop().create_future()
         # Shielded: one waiter being cancelled must not cancel the others' wait.
