@@ -230,12 +230,25 @@ def _write(path: Path, value: str, *, operation: str) -> None:
 
 
 def _read(path: Path) -> str | None:
+    # os.read rather than Path.read_text: the runtime reads cgroup.procs and
+    # counters on every container exit, and the text layer costs more than
+    # the read.  Cgroup files are small; the loop only guards long pid lists.
     try:
-        return path.read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _read_int(path: Path) -> int | None:

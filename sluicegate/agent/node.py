@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sluicegate.agent.checkpoint import AtomicFile
 from sluicegate.agent.monitor import Monitor, NodeReading
 from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.policy import (
@@ -197,6 +197,7 @@ class AgentNode:
         self._meta_stale: set[str] = set()
         self._meta_file_stale = False
         self._meta_flush: asyncio.TimerHandle | None = None
+        self._meta_file = AtomicFile(self._meta_path(), mode=0o644)
         self._load_meta()
         runtime.before_write = self._scheduled_meta_flush
 
@@ -277,13 +278,9 @@ class AgentNode:
                 self._meta_json[uid] = _encode_meta(m)
         self._meta_stale.clear()
         self._meta_file_stale = True
-        path = self._meta_path()
-        tmp = path.with_suffix(".tmp")
         # In self.meta's order, so a restarted agent lists pods as this one did.
         data = "[" + ",".join(self._meta_json[uid] for uid in self.meta) + "]"
-        with open(tmp, "w") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        self._meta_file.replace(data.encode())
         self._meta_file_stale = False
 
     def set_reason(self, uid: str, reason: str, message: str) -> None:
