@@ -1249,11 +1249,12 @@ class PodRuntime:
         self._flush_handle = None
         try:
             self._flush(publish=True)
-        except ckpt.CheckpointError as exc:
-            # Nothing covered by this write is published; the runtime stops as
-            # it would for any supervision failure, since it can no longer keep
-            # its record ahead of what it reports.
-            log.error("%s", exc)
+        except Exception as exc:
+            # A CheckpointError (disk) or a bug.  Nothing covered by this write
+            # is published; the runtime stops as it would for any supervision
+            # failure, since it can no longer keep its record ahead of what it
+            # reports, and whoever waits for the write gets the error.
+            log.error("checkpoint write failed: %s", exc, exc_info=not isinstance(exc, ckpt.CheckpointError))
             if self._flushed is not None:
                 self._flushed.set_exception(exc)
                 self._flushed = None

@@ -26,6 +26,7 @@ from sluicegate.agent.runtime import (
     PodPhase,
     PodRuntime,
     PodStatus,
+    PodTaskCrashed,
     Reason,
     spec_to_json,
 )
@@ -363,3 +364,33 @@ async def test_every_published_status_is_already_in_the_checkpoint(
         if status.finished:
             finished.add(status.uid)
     assert behind == []
+
+
+async def test_a_checkpoint_that_cannot_be_written_stops_the_runtime_and_starts_nothing(
+    make_runtime: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = make_runtime(NoCgroups())
+    first = pod(sh("main", "exit 0"), uid=unique("before"))
+    await runtime.run(first)
+    await runtime.wait(first.uid, timeout=10)
+    # The next write goes to the slot the checkpoint does not name: put a directory there.
+    path = runtime.checkpoint_path
+    free = next(
+        slot
+        for slot in (path.with_name(f".{path.name}.slot-a"), path.with_name(f".{path.name}.slot-b"))
+        if not (slot.exists() and os.path.samefile(slot, path))
+    )
+    if free.exists():
+        free.unlink()
+    free.mkdir()
+    marker = tmp_path / "ran"
+    with pytest.raises(checkpoint.CheckpointError):
+        await runtime.run(pod(sh("main", f"touch {marker}"), uid=unique("after")))
+    with pytest.raises(PodTaskCrashed) as crashed:
+        await asyncio.wait_for(runtime.watch(), timeout=10)
+    assert (crashed.value.task, isinstance(crashed.value.error, checkpoint.CheckpointError), marker.exists()) == (
+        "checkpoint",
+        True,
+        False,
+    )
+    free.rmdir()
