@@ -151,12 +151,12 @@ class CgroupHandle:
 
     @property
     def dirs(self) -> tuple[Path, ...]:
-        unique: list[Path] = []
-        for _, directory in self.paths:
-            path = Path(directory)
-            if path not in unique:
-                unique.append(path)
-        return tuple(unique)
+        return tuple(Path(directory) for directory in self.dir_names)
+
+    @property
+    def dir_names(self) -> tuple[str, ...]:
+        """The distinct directories as strings, in order (what the per-exit paths use: no pathlib)."""
+        return tuple(dict.fromkeys(directory for _, directory in self.paths))
 
 
 class CgroupDriver(Protocol):
@@ -229,13 +229,26 @@ def _write(path: Path, value: str, *, operation: str) -> None:
         ) from exc
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str | Path) -> str | None:
+    # os.read rather than Path.read_text: the runtime reads cgroup.procs and
+    # counters on every container exit, and the text layer costs more than
+    # the read.  Cgroup files are small; the loop only guards long pid lists.
     try:
-        return path.read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _read_int(path: Path) -> int | None:
@@ -263,7 +276,7 @@ def _read_keyed(path: Path, key: str) -> int | None:
     return None
 
 
-def _read_pids(path: Path) -> set[int]:
+def _read_pids(path: str | Path) -> set[int]:
     text = _read(path)
     if not text:
         return set()
@@ -323,19 +336,13 @@ class _TreeDriver:
         # (controller, base directory); cpu and cpuacct may share one.
         self._bases: tuple[tuple[str, Path], ...] = tuple(bases)
         self._shell = shell
+        # Computed once: create and remove_pod walk them for every pod.
+        self._unique_bases: tuple[Path, ...] = tuple(dict.fromkeys(base for _, base in self._bases))
 
     @property
     def base_dirs(self) -> tuple[Path, ...]:
         """The base directory in each hierarchy used (pods are created below them)."""
         return self._unique_bases
-
-    @property
-    def _unique_bases(self) -> tuple[Path, ...]:
-        unique: list[Path] = []
-        for _, base in self._bases:
-            if base not in unique:
-                unique.append(base)
-        return tuple(unique)
 
     def _base_for(self, controller: str) -> Path | None:
         for name, base in self._bases:
@@ -375,20 +382,20 @@ class _TreeDriver:
     def placement_argv(self, handle: CgroupHandle | None, argv: Sequence[str]) -> list[str]:
         if handle is None:
             return list(argv)
-        procs = [str(directory / "cgroup.procs") for directory in handle.dirs]
+        procs = [f"{directory}/cgroup.procs" for directory in handle.dir_names]
         return [self._shell, "-c", _PLACE_SCRIPT, "sluicegate-place", str(len(procs)), *procs, *argv]
 
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
         if handle is None:
             return frozenset()
         found: set[int] = set()
-        for directory in handle.dirs:
-            found |= _read_pids(directory / "cgroup.procs")
+        for directory in handle.dir_names:
+            found |= _read_pids(f"{directory}/cgroup.procs")
         return frozenset(found)
 
-    def _signal_all(self, directories: Iterable[Path]) -> None:
+    def _signal_all(self, directories: Iterable[str | Path]) -> None:
         for directory in directories:
-            for pid in _read_pids(directory / "cgroup.procs"):
+            for pid in _read_pids(f"{directory}/cgroup.procs"):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -396,7 +403,7 @@ class _TreeDriver:
 
     def kill(self, handle: CgroupHandle | None) -> None:
         if handle is not None:
-            self._signal_all(handle.dirs)
+            self._signal_all(handle.dir_names)
 
     def pod_uids(self) -> frozenset[str]:
         if not self._bases:

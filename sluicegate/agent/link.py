@@ -132,13 +132,26 @@ class ControllerLink:
             self._send(agent_pb2.AgentMessage(pod_status=report_to_proto(r)))
 
     async def forward_events(self) -> None:
-        """Relay the runtime's status changes (dropped while disconnected: Register resends all)."""
+        """Relay the runtime's status changes (dropped while disconnected: Register resends all).
+
+        Each event is a whole snapshot, so of the events waiting together
+        only one report per pod is sent, built from the pod's newest state:
+        a pod that started (Pending, then Running) since we last looked is
+        reported once.
+        """
+        events = self.node.runtime.events
         while True:
-            st = await self.node.runtime.events.get()
-            if st.finished:
-                self.node.probes.stop(st.uid)
+            batch = [await events.get()]
+            while not events.empty():
+                batch.append(events.get_nowait())
+            uids: dict[str, None] = {}
+            for st in batch:
+                if st.finished:
+                    self.node.probes.stop(st.uid)
+                uids[st.uid] = None
             if self.connected:
-                self.send_pod(st.uid)
+                for uid in uids:
+                    self.send_pod(uid)
 
     def _register(self) -> agent_pb2.AgentMessage:
         n = self.node
@@ -251,9 +264,10 @@ class ControllerLink:
                 t.cancel()
 
     async def _run(self, wish: PodWish) -> None:
-        await self.node.run_pod(wish)
-        # Rejections never reach the runtime's events: report them here.
-        self.send_pod(wish.uid)
+        # A pod the runtime took is reported by its events; rejections, start
+        # failures and pods already known never reach them: report those here.
+        if not await self.node.run_pod(wish):
+            self.send_pod(wish.uid)
 
     async def _stream_logs(self, request_id: str, uid: str, container: str, follow: bool) -> None:
         def chunk(data: bytes = b"", *, eof: bool = False, error: str = "", name: str = "") -> None:

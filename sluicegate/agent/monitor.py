@@ -60,12 +60,18 @@ class ProcStat:
 
 def read_stat(pid: int, *, proc: Path = PROC) -> ProcStat | None:
     """Parse ``/proc/<pid>/stat``; None when the process does not exist."""
+    # os.open/os.read on a string path: the runtime reads a few of these per
+    # container exit, and pathlib's object layers cost more than the read.
     try:
-        raw = (proc / str(pid) / "stat").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError, PermissionError):
         return None
-    except PermissionError:
-        return None
+    try:
+        raw = os.read(fd, 4096)
+    except (ProcessLookupError, OSError):
+        return None  # ESRCH: the process went away between open and read
+    finally:
+        os.close(fd)
     # The command name is in parentheses and may itself contain spaces and
     # parentheses, so split at the last ')'.
     close = raw.rfind(b")")

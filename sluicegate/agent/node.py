@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from sluicegate.agent.checkpoint import AtomicFile
 from sluicegate.agent.monitor import Monitor, NodeReading
 from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.policy import (
@@ -46,6 +46,9 @@ from sluicegate.agent.runtime import (
 log = logging.getLogger(__name__)
 
 META_FILE = "pods-meta.json"
+# How long a metadata change nothing waits for (a forgotten pod, a reason
+# set before a stop) may stay unwritten; see "Metadata writes are batched".
+META_BATCH_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,14 @@ class PodReport:
     qos_class: str
 
 
+_META_FIELDS = tuple(f.name for f in fields(PodMeta))
+
+
+def _encode_meta(m: PodMeta) -> str:
+    # The same JSON asdict() gives (tuples become lists), without its deep copies.
+    return json.dumps({name: getattr(m, name) for name in _META_FIELDS}, default=dict)
+
+
 def _qos_and_requests(wish: PodWish) -> tuple[QOSClass, dict[str, int]]:
     containers = [ContainerResources(requests=dict(c.requests), limits=dict(c.limits)) for c in wish.containers]
     return pod_qos(containers=containers), effective_requests(containers=containers)
@@ -169,16 +180,26 @@ class AgentNode:
         self.meta: dict[str, PodMeta] = {}
         self.conditions: tuple[str, ...] = ()
         self.evictions = 0
-        # Called with a pod's uid when it is admitted, before any victim is
-        # stopped: the link reports the pod at once, so the controller counts
-        # a critical pod's requests before it learns that its victims ended,
-        # and does not place them straight back into the room just made.
+        # Called with a pod's uid when it is admitted with victims to stop,
+        # before any of them is stopped: the link reports the pod at once, so
+        # the controller counts a critical pod's requests before it learns
+        # that its victims ended, and does not place them straight back into
+        # the room just made.  A pod admitted without victims starts at once
+        # and is reported by the runtime's events.
         self.on_admitted: Callable[[str], None] | None = None
         # Called with a pod's uid when a container's readiness changes.
         self.on_readiness: Callable[[str], None] | None = None
         self.probes = ReadinessProbes(self._readiness_changed)
         self._lock = asyncio.Lock()
+        # pods-meta.json kept encoded per pod, like the runtime's checkpoint:
+        # a write re-encodes only the pods in _meta_stale.
+        self._meta_json: dict[str, str] = {}
+        self._meta_stale: set[str] = set()
+        self._meta_file_stale = False
+        self._meta_flush: asyncio.TimerHandle | None = None
+        self._meta_file = AtomicFile(self._meta_path(), mode=0o644)
         self._load_meta()
+        runtime.before_write = self._scheduled_meta_flush
 
     def _readiness_changed(self, uid: str) -> None:
         if self.on_readiness is not None:
@@ -205,23 +226,67 @@ class AgentNode:
         try:
             raw = json.loads(path.read_text())
             self.meta = {m["uid"]: PodMeta(**{**m, "containers": tuple(m.get("containers", ()))}) for m in raw}
+            self._meta_json = {uid: _encode_meta(m) for uid, m in self.meta.items()}
         except (OSError, ValueError, TypeError) as exc:
             log.error("cannot read %s (%s); pods will be reported without controller metadata", path, exc)
 
-    def _save_meta(self) -> None:
-        path = self._meta_path()
-        tmp = path.with_suffix(".tmp")
-        data = json.dumps([asdict(m) for m in self.meta.values()])
-        # Atomic, not fsynced: like the runtime checkpoint it only has to outlive the agent process.
-        with open(tmp, "w") as f:
-            f.write(data)
-        os.replace(tmp, path)
+    # Metadata writes are batched.  A change marks the pod; the file is
+    # written by the runtime's next checkpoint write (``before_write``), so
+    # it is never behind the checkpoint and a status the runtime publishes
+    # (an eviction reason, a finished pod) is covered by the same write.
+    # Where a report or a start follows in the same step -- a rejection, a
+    # critical pod's admission, a pod about to start -- it is written at once
+    # (_flush_meta).  Changes nothing waits for (forgotten pods) are written
+    # within META_BATCH_SECONDS if no checkpoint write comes first.
+
+    def _put_meta(self, m: PodMeta) -> None:
+        self.meta[m.uid] = m
+        self._meta_stale.add(m.uid)
+        self._schedule_meta_flush()
+
+    def _drop_meta(self, uid: str) -> PodMeta | None:
+        m = self.meta.pop(uid, None)
+        if m is not None:
+            self._meta_json.pop(uid, None)
+            self._meta_stale.discard(uid)
+            self._meta_file_stale = True
+            self._schedule_meta_flush()
+        return m
+
+    def _schedule_meta_flush(self) -> None:
+        if self._meta_flush is None:
+            self._meta_flush = asyncio.get_running_loop().call_later(META_BATCH_SECONDS, self._scheduled_meta_flush)
+
+    def _scheduled_meta_flush(self) -> None:
+        if self._meta_flush is not None:
+            self._meta_flush.cancel()
+            self._meta_flush = None
+        try:
+            self._flush_meta()
+        except OSError as exc:
+            # Left pending: the next write tries again (a start would fail with it).
+            log.error("cannot write %s (%s); pod metadata will be written with the next change",
+                      self._meta_path(), exc.strerror or exc)
+
+    def _flush_meta(self) -> None:
+        """Write pending metadata now (atomic, not fsynced: like the checkpoint it only has to outlive the agent)."""
+        if not (self._meta_stale or self._meta_file_stale):
+            return
+        for uid in self._meta_stale:
+            m = self.meta.get(uid)
+            if m is not None:
+                self._meta_json[uid] = _encode_meta(m)
+        self._meta_stale.clear()
+        self._meta_file_stale = True
+        # In self.meta's order, so a restarted agent lists pods as this one did.
+        data = "[" + ",".join(self._meta_json[uid] for uid in self.meta) + "]"
+        self._meta_file.replace(data.encode())
+        self._meta_file_stale = False
 
     def set_reason(self, uid: str, reason: str, message: str) -> None:
         m = self.meta.get(uid)
         if m is not None:
-            self.meta[uid] = replace(m, reason=reason, message=message)
-            self._save_meta()
+            self._put_meta(replace(m, reason=reason, message=message))
 
     # ------------------------------------------------------------ admission
 
@@ -243,12 +308,17 @@ class AgentNode:
             requests=dict(m.requests), is_static=m.static, is_mirror=False, admitted_at=m.admitted_at,
         )
 
-    async def run_pod(self, wish: PodWish) -> None:
-        """Admit and start a pod; a pod that does not fit is reported Failed with the kubelet's reason."""
+    async def run_pod(self, wish: PodWish) -> bool:
+        """Admit and start a pod; a pod that does not fit is reported Failed with the kubelet's reason.
+
+        True when the runtime took the pod: its statuses then arrive on the
+        runtime's events.  False when the caller must report the outcome
+        itself: rejected, failed to start, or already known here.
+        """
         async with self._lock:
             if wish.uid in self.meta:
                 log.info("pod %s (%s) is already known here; not starting it again", wish.name, wish.uid)
-                return
+                return False
             qos, requests = _qos_and_requests(wish)
             meta = PodMeta(
                 uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
@@ -259,15 +329,15 @@ class AgentNode:
             decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=self.admitted_pods())
             if not decision.admitted:
                 log.warning("pod %s rejected: %s: %s", wish.name, decision.reason, decision.message)
-                self.meta[wish.uid] = replace(meta, reason=decision.reason, message=decision.message, rejected=True)
-                self._save_meta()
-                return
-            self.meta[wish.uid] = meta
-            self._save_meta()
+                self._put_meta(replace(meta, reason=decision.reason, message=decision.message, rejected=True))
+                self._flush_meta()  # reported as soon as we return
+                return False
+            self._put_meta(meta)
             victims = list(decision.victims)
-        if self.on_admitted is not None:
-            self.on_admitted(wish.uid)
         if victims:
+            self._flush_meta()  # reported at once, next
+            if self.on_admitted is not None:
+                self.on_admitted(wish.uid)
             log.warning("critical pod %s/%s does not fit: stopping %s", wish.namespace, wish.name,
                         ", ".join(v.key for v in victims))
         for v in victims:
@@ -304,16 +374,18 @@ class AgentNode:
         )
         probes = {c.name: c.readiness_probe.to_json() for c in wish.containers if c.readiness_probe is not None}
         if probes:
-            self.meta[wish.uid] = replace(self.meta[wish.uid], probes=probes)
-            self._save_meta()
+            self._put_meta(replace(self.meta[wish.uid], probes=probes))
+        # Before the pod starts: a restarted agent reports it exactly as we would.
+        self._flush_meta()
         try:
             await self.runtime.run(spec)
         except PodRuntimeError as exc:
             log.error("pod %s could not start: %s", wish.name, exc)
-            self.meta[wish.uid] = replace(self.meta[wish.uid], reason="StartError", message=str(exc), rejected=True)
-            self._save_meta()
-            return
+            self._put_meta(replace(self.meta[wish.uid], reason="StartError", message=str(exc), rejected=True))
+            self._flush_meta()  # reported as soon as we return
+            return False
         self.start_probes(wish.uid)
+        return True
 
     async def stop_pod(self, uid: str, *, grace_seconds: float | None, reason: str, message: str) -> None:
         st = self.runtime.status(uid)
@@ -330,9 +402,7 @@ class AgentNode:
     async def forget(self, uid: str, *, purge: bool = False) -> None:
         """The controller has the pod's result; with ``purge`` its logs go too (retention)."""
         if purge:
-            m = self.meta.pop(uid, None)
-            if m is not None:
-                self._save_meta()
+            self._drop_meta(uid)
             if self.runtime.status(uid) is None:
                 shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
                 return
@@ -350,8 +420,7 @@ class AgentNode:
             return
         # Only the logs stay (their directory tells the container names); keeping
         # the metadata would make every later save grow with every pod ever run.
-        if self.meta.pop(uid, None) is not None:
-            self._save_meta()
+        self._drop_meta(uid)
 
     async def remove(self, uid: str) -> None:
         """Drop a finished pod entirely: runtime record and metadata (static pods the controller never forgets).
@@ -364,8 +433,7 @@ class AgentNode:
             if not st.finished:
                 raise PodRuntimeError(f"pod {uid} is still running; stop it before removing it")
             await self.runtime.forget(uid)
-        if self.meta.pop(uid, None) is not None:
-            self._save_meta()
+        self._drop_meta(uid)
 
     def static_pods(self) -> list[PodMeta]:
         """Metadata of the static pods this agent knows, running or not."""

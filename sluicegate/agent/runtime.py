@@ -20,7 +20,8 @@ Invariants a consumer can rely on:
   process of the pod has exited: the main processes, everything left in
   their process groups and everything in their cgroups;
 * the checkpoint is written before a process is spawned and before a status
-  is published, so a restarted agent never knows less than the controller;
+  is published (on ``events``, ``status()``, ``wait_for()``), so a
+  restarted agent never knows less than the controller;
 * a pod uid is run at most once per node: ``run()`` refuses a uid it knows,
   and ``adopt()`` either re-attaches to the recorded processes or reports
   them ended; it never starts a recorded pod again.
@@ -279,6 +280,11 @@ class RuntimeConfig:
       while a container's processes are being killed.
     * ``memory_poll_seconds``: without cgroups, how often RSS is compared
       with memory limits; a process can overshoot its limit for this long.
+    * ``checkpoint_batch_seconds``: how long a status change may wait for
+      the checkpoint write it shares with the changes that follow.  Each
+      write creates and renames a file (a few hundred microseconds on a
+      busy disk), so batching is what keeps the cost per pod small; the
+      price is that statuses are published up to this much later.
     * ``base_env``: the environment every container starts from (the agent's
       PATH by default; nothing else of the agent's environment leaks in).
     * ``default_working_dir``: used when a container names none, like a
@@ -294,6 +300,7 @@ class RuntimeConfig:
     exit_poll_seconds: float = 0.5
     drain_poll_seconds: float = 0.02
     memory_poll_seconds: float = 0.5
+    checkpoint_batch_seconds: float = 0.005
     cgroup_remove_attempts: int = 50
     cgroup_remove_interval_seconds: float = 0.02
     base_env: tuple[tuple[str, str], ...] = field(default_factory=_default_env)
@@ -657,14 +664,6 @@ async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
     return event.is_set()
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    # Only signal a group that still has live members: once a group is empty
-    # its number can be handed to an unrelated process that becomes a group
-    # leader, and that process must not receive our signal.
-    if group_members(pgid):
-        _killpg(pgid, sig)
-
-
 def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -823,7 +822,11 @@ class _Pod:
     finished: bool = False
     reason: str | None = None
     message: str = ""
+    # ``status`` is the latest *published* snapshot; ``latest`` the latest
+    # computed one, which may still wait for the checkpoint write.
     status: PodStatus | None = None
+    latest: PodStatus | None = None
+    spec_json: ckpt.JSONObject = field(default_factory=dict)
     active: int = 0
 
     @property
@@ -858,17 +861,31 @@ class PodRuntime:
         self._monitor = monitor if monitor is not None else Monitor(clock=self._clock.now)
         self._config = config if config is not None else RuntimeConfig()
         self._checkpoint_path = ckpt.path_for(self._data_dir)
+        self._checkpoint_file = ckpt.CheckpointFile(self._checkpoint_path)
         self._needs_adopt = self._checkpoint_path.exists()
         self._adopt_called = False
         self._boot_id = read_boot_id()
         self._seq = 0
         self._pods: dict[str, _Pod] = {}
+        # The checkpoint, kept encoded per pod: a write re-encodes only the
+        # pods in ``_stale`` and copies the others (see ``_flush``).
+        self._records: dict[str, str] = {}
+        self._stale: set[str] = set()
+        self._file_stale = False
+        self._unpublished: list[PodStatus] = []
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._flushed: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._crashed = asyncio.Event()
         self._crash: PodTaskCrashed | None = None
         self._closed = False
         self.events: asyncio.Queue[PodStatus] = asyncio.Queue()
+        # Called before every checkpoint write.  The agent writes its own
+        # per-pod metadata there, so that file is never behind the checkpoint
+        # (a pod is never started before its metadata is on disk) and both
+        # are written once per batch.  Must not raise.
+        self.before_write: Callable[[], None] | None = None
 
     # -- queries --
 
@@ -901,8 +918,10 @@ class PodRuntime:
         working_set: int | None = None
         cpu: float | None = None
         for container in pod.containers:
-            pids |= self._cgroups.pids(container.cgroup)
-            if container.proc is not None:
+            if container.cgroup is not None:
+                # The cgroup holds the group too (see _leftovers).
+                pids |= self._cgroups.pids(container.cgroup)
+            elif container.proc is not None:
                 pids |= group_members(container.proc.pid)
             usage = self._cgroups.working_set_bytes(container.cgroup)
             if usage is not None:
@@ -964,20 +983,30 @@ class PodRuntime:
             containers=[
                 _Container(spec=c, log_path=directory / f"{c.name}.log", starting=True) for c in spec.containers
             ],
+            spec_json=spec_to_json(spec),
         )
         self._pods[spec.uid] = pod
+        self._emit(pod)
         try:
-            # Recorded before anything is spawned: a crash from here on leaves
-            # a checkpoint that says "maybe started", never "never heard of it".
-            self._emit(pod)
+            # Written now, before anything is spawned: a crash from here on
+            # leaves a checkpoint that says "maybe started", never "never
+            # heard of it".  Other pods' pending changes share the write.
+            self._flush(publish=False)
         except ckpt.CheckpointError:
             del self._pods[spec.uid]
+            self._stale.discard(spec.uid)
+            self._records.pop(spec.uid, None)
+            self._unpublished = [status for status in self._unpublished if status.uid != spec.uid]
             raise
         log.info("pod %s: starting %d container(s)", spec.uid, len(spec.containers))
         for container in pod.containers:
             self._spawn(pod, container)
         self._start_supervision(pod)
-        return self._emit(pod)
+        status = self._emit(pod)
+        # Returns once the pids are in the checkpoint: whoever learns of the
+        # start from us can rely on a restarted agent re-adopting it.
+        await self._durable()
+        return status
 
     async def stop(
         self,
@@ -999,6 +1028,8 @@ class PodRuntime:
             raise ValueError(f"stop reason must be one of {sorted(STOP_REASONS)}, got {reason!r}")
         pod = self._get(uid)
         if pod.finished:
+            # Its final status may still wait for the checkpoint write.
+            await self._durable()
             assert pod.status is not None
             return pod.status
         if grace_seconds is not None:
@@ -1038,7 +1069,10 @@ class PodRuntime:
         if not pod.finished:
             raise PodNotFinishedError(uid=uid, phase=pod.status.phase if pod.status else PodPhase.PENDING)
         del self._pods[uid]
-        self._save()
+        self._stale.discard(uid)
+        self._records.pop(uid, None)
+        self._file_stale = True
+        await self._durable()
 
     async def adopt(self, checkpoint: ckpt.Checkpoint | None) -> AdoptionReport:
         """Take over the pods a previous agent recorded; call once, before run().
@@ -1095,7 +1129,10 @@ class PodRuntime:
                 remaining = max(0.0, pod.stop.deadline - self._clock.now())
                 self._start_task(self._resume_stop(pod, remaining), name=f"pod/{pod.uid}/stop")
         if checkpoint is None:
-            self._save()
+            # An empty checkpoint at once: from now on the next runtime must adopt.
+            self._file_stale = True
+            self._flush(publish=False)
+        await self._durable()
         log.info("adopted %d container(s), %d lost, %d pod(s) already finished", len(adopted), len(lost), len(finished))
         return AdoptionReport(
             adopted=tuple(adopted), lost=tuple(lost), finished=tuple(finished), swept_cgroups=tuple(sorted(swept))
@@ -1109,6 +1146,16 @@ class PodRuntime:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        try:
+            self._flush(publish=True)
+        except ckpt.CheckpointError as exc:
+            log.error("%s", exc)
+            if self._flushed is not None:
+                self._flushed.set_exception(exc)
+                self._flushed = None
         for pod in self._pods.values():
             for container in pod.containers:
                 if container.proc is not None and container.proc.pidfd is not None:
@@ -1146,39 +1193,126 @@ class PodRuntime:
             message=pod.message,
         )
 
-    def _save(self) -> None:
-        records: list[ckpt.PodRecord] = []
-        for pod in self._pods.values():
-            stop = None
-            if pod.stop is not None:
-                stop = ckpt.StopRecord(
-                    reason=str(pod.stop.reason), message=pod.stop.message, deadline=pod.stop.deadline
-                )
-            records.append(
-                ckpt.PodRecord(
-                    uid=pod.uid,
-                    spec=spec_to_json(pod.spec),
-                    phase=str(pod.status.phase if pod.status is not None else PodPhase.PENDING),
-                    finished=pod.finished,
-                    reason=pod.reason,
-                    message=pod.message,
-                    stop=stop,
-                    containers=tuple(container.record() for container in pod.containers),
-                )
-            )
-        ckpt.save(
-            self._checkpoint_path,
-            ckpt.Checkpoint(boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(), pods=tuple(records)),
+    # Checkpoint writes and status publication.
+    #
+    # A status change marks its pod stale and schedules one flush, at most
+    # ``checkpoint_batch_seconds`` later; every change made until then shares
+    # its one write.  The flush writes the file and only then publishes the
+    # statuses it covers (``status()``, ``events``, ``wait_for()``), so
+    # nothing outside the runtime learns of a change before a restarted
+    # agent would: the controller hears of pods only through what is
+    # published, and run() and stop() return only after the flush.
+    #
+    # Deferring a write is safe only while nothing irreversible depends on
+    # it.  Spawning a process is irreversible, so the "starting" mark is
+    # written synchronously (``_flush(publish=False)``, which takes every
+    # other pending change along) before every spawn.  The pid that follows
+    # is written by the next flush; a crash before then leaves "starting",
+    # which adoption reports as a lost start and whose cgroup it empties,
+    # exactly as for a crash during the spawn itself.  run() returns only
+    # once the pid is written, so whoever started a pod can count on its
+    # re-adoption.
+
+    def _record(self, pod: _Pod) -> ckpt.PodRecord:
+        stop = None
+        if pod.stop is not None:
+            stop = ckpt.StopRecord(reason=str(pod.stop.reason), message=pod.stop.message, deadline=pod.stop.deadline)
+        return ckpt.PodRecord(
+            uid=pod.uid,
+            spec=pod.spec_json,
+            phase=str(pod.latest.phase if pod.latest is not None else PodPhase.PENDING),
+            finished=pod.finished,
+            reason=pod.reason,
+            message=pod.message,
+            stop=stop,
+            containers=tuple(container.record() for container in pod.containers),
         )
 
+    def _mark(self, pod: _Pod) -> None:
+        """The pod's record changed: rewrite it with the next flush."""
+        self._stale.add(pod.uid)
+        self._schedule_flush(self._config.checkpoint_batch_seconds)
+
+    def _schedule_flush(self, delay: float) -> None:
+        """Make sure a flush runs within ``delay`` seconds."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        handle = self._flush_handle
+        if handle is not None:
+            if handle.when() <= loop.time() + delay:
+                return
+            handle.cancel()
+        self._flush_handle = loop.call_later(delay, self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_handle = None
+        try:
+            self._flush(publish=True)
+        except Exception as exc:
+            # A CheckpointError (disk) or a bug.  Nothing covered by this write
+            # is published; the runtime stops as it would for any supervision
+            # failure, since it can no longer keep its record ahead of what it
+            # reports, and whoever waits for the write gets the error.
+            log.error("checkpoint write failed: %s", exc, exc_info=not isinstance(exc, ckpt.CheckpointError))
+            if self._flushed is not None:
+                self._flushed.set_exception(exc)
+                self._flushed = None
+            if self._crash is None:
+                self._crash = PodTaskCrashed(task="checkpoint", error=exc)
+                self._crashed.set()
+
+    def _flush(self, *, publish: bool) -> None:
+        """Write pending changes now; with ``publish``, then publish the statuses the write covers.
+
+        Raises CheckpointError with nothing published; the changes stay
+        pending for the next attempt.
+        """
+        if self.before_write is not None:
+            self.before_write()
+        if self._stale or self._file_stale:
+            for uid in self._stale:
+                pod = self._pods.get(uid)
+                if pod is not None:
+                    self._records[uid] = ckpt.encode_pod(self._record(pod))
+            self._stale.clear()
+            self._file_stale = True
+            self._checkpoint_file.write(
+                boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(), pods=self._records.values()
+            )
+            self._file_stale = False
+        if not publish:
+            return
+        unpublished, self._unpublished = self._unpublished, []
+        for status in unpublished:
+            pod = self._pods.get(status.uid)
+            if pod is not None:
+                pod.status = status
+            self.events.put_nowait(status)
+        if unpublished:
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
+        flushed, self._flushed = self._flushed, None
+        if flushed is not None and not flushed.done():
+            flushed.set_result(None)
+
+    async def _durable(self) -> None:
+        """Return once every change made so far is written and published."""
+        if self._closed or not (self._flush_handle or self._unpublished or self._stale or self._file_stale):
+            return  # close() writes what is left
+        self._schedule_flush(self._config.checkpoint_batch_seconds)
+        if self._flushed is None:
+            self._flushed = asyncio.get_running_loop().create_future()
+        # Shielded: one waiter being cancelled must not cancel the others' wait.
+        await asyncio.shield(self._flushed)
+
     def _emit(self, pod: _Pod) -> PodStatus:
+        """A new status for the pod; written and published by the next flush."""
         self._seq += 1
         status = self._snapshot(pod)
-        pod.status = status
-        self._save()
-        self.events.put_nowait(status)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        pod.latest = status
+        self._unpublished.append(status)
+        self._mark(pod)
         return status
 
     def _start_task(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
@@ -1307,9 +1441,18 @@ class PodRuntime:
             return _Exit(code=128 + info.si_status, signal=info.si_status)
 
     def _leftovers(self, container: _Container, pgid: int | None) -> tuple[frozenset[int], frozenset[int]]:
-        """Live members of the container's process group and of its cgroup."""
+        """Live members of the container's process group and of its cgroup.
+
+        With a cgroup, the group is not looked for: every process of the
+        container starts inside the cgroup (the placement wrapper enters it
+        before exec, so before anything can fork) and only root can move it
+        out, so the cgroup's member list already holds the group, and killing
+        the cgroup kills it.  Only without a cgroup is all of /proc scanned.
+        """
+        if container.cgroup is not None:
+            return frozenset(), live_pids(self._cgroups.pids(container.cgroup))
         group = group_members(pgid) if pgid is not None else frozenset()
-        return group, live_pids(self._cgroups.pids(container.cgroup))
+        return group, frozenset()
 
     async def _drain(self, pod: _Pod, container: _Container, pgid: int | None) -> frozenset[int]:
         """SIGKILL what is left of a container until nothing is; returns survivors if it gave up.
@@ -1426,15 +1569,38 @@ class PodRuntime:
             pids |= group | in_cgroup
         return frozenset(pids)
 
+    def _signal_group(self, container: _Container, sig: int) -> None:
+        """Signal the process group of the container's main process, if the group is still ours.
+
+        Once a group is empty its number can be handed to an unrelated
+        process that becomes a group leader, and that process must not
+        receive our signal.  The group is ours while it has a live member
+        in the container's cgroup; without a cgroup, while it has any live
+        member at all (a scan of /proc).
+        """
+        proc = container.proc
+        if proc is None:
+            return
+        pgid = proc.pid
+        if container.cgroup is None:
+            alive = bool(group_members(pgid))
+        else:
+            alive = False
+            for pid in self._cgroups.pids(container.cgroup):
+                stat = read_stat(pid)
+                if stat is not None and stat.pgid == pgid and not stat.exited:
+                    alive = True
+                    break
+        if alive:
+            _killpg(pgid, sig)
+
     def _signal_pod(self, pod: _Pod, sig: int) -> None:
         for container in pod.containers:
-            if container.proc is not None:
-                _signal_group(container.proc.pid, sig)
+            self._signal_group(container, sig)
 
     def _kill_pod(self, pod: _Pod) -> None:
         for container in pod.containers:
-            if container.proc is not None:
-                _signal_group(container.proc.pid, signal.SIGKILL)
+            self._signal_group(container, signal.SIGKILL)
             if not container.final:
                 self._cgroups.kill(container.cgroup)
 
@@ -1465,6 +1631,7 @@ class PodRuntime:
             log.warning("pod %s: %s", pod.uid, exc)
         pod.finished = True
         status = self._emit(pod)
+        await self._durable()
         pod.done.set()
         log.info("pod %s finished: %s", pod.uid, status.phase)
 
@@ -1483,7 +1650,7 @@ class PodRuntime:
                     termination.reason,
                     termination.exit_code,
                 )
-                self._save()
+                self._mark(pod)
             if container.state is ContainerState.TERMINATED:
                 assert container.terminated is not None
                 if pod.stop is not None or not should_restart(pod.spec.restart_policy, container.terminated):
@@ -1513,7 +1680,8 @@ class PodRuntime:
                 continue
             container.restart_count += 1
             container.starting = True
-            self._save()
+            self._mark(pod)
+            self._flush(publish=False)  # before the spawn, see "Checkpoint writes"
             self._spawn(pod, container)
             self._emit(pod)
 
@@ -1548,7 +1716,7 @@ class PodRuntime:
                         reading.rss_bytes,
                         limit,
                     )
-                    _signal_group(proc.pid, signal.SIGKILL)
+                    self._signal_group(container, signal.SIGKILL)
                     for pid in reading.pids:
                         try:
                             os.kill(pid, signal.SIGKILL)
@@ -1601,7 +1769,7 @@ class PodRuntime:
                     last_termination=_termination_from(rec.last_termination, path=path),
                 )
             )
-        pod = _Pod(spec=spec, directory=self._pod_dir(spec.uid), containers=containers)
+        pod = _Pod(spec=spec, directory=self._pod_dir(spec.uid), containers=containers, spec_json=record.spec)
         pod.finished = record.finished
         pod.reason = record.reason
         pod.message = record.message

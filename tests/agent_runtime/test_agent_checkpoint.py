@@ -179,3 +179,77 @@ def test_checkpoint_file_is_plain_json(tmp_path: Path) -> None:
     obj = json.loads(path.read_text())
     assert (obj["version"], obj["pods"][0]["containers"][0]["pid"], obj["pods"][0]["spec"]["uid"]) == (1, 4242, "pod-a")
     assert os.path.getsize(path) > 0
+
+
+# --- the runtime's writer: two reused slot files, one renamed over the target per write -------------
+
+
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    first, second = a.stat(), b.stat()
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+def test_atomic_file_alternates_between_two_slots(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "state.json"  # the directory is created by the first write
+    written = checkpoint.AtomicFile(target)
+    seen: list[tuple[bytes, bool, bool]] = []
+    for data in (b"first, and longer than the rest", b"second", b"third"):
+        written.replace(data)
+        slot_a, slot_b = target.parent / ".state.json.slot-a", target.parent / ".state.json.slot-b"
+        seen.append((target.read_bytes(), _same_file(target, slot_a), slot_b.exists() and _same_file(target, slot_b)))
+    assert seen == [
+        (b"first, and longer than the rest", True, False),
+        (b"second", False, True),
+        (b"third", True, False),
+    ]
+    assert _names(target.parent) == [".state.json.slot-a", ".state.json.slot-b", "state.json"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("leftover", "torn_slot"),
+    [
+        pytest.param(False, True, id="writer-died-while-writing-the-free-slot"),
+        pytest.param(True, False, id="writer-died-between-link-and-rename"),
+    ],
+)
+def test_a_writer_killed_mid_write_leaves_the_target_whole(tmp_path: Path, leftover: bool, torn_slot: bool) -> None:
+    target = tmp_path / "state.json"
+    checkpoint.AtomicFile(target).replace(b"whole")  # the target now names slot-a
+    slot_b = tmp_path / ".state.json.slot-b"
+    if torn_slot:
+        slot_b.write_bytes(b"to")  # what a killed writer leaves: half of its next content
+    if leftover:
+        os.link(tmp_path / ".state.json.slot-a", tmp_path / ".state.json.link")
+    assert target.read_bytes() == b"whole"
+    # The next agent's writer finds the free slot by itself and carries on.
+    checkpoint.AtomicFile(target).replace(b"next")
+    assert (target.read_bytes(), _same_file(target, slot_b)) == (b"next", True)
+    assert _names(tmp_path) == [".state.json.slot-a", ".state.json.slot-b", "state.json"]
+
+
+def test_checkpoint_file_writes_what_save_writes(tmp_path: Path) -> None:
+    whole = Checkpoint(boot_id="boot-1", seq=3, written_at=15.0, pods=(_record("pod-a"), _record("pod-b")))
+    checkpoint.save(tmp_path / "saved.json", whole)
+    # A file replaced by someone else (an operator restoring a copy) is simply replaced again.
+    checkpoint.save(tmp_path / "batched.json", Checkpoint(boot_id="old", seq=1, written_at=1.0, pods=()))
+    checkpoint.CheckpointFile(tmp_path / "batched.json").write(
+        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods]
+    )
+    assert (tmp_path / "batched.json").read_bytes() == (tmp_path / "saved.json").read_bytes()
+    assert checkpoint.load(tmp_path / "batched.json") == whole
+
+
+def test_checkpoint_file_write_failure_is_a_checkpoint_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.CheckpointFile(blocker / "checkpoint.json").write(boot_id="b", seq=1, written_at=1.0, pods=[])
+    assert (caught.value.path, caught.value.detail.startswith("could not write: ")) == (
+        str(blocker / "checkpoint.json"),
+        True,
+    )

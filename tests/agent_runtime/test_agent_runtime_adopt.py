@@ -26,6 +26,7 @@ from sluicegate.agent.runtime import (
     PodPhase,
     PodRuntime,
     PodStatus,
+    PodTaskCrashed,
     Reason,
     spec_to_json,
 )
@@ -309,3 +310,87 @@ async def test_orphan_cgroups_are_swept_at_adoption(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+async def test_an_agent_killed_right_after_a_start_is_succeeded_by_one_that_adopts_it(
+    adopt_driver: CgroupDriver, make_runtime: RuntimeFactory, tmp_path: Path
+) -> None:
+    """Checkpoint writes are batched, but run() returns only once the pid is written."""
+    data_dir = tmp_path / "data"
+    fifo = tmp_path / "gate.fifo"
+    os.mkfifo(fifo)
+    spec = pod(sh("main", f"read line < {fifo}; exit 0"), uid=unique("quick-kill"))
+    # The host prints the pids as soon as run() returns and is killed on reading them.
+    pids = await _run_host_and_kill_it(
+        data_dir=data_dir, driver=adopt_driver, specs=[spec_to_json(spec)], tmp_path=tmp_path
+    )
+    pid = pids[spec.uid]["main"]
+    saved = checkpoint.load(checkpoint.path_for(data_dir))
+    assert saved is not None
+    record = saved.pods[0].containers[0]
+    assert (record.state, record.pid, record.starting) == ("Running", pid, False)
+
+    runtime = make_runtime(adopt_driver, data_dir=data_dir)
+    report = await runtime.adopt(saved)
+    assert (report.adopted, report.lost) == ((AdoptedContainer(uid=spec.uid, container="main", pid=pid),), ())
+    await release(fifo)
+    assert _ended(await runtime.wait(spec.uid, timeout=10))[:3] == (PodPhase.FAILED, EXIT_CODE_UNKNOWN, Reason.UNKNOWN)
+
+
+async def test_every_published_status_is_already_in_the_checkpoint(
+    adopt_driver: CgroupDriver, make_runtime: RuntimeFactory
+) -> None:
+    """Statuses wait for the batched write that covers them: the controller never knows more than the file."""
+    runtime = make_runtime(adopt_driver)
+    specs = [pod(sh("main", "exit 0"), uid=unique("batched")) for _ in range(4)]
+    await asyncio.gather(*(runtime.run(spec) for spec in specs))
+    behind: list[str] = []
+    finished: set[str] = set()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while finished != {spec.uid for spec in specs}:
+        status = await asyncio.wait_for(runtime.events.get(), timeout=max(0.0, deadline - loop.time()))
+        saved = checkpoint.load(runtime.checkpoint_path)
+        assert saved is not None
+        record = next(record for record in saved.pods if record.uid == status.uid)
+        published = status.container("main")
+        kept = record.containers[0]
+        if status.finished and not record.finished:
+            behind.append(f"{status.uid}: published finished, checkpoint not")
+        if published.pid is not None and kept.pid != published.pid:
+            behind.append(f"{status.uid}: published pid {published.pid}, checkpoint {kept.pid}")
+        if status.seq > saved.seq:
+            behind.append(f"{status.uid}: published seq {status.seq}, checkpoint seq {saved.seq}")
+        if status.finished:
+            finished.add(status.uid)
+    assert behind == []
+
+
+async def test_a_checkpoint_that_cannot_be_written_stops_the_runtime_and_starts_nothing(
+    make_runtime: RuntimeFactory, tmp_path: Path
+) -> None:
+    runtime = make_runtime(NoCgroups())
+    first = pod(sh("main", "exit 0"), uid=unique("before"))
+    await runtime.run(first)
+    await runtime.wait(first.uid, timeout=10)
+    # The next write goes to the slot the checkpoint does not name: put a directory there.
+    path = runtime.checkpoint_path
+    free = next(
+        slot
+        for slot in (path.with_name(f".{path.name}.slot-a"), path.with_name(f".{path.name}.slot-b"))
+        if not (slot.exists() and os.path.samefile(slot, path))
+    )
+    if free.exists():
+        free.unlink()
+    free.mkdir()
+    marker = tmp_path / "ran"
+    with pytest.raises(checkpoint.CheckpointError):
+        await runtime.run(pod(sh("main", f"touch {marker}"), uid=unique("after")))
+    with pytest.raises(PodTaskCrashed) as crashed:
+        await asyncio.wait_for(runtime.watch(), timeout=10)
+    assert (crashed.value.task, isinstance(crashed.value.error, checkpoint.CheckpointError), marker.exists()) == (
+        "checkpoint",
+        True,
+        False,
+    )
+    free.rmdir()

@@ -393,3 +393,21 @@ def test_pod_phase(containers: list[ContainerStatus], policy: RestartPolicy, ter
 )
 def test_restart_delay(index: int, delay: float) -> None:
     assert restart_delay(index, base=10.0, cap=300.0) == delay
+
+
+async def test_a_double_forked_child_in_its_own_session_is_killed_through_the_cgroup(
+    cgroup_driver: CgroupDriver, make_runtime: RuntimeFactory, workdir: Path
+) -> None:
+    # The grandchild leaves the container's session and process group, and its
+    # parent exits, so only the cgroup still knows it belongs to the pod.
+    runtime = make_runtime(cgroup_driver)
+    escape = f"sleep 1000 >/dev/null 2>&1 & echo $! $$ > {workdir}/bg.tmp; mv {workdir}/bg.tmp {workdir}/bg"
+    spec = pod(sh("main", f"setsid sh -c '{escape}'; exit 0"))
+    started = await runtime.run(spec)
+    final = await runtime.wait(spec.uid, timeout=10)
+    escaped, its_group = (int(field) for field in (workdir / "bg").read_text().split())
+    assert (final.phase, its_group != started.container("main").pid, gone(escaped)) == (
+        PodPhase.SUCCEEDED,
+        True,
+        True,
+    )

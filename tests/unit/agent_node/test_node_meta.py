@@ -1,0 +1,67 @@
+"""pods-meta.json: on disk before a pod starts, batched otherwise, read back by a restarted agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from sluicegate.agent.node import META_BATCH_SECONDS, META_FILE, AgentNode, ContainerWish, PodWish
+
+from .conftest import MakeNode
+
+
+def wish(uid: str, script: str) -> PodWish:
+    return PodWish(
+        uid=uid, name=uid, namespace="team-a", workload="wl-1", pod_set="main", index=0,
+        containers=(ContainerWish(name="main", command=("sh", "-c", script), requests={"cpu": 100}),),
+        termination_grace_seconds=0,
+    )
+
+
+def meta_on_disk(node: AgentNode) -> dict[str, str]:
+    """uid -> workload, as a restarted agent would read it."""
+    return {m["uid"]: m["workload"] for m in json.loads((node.data_dir / META_FILE).read_text())}
+
+
+async def wait_until(predicate: Callable[[], bool], *, timeout: float) -> bool:
+    """Poll until ``predicate`` holds; False after ``timeout`` (bounded in time and count)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    for _ in range(int(timeout / 0.01) + 1):
+        if predicate():
+            return True
+        if loop.time() > deadline:
+            break
+        await asyncio.sleep(0.01)
+    return bool(predicate())
+
+
+async def test_metadata_is_on_disk_when_the_pod_starts_and_after_a_restart(make_node: MakeNode, tmp_path: Path) -> None:
+    gate = tmp_path / "gate.fifo"
+    os.mkfifo(gate)
+    node = await make_node()
+    assert await node.run_pod(wish("held", f"read line < {gate}")) is True
+    # Read before yielding to the loop: nothing batched could have been written since.
+    assert meta_on_disk(node) == {"held": "wl-1"}
+
+    restarted = await make_node()
+    assert (restarted.meta["held"], restarted.report("held") is not None) == (node.meta["held"], True)
+
+
+async def test_a_forgotten_pod_leaves_the_file_within_the_batch_window(make_node: MakeNode) -> None:
+    node = await make_node()
+    assert await node.run_pod(wish("quick", "exit 0")) is True
+    await node.runtime.wait("quick", timeout=10)
+    await node.forget("quick")
+    assert "quick" not in node.meta
+    assert await wait_until(lambda: meta_on_disk(node) == {}, timeout=META_BATCH_SECONDS + 5)
+
+
+async def test_a_pod_that_does_not_fit_is_on_disk_as_rejected_before_it_is_reported(make_node: MakeNode) -> None:
+    node = await make_node(allocatable={"cpu": 50, "memory": 1 << 30, "pods": 110})
+    assert await node.run_pod(wish("too-big", "exit 0")) is False
+    on_disk = {m["uid"]: (m["rejected"], m["reason"]) for m in json.loads((node.data_dir / META_FILE).read_text())}
+    assert on_disk == {"too-big": (True, "OutOfcpu")}
