@@ -46,13 +46,20 @@ from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPree
 from sluicegate.controller.store import Delete, Put, Store
 from sluicegate.manifest.decode import decode, find_cohort_cycle
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
-from sluicegate.manifest.encode import encode
+from sluicegate.manifest.encode import EncodedObject, encode_json
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 
 log = logging.getLogger(__name__)
 
 Obj = Any  # one of the decoded model objects
+
+# Encoded objects remembered for replies and watch events (see Manager.encoded).
+# A write and the replies/events about it come within one call, so this only
+# needs to cover the largest batch one write holds (a cycle's heads, about
+# one per ClusterQueue); beyond that it saves re-encoding for Get and List.
+# At ~1 KiB per workload this is ~10 MiB at most.
+ENCODED_CACHE_SIZE = 10_000
 
 # A pending workload's message is refreshed at most this often when only its
 # wording changes (a changed reason is always stored at once).
@@ -116,15 +123,14 @@ def ref_of(obj: Obj) -> tuple[str, str, str]:
     return kind, "", str(obj.name)
 
 
-def _json(d: dict[str, Any]) -> bytes:
-    return json.dumps(d, separators=(",", ":"), sort_keys=True).encode()
-
-
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     type: str  # ADDED | MODIFIED | DELETED
     workload: Workload
     resource_version: int
+    # The workload as stored by the write this event reports (encoded once, by
+    # that write): watchers send it without encoding the workload again.
+    encoded: EncodedObject
 
 
 class _Watcher:
@@ -175,6 +181,9 @@ class Manager:
         self.cache = Cache(config=config or ControllerConfig())
         self.preemptor: Preemptor = preemptor or DefaultPreemptor()
         self.versions: dict[tuple[str, str, str], int] = {}
+        # ref -> (object, its JSON): valid only while the object is that very
+        # instance (model objects are immutable, so identity means "unchanged").
+        self._encoded: dict[tuple[str, str, str], tuple[Obj, EncodedObject]] = {}
         self.cycle = 0
         self._watchers: list[_Watcher] = []
         self._wake = asyncio.Event()
@@ -225,27 +234,53 @@ class Manager:
 
     def _write(self, puts: Iterable[Obj] = (), deletes: Iterable[tuple[str, str, str]] = ()) -> int:
         changes: list[Put | Delete] = []
-        refs: list[tuple[str, str, str]] = []
+        written: list[tuple[tuple[str, str, str], Obj, EncodedObject]] = []
         for obj in puts:
-            kind, ns, name = ref_of(obj)
-            changes.append(Put(kind, ns, name, _json(encode(obj))))
-            refs.append((kind, ns, name))
+            ref = ref_of(obj)
+            enc = encode_json(obj)
+            changes.append(Put(ref[0], ref[1], ref[2], enc.body))
+            written.append((ref, obj, enc))
+        deletes = list(deletes)
         for kind, ns, name in deletes:
             changes.append(Delete(kind, ns, name))
         version = self.store.write(changes)
-        for r in refs:
-            self.versions[r] = version
+        for ref, obj, enc in written:
+            self.versions[ref] = version
+            self._remember(ref, obj, enc)
         for r in deletes:
             self.versions.pop(r, None)
         return version
 
+    def _remember(self, ref: tuple[str, str, str], obj: Obj, enc: EncodedObject) -> None:
+        cache = self._encoded
+        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
+        cache[ref] = (obj, enc)
+        if len(cache) > ENCODED_CACHE_SIZE:
+            del cache[next(iter(cache))]
+
+    def encoded(self, obj: Obj) -> EncodedObject:
+        """The object's JSON as stored: the bytes its last write encoded, or encoded now.
+
+        Replies and watch events use this, so a write is encoded once for the
+        store and everyone who reads it right after.
+        """
+        ref = ref_of(obj)
+        hit = self._encoded.get(ref)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        enc = encode_json(obj)
+        self._remember(ref, obj, enc)
+        return enc
+
     def _publish(self, type_: str, wl: Workload) -> None:
         if not self._watchers:
             return
-        ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0))
+        ev: WatchEvent | None = None
         for w in self._watchers:
             if w.overflowed or not w.wants(wl):
                 continue
+            if ev is None:
+                ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0), self.encoded(wl))
             try:
                 w.queue.put_nowait(ev)
             except asyncio.QueueFull:
@@ -611,7 +646,8 @@ class Manager:
         if send_initial:
             for wl in self.list_workloads(namespace=namespace):
                 if w.wants(wl):
-                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0)))
+                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0),
+                                                  self.encoded(wl)))
         self._watchers.append(w)
         try:
             while True:

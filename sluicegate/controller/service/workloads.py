@@ -8,7 +8,7 @@ import grpc
 
 from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
 from sluicegate.controller.manager import Manager, parse_label_selector
-from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
+from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import handled, status_for
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
@@ -61,7 +61,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
         try:
             async for ev in self.m.watch(request.namespace, request.name, request.send_initial):
-                yield workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=object_to_proto(self.m, ev.workload))
+                yield workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev))
         except FailedPrecondition as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
