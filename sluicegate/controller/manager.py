@@ -55,11 +55,12 @@ log = logging.getLogger(__name__)
 Obj = Any  # one of the decoded model objects
 
 # Encoded objects remembered for replies and watch events (see Manager.encoded).
-# A write and the replies/events about it come within one call, so this only
-# needs to cover the largest batch one write holds (a cycle's heads, about
-# one per ClusterQueue); beyond that it saves re-encoding for Get and List.
-# At ~1 KiB per workload this is ~10 MiB at most.
-ENCODED_CACHE_SIZE = 10_000
+# A write and the replies/events about it come within one synchronous call,
+# so this must cover the largest batch one write holds (a cycle's heads: at
+# most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
+# it only saves re-encoding for Get and List.  A running workload's JSON is
+# 2-4 KiB, so this holds at most ~16 MiB.
+ENCODED_CACHE_SIZE = 4_096
 
 # A pending workload's message is refreshed at most this often when only its
 # wording changes (a changed reason is always stored at once).
