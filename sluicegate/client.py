@@ -18,6 +18,9 @@ import grpc
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc, objects_pb2, objects_pb2_grpc, workloads_pb2, workloads_pb2_grpc
 
 DEFAULT_SERVER = "127.0.0.1:7420"
+# Watch events the server may put in one message when several are waiting;
+# each message costs both sides far more than the events' bytes do.
+WATCH_BATCH = 256
 
 
 def default_server() -> str:
@@ -140,12 +143,15 @@ class Client:
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Yield (event type, workload) until the caller stops iterating."""
         call = self._workloads.Watch(
-            workloads_pb2.WatchWorkloadsRequest(namespace=namespace, name=name, send_initial=send_initial)
+            workloads_pb2.WatchWorkloadsRequest(
+                namespace=namespace, name=name, send_initial=send_initial, max_batch=WATCH_BATCH)
         )
         names = {v: k for k, v in workloads_pb2.WorkloadEvent.Type.items()}
         try:
             async for ev in call:
                 yield names[ev.type], _obj(ev.workload)
+                for more in ev.more:
+                    yield names[more.type], _obj(more.workload)
         except grpc.aio.AioRpcError as exc:
             raise ClientError(exc.code(), exc.details() or "") from None
         finally:

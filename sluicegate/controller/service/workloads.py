@@ -18,6 +18,9 @@ _EVENT = {
     "DELETED": workloads_pb2.WorkloadEvent.DELETED,
 }
 _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
+# Most watch events one message carries (WatchWorkloadsRequest.max_batch): a
+# workload's JSON is a few KiB, so a full message stays within a few MiB.
+MAX_WATCH_BATCH = 1000
 
 
 class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
@@ -59,9 +62,14 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def Watch(
         self, request: workloads_pb2.WatchWorkloadsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
+        max_batch = min(max(request.max_batch, 1), MAX_WATCH_BATCH)
         try:
-            async for ev in self.m.watch(request.namespace, request.name, request.send_initial):
-                yield workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev))
+            async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial, max_batch=max_batch):
+                first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
+                if len(batch) > 1:
+                    first.more.extend(
+                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:])
+                yield first
         except FailedPrecondition as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)

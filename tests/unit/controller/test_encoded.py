@@ -161,3 +161,66 @@ async def test_queue_replies_still_carry_live_status(served: Served) -> None:
         cq = await client.get("clusterqueue", "cq")
     assert (cq["status"]["reservingWorkloads"], cq["metadata"]["resourceVersion"]) == (
         1, str(served.manager.versions[("ClusterQueue", "", "cq")]))
+
+
+async def watched_after_burst(served: Served, max_batch: int, burst: int) -> list[workloads_pb2.WorkloadEvent]:
+    """The messages a raw watch receives for ``burst`` creations written with no await in between."""
+    m = served.manager
+    channel = grpc.aio.insecure_channel(served.address)
+    watch = workloads_pb2_grpc.WorkloadsStub(channel).Watch(
+        workloads_pb2.WatchWorkloadsRequest(namespace="default", send_initial=True, max_batch=max_batch))
+    try:
+        async with Client(served.address) as client:
+            await client.create_workload(Document(workload_body("warm-up", "100"), "test"))
+        await next_events(watch, 1)  # registered now (see above)
+        for i in range(burst):
+            m.create_workload(parse_text(workload_body(f"w{i:02d}", "1"), "test", fmt="json")[0])
+        messages: list[workloads_pb2.WorkloadEvent] = []
+        async with asyncio.timeout(WATCH_DEADLINE):
+            while sum(1 + len(msg.more) for msg in messages) < burst:
+                messages.append(await watch.read())
+        return messages
+    finally:
+        watch.cancel()
+        await channel.close()
+
+
+@pytest.mark.parametrize(
+    ("max_batch", "sizes"),
+    [
+        pytest.param(0, [1] * 20, id="unset-one-per-message"),
+        pytest.param(1, [1] * 20, id="one"),
+        pytest.param(8, [8, 8, 4], id="eight"),
+        pytest.param(5000, [20], id="capped-by-what-is-waiting"),
+    ],
+)
+async def test_waiting_watch_events_share_a_message_up_to_the_requested_batch(
+    served: Served, max_batch: int, sizes: list[int]
+) -> None:
+    messages = await watched_after_burst(served, max_batch, 20)
+    assert [1 + len(msg.more) for msg in messages] == sizes
+    flat = [e for msg in messages for e in (msg, *msg.more)]
+    assert [(e.type, e.workload.name) for e in flat] == [(workloads_pb2.WorkloadEvent.ADDED, f"w{i:02d}") for i in range(20)]
+    assert all(not e.more for msg in messages for e in msg.more)
+    doc, version = stored(served.store, "Workload", "default", "w07")
+    assert (json.loads(flat[7].workload.json), flat[7].workload.resource_version) == (doc, version)
+
+
+async def test_the_client_library_yields_batched_events_one_by_one_in_order(served: Served) -> None:
+    m = served.manager
+    seen: list[tuple[str, str]] = []
+    async with Client(served.address) as client:
+        await client.create_workload(Document(workload_body("warm-up", "100"), "test"))
+        events = client.watch_workloads(namespace="default", send_initial=True)
+        try:
+            async with asyncio.timeout(WATCH_DEADLINE):
+                first = await anext(events)
+                for i in range(30):
+                    m.create_workload(parse_text(workload_body(f"w{i:02d}", "1"), "test", fmt="json")[0])
+                while len(seen) < 30:
+                    kind, wl = await anext(events)
+                    seen.append((kind, wl["metadata"]["name"]))
+        finally:
+            await events.aclose()
+    assert (first[0], first[1]["metadata"]["name"]) == ("ADDED", "warm-up")
+    assert seen == [("ADDED", f"w{i:02d}") for i in range(30)]
