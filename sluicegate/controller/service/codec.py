@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import Manager, Obj, WatchEvent, ref_of
 from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.controller.status import cluster_queue_status, cohort_status, local_queue_status
 from sluicegate.manifest.encode import encode
+from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, parse_text
 from sluicegate.v1 import objects_pb2
 
@@ -62,5 +64,9 @@ def documents_from_proto(docs: Any) -> list[RawDocument]:
         source = d.source or f"request#{i}"
         text = d.body.decode("utf-8", errors="replace")
         # The client library sends JSON; the JSON parser is far cheaper than YAML's.
-        out.extend(parse_text(text, source, fmt="json" if text.lstrip().startswith("{") else "yaml"))
+        try:
+            out.extend(parse_text(text, source, fmt="json" if text.lstrip().startswith("{") else "yaml"))
+        except ManifestError as exc:
+            # Text that does not parse is the caller's to fix, like any invalid field.
+            raise InvalidArgument("", str(exc)) from exc
     return out

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
-from sluicegate.client import Client, Document
+from sluicegate.client import Client, ClientError, Document
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
@@ -224,3 +224,33 @@ async def test_the_client_library_yields_batched_events_one_by_one_in_order(serv
             await events.aclose()
     assert (first[0], first[1]["metadata"]["name"]) == ("ADDED", "warm-up")
     assert seen == [("ADDED", f"w{i:02d}") for i in range(30)]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param('{"apiVersion": "sluicegate.io/v1beta2", "kind": "Workload", "kind": "Workload"}',
+                     "gen.json: could not parse JSON: found the key 'kind' twice; each field may appear only once",
+                     id="json-duplicate-key"),
+        pytest.param('{\n  "kind": "Workload",\n  "metadata": {"name": "a",}\n}',
+                     "gen.json (line 3): could not parse JSON: Expecting property name enclosed in double quotes",
+                     id="json-syntax-with-line"),
+        pytest.param("kind: Workload\nkind: Workload\n",
+                     "gen.json (line 2): could not parse YAML: found the key 'kind' twice",
+                     id="yaml-duplicate-key"),
+        pytest.param(json.dumps({"apiVersion": "sluicegate.io/v1beta2", "kind": "Workload",
+                                 "metadata": {"name": "a", "namespace": "default"},
+                                 "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": -1}]}}),
+                     "spec.podSets[0].count: must be non-negative, got -1",
+                     id="invalid-field"),
+    ],
+)
+async def test_a_document_that_does_not_parse_or_validate_is_an_invalid_argument_naming_where(
+    served: Served, body: str, message: str
+) -> None:
+    async with Client(served.address) as client:
+        with pytest.raises(ClientError) as info:
+            await client.create_workload(Document(body, "gen.json"))
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in info.value.message
+    assert [o for o in served.store.load() if o.kind == "Workload"] == []
