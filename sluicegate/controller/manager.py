@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, NotFound
+from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.model.conditions import set_condition
 from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
@@ -546,21 +546,48 @@ class Manager:
         return wl
 
     def create_workload(self, doc: RawDocument) -> tuple[Workload, bool]:
-        try:
-            obj = decode(doc, source=doc.source)
-        except ManifestError as exc:
-            raise InvalidArgument("", str(exc)) from exc
-        if not isinstance(obj, Workload):
-            raise InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}")
-        existing = self.cache.workloads.get(obj.key)
-        if existing is not None:
-            # Idempotent by name: a retried submission is the same workload.
-            return existing, False
-        wl, _ = self._prepare_workload(obj)
-        self._write([wl])
-        self._workload_stored(wl, created=True)
-        self._wake.set()
-        return wl, True
+        (result,) = self.create_workloads([doc])
+        if isinstance(result, ControllerError):
+            raise result
+        return result
+
+    def create_workloads(self, docs: Sequence[RawDocument]) -> list[tuple[Workload, bool] | ControllerError]:
+        """Create each document's workload (idempotent by name); one result per document, in order.
+
+        A document that is invalid gets its error and changes nothing; the new
+        workloads are stored in one transaction before any is queued, so each
+        result holds only once that commit happened.  A store failure raises
+        and nothing is created.
+        """
+        results: list[tuple[Workload, bool] | ControllerError] = []
+        new: dict[WorkloadKey, Workload] = {}
+        for doc in docs:
+            try:
+                obj = decode(doc, source=doc.source)
+            except ManifestError as exc:
+                results.append(InvalidArgument("", str(exc)))
+                continue
+            if not isinstance(obj, Workload):
+                results.append(InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}"))
+                continue
+            existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
+            if existing is not None:
+                # Idempotent by name: a retried submission is the same workload.
+                results.append((existing, False))
+                continue
+            try:
+                wl, _ = self._prepare_workload(obj)
+            except ControllerError as exc:
+                results.append(exc)
+                continue
+            new[wl.key] = wl
+            results.append((wl, True))
+        if new:
+            self._write(new.values())
+            for wl in new.values():
+                self._workload_stored(wl, created=True)
+            self._wake.set()
+        return results
 
     def _workload_stored(self, wl: Workload, *, created: bool) -> None:
         c = self.cache

@@ -30,6 +30,28 @@ class CreateWorkloadResponse(_message.Message):
     created: bool
     def __init__(self, workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
+class CreateWorkloadsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[CreateWorkloadRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateWorkloadRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateWorkloadResult(_message.Message):
+    __slots__ = ("code", "message", "response")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    response: CreateWorkloadResponse
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., response: _Optional[_Union[CreateWorkloadResponse, _Mapping]] = ...) -> None: ...
+
+class CreateWorkloadsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateWorkloadResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateWorkloadResult, _Mapping]]] = ...) -> None: ...
+
 class ListWorkloadsRequest(_message.Message):
     __slots__ = ("namespace", "local_queue", "cluster_queue", "state", "label_selector", "limit")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

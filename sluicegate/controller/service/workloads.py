@@ -38,6 +38,37 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         return workloads_pb2.CreateWorkloadResponse(workload=object_to_proto(self.m, wl), created=created)
 
     @handled
+    async def CreateMany(
+        self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
+    ) -> workloads_pb2.CreateWorkloadsResponse:
+        out: list[workloads_pb2.CreateWorkloadResult | None] = []
+        docs = []
+        for item in request.items:
+            try:
+                parsed = documents_from_proto([item.document])
+                if len(parsed) != 1:
+                    raise InvalidArgument("document", f"expected exactly one Workload document, got {len(parsed)}")
+            except InvalidArgument as exc:
+                out.append(_failed(exc))
+                continue
+            out.append(None)
+            docs.append(parsed[0])
+        # A store failure raises here and fails the whole call: nothing was stored.
+        created = iter(self.m.create_workloads(docs))
+        results = []
+        for r in out:
+            if r is None:
+                res = next(created)
+                if isinstance(res, Exception):
+                    r = _failed(res)
+                else:
+                    wl, was_new = res
+                    r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
+                        workload=object_to_proto(self.m, wl), created=was_new))
+            results.append(r)
+        return workloads_pb2.CreateWorkloadsResponse(results=results)
+
+    @handled
     async def Get(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
         return object_to_proto(self.m, self.m.get_workload(request.namespace or "default", request.name))
 
@@ -82,3 +113,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
         wl = self.m.set_active(request.namespace or "default", request.name, request.active)
         return object_to_proto(self.m, wl)
+
+
+def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:
+    code, message = status_for(exc)
+    return workloads_pb2.CreateWorkloadResult(code=code.value[0], message=message)
