@@ -10,6 +10,7 @@ from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
 from sluicegate.controller.manager import Manager, parse_label_selector
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.manifest.loader import RawDocument
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
 _EVENT = {
@@ -41,8 +42,9 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def CreateMany(
         self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
     ) -> workloads_pb2.CreateWorkloadsResponse:
+        # Per item: its result when it failed before reaching the manager, else None.
         out: list[workloads_pb2.CreateWorkloadResult | None] = []
-        docs = []
+        docs: list[RawDocument] = []
         for item in request.items:
             try:
                 parsed = documents_from_proto([item.document])
@@ -55,7 +57,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             docs.append(parsed[0])
         # A store failure raises here and fails the whole call: nothing was stored.
         created = iter(self.m.create_workloads(docs))
-        results = []
+        results: list[workloads_pb2.CreateWorkloadResult] = []
         for r in out:
             if r is None:
                 res = next(created)
