@@ -84,6 +84,10 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
+        waiting, self._create_waiting = self._create_waiting, []
+        for _, fut in waiting:
+            if not fut.done():
+                fut.set_exception(ClientError(grpc.StatusCode.CANCELLED, "the client was closed before the request was sent"))
         await self._channel.close()
 
     async def _call(self, fn: Any, request: Any) -> Any:
@@ -173,10 +177,15 @@ class Client:
                     fut.set_result(result.response)
                 else:
                     fut.set_exception(ClientError(_STATUS_BY_NUMBER.get(result.code, grpc.StatusCode.UNKNOWN), result.message))
-        except BaseException as exc:
+        except Exception as exc:
+            # Delivered to every caller of the batch (nobody awaits this task).
             for _, fut in batch:
                 if not fut.done():
-                    fut.set_exception(exc if isinstance(exc, Exception) else ClientError(grpc.StatusCode.CANCELLED, "client closed"))
+                    fut.set_exception(exc)
+        except asyncio.CancelledError:
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(ClientError(grpc.StatusCode.CANCELLED, "the client was closed"))
             raise
         finally:
             self._create_calls -= 1

@@ -118,3 +118,20 @@ async def test_concurrent_client_creations_go_out_together_and_each_caller_gets_
     assert ("Workload", "default", "w007") not in versions
     # Two calls go out alone; the other creations waited and shared commits.
     assert len({versions[("Workload", "default", n)] for n in valid}) < len(valid) // 2
+
+
+async def test_closing_the_client_fails_the_creations_still_waiting_to_be_sent(served: Served) -> None:
+    client = Client(served.address)
+    calls = [asyncio.ensure_future(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}"))) for i in range(50)]
+    for _ in range(100):  # a few loop steps until every call started: two on their way, the rest waiting
+        if len(client._create_waiting) == 48:
+            break
+        await asyncio.sleep(0)
+    assert len(client._create_waiting) == 48
+    await client.close()
+    async with asyncio.timeout(CREATE_DEADLINE):
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    codes = [o.code if isinstance(o, ClientError) else "ok" for o in outcomes]
+    assert codes[2:] == [grpc.StatusCode.CANCELLED] * 48
+    # Only the two calls already sent can have reached the server.
+    assert {wl.name for wl in served.manager.cache.workloads.values()} <= {"w0", "w1"}
