@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, NotFound
+from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.model.conditions import set_condition
 from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
@@ -45,13 +45,21 @@ from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPree
 from sluicegate.controller.store import Delete, Put, Store
 from sluicegate.manifest.decode import decode, find_cohort_cycle
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
-from sluicegate.manifest.encode import encode
+from sluicegate.manifest.encode import EncodedObject, encode_json
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 
 log = logging.getLogger(__name__)
 
 Obj = Any  # one of the decoded model objects
+
+# Encoded objects remembered for replies and watch events (see Manager.encoded).
+# A write and the replies/events about it come within one synchronous call,
+# so this must cover the largest batch one write holds (a cycle's heads: at
+# most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
+# it only saves re-encoding for Get and List.  A running workload's JSON is
+# 2-4 KiB, so this holds at most ~16 MiB.
+ENCODED_CACHE_SIZE = 4_096
 
 # A pending workload's message is refreshed at most this often when only its
 # wording changes (a changed reason is always stored at once).
@@ -115,15 +123,14 @@ def ref_of(obj: Obj) -> tuple[str, str, str]:
     return kind, "", str(obj.name)
 
 
-def _json(d: dict[str, Any]) -> bytes:
-    return json.dumps(d, separators=(",", ":"), sort_keys=True).encode()
-
-
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     type: str  # ADDED | MODIFIED | DELETED
     workload: Workload
     resource_version: int
+    # The workload as stored by the write this event reports (encoded once, by
+    # that write): watchers send it without encoding the workload again.
+    encoded: EncodedObject
 
 
 class _Watcher:
@@ -174,6 +181,9 @@ class Manager:
         self.cache = Cache(config=config or ControllerConfig())
         self.preemptor: Preemptor = preemptor or DefaultPreemptor()
         self.versions: dict[tuple[str, str, str], int] = {}
+        # ref -> (object, its JSON): valid only while the object is that very
+        # instance (model objects are immutable, so identity means "unchanged").
+        self._encoded: dict[tuple[str, str, str], tuple[Obj, EncodedObject]] = {}
         self.cycle = 0
         # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
         self.cycles_admitting = 0
@@ -226,27 +236,53 @@ class Manager:
 
     def _write(self, puts: Iterable[Obj] = (), deletes: Iterable[tuple[str, str, str]] = ()) -> int:
         changes: list[Put | Delete] = []
-        refs: list[tuple[str, str, str]] = []
+        written: list[tuple[tuple[str, str, str], Obj, EncodedObject]] = []
         for obj in puts:
-            kind, ns, name = ref_of(obj)
-            changes.append(Put(kind, ns, name, _json(encode(obj))))
-            refs.append((kind, ns, name))
+            ref = ref_of(obj)
+            enc = encode_json(obj)
+            changes.append(Put(ref[0], ref[1], ref[2], enc.body))
+            written.append((ref, obj, enc))
+        deletes = list(deletes)
         for kind, ns, name in deletes:
             changes.append(Delete(kind, ns, name))
         version = self.store.write(changes)
-        for r in refs:
-            self.versions[r] = version
+        for ref, obj, enc in written:
+            self.versions[ref] = version
+            self._remember(ref, obj, enc)
         for r in deletes:
             self.versions.pop(r, None)
         return version
 
+    def _remember(self, ref: tuple[str, str, str], obj: Obj, enc: EncodedObject) -> None:
+        cache = self._encoded
+        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
+        cache[ref] = (obj, enc)
+        if len(cache) > ENCODED_CACHE_SIZE:
+            del cache[next(iter(cache))]
+
+    def encoded(self, obj: Obj) -> EncodedObject:
+        """The object's JSON as stored: the bytes its last write encoded, or encoded now.
+
+        Replies and watch events use this, so a write is encoded once for the
+        store and everyone who reads it right after.
+        """
+        ref = ref_of(obj)
+        hit = self._encoded.get(ref)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        enc = encode_json(obj)
+        self._remember(ref, obj, enc)
+        return enc
+
     def _publish(self, type_: str, wl: Workload) -> None:
         if not self._watchers:
             return
-        ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0))
+        ev: WatchEvent | None = None
         for w in self._watchers:
             if w.overflowed or not w.wants(wl):
                 continue
+            if ev is None:
+                ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0), self.encoded(wl))
             try:
                 w.queue.put_nowait(ev)
             except asyncio.QueueFull:
@@ -511,21 +547,48 @@ class Manager:
         return wl
 
     def create_workload(self, doc: RawDocument) -> tuple[Workload, bool]:
-        try:
-            obj = decode(doc, source=doc.source)
-        except ManifestError as exc:
-            raise InvalidArgument("", str(exc)) from exc
-        if not isinstance(obj, Workload):
-            raise InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}")
-        existing = self.cache.workloads.get(obj.key)
-        if existing is not None:
-            # Idempotent by name: a retried submission is the same workload.
-            return existing, False
-        wl, _ = self._prepare_workload(obj)
-        self._write([wl])
-        self._workload_stored(wl, created=True)
-        self._wake.set()
-        return wl, True
+        (result,) = self.create_workloads([doc])
+        if isinstance(result, ControllerError):
+            raise result
+        return result
+
+    def create_workloads(self, docs: Sequence[RawDocument]) -> list[tuple[Workload, bool] | ControllerError]:
+        """Create each document's workload (idempotent by name); one result per document, in order.
+
+        A document that is invalid gets its error and changes nothing; the new
+        workloads are stored in one transaction before any is queued, so each
+        result holds only once that commit happened.  A store failure raises
+        and nothing is created.
+        """
+        results: list[tuple[Workload, bool] | ControllerError] = []
+        new: dict[WorkloadKey, Workload] = {}
+        for doc in docs:
+            try:
+                obj = decode(doc, source=doc.source)
+            except ManifestError as exc:
+                results.append(InvalidArgument("", str(exc)))
+                continue
+            if not isinstance(obj, Workload):
+                results.append(InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}"))
+                continue
+            existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
+            if existing is not None:
+                # Idempotent by name: a retried submission is the same workload.
+                results.append((existing, False))
+                continue
+            try:
+                wl, _ = self._prepare_workload(obj)
+            except ControllerError as exc:
+                results.append(exc)
+                continue
+            new[wl.key] = wl
+            results.append((wl, True))
+        if new:
+            self._write(new.values())
+            for wl in new.values():
+                self._workload_stored(wl, created=True)
+            self._wake.set()
+        return results
 
     def _workload_stored(self, wl: Workload, *, created: bool) -> None:
         c = self.cache
@@ -608,18 +671,35 @@ class Manager:
         return out[:limit] if limit else out
 
     async def watch(self, namespace: str, name: str, send_initial: bool) -> AsyncIterator[WatchEvent]:
+        async for batch in self.watch_batches(namespace, name, send_initial, max_batch=1):
+            for ev in batch:
+                yield ev
+
+    async def watch_batches(
+        self, namespace: str, name: str, send_initial: bool, *, max_batch: int
+    ) -> AsyncIterator[list[WatchEvent]]:
+        """Events in order, as lists of up to ``max_batch``: whatever is waiting, never held back.
+
+        A sender that passes a list on in one message pays the transport's
+        per-message cost once per list instead of once per event.
+        """
         w = _Watcher(namespace, name)
         if send_initial:
             for wl in self.list_workloads(namespace=namespace):
                 if w.wants(wl):
-                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0)))
+                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0),
+                                                  self.encoded(wl)))
         self._watchers.append(w)
         try:
             while True:
-                ev = await w.queue.get()
-                if ev is None:
+                batch = [await w.queue.get()]
+                while len(batch) < max_batch and not w.queue.empty():
+                    batch.append(w.queue.get_nowait())
+                events = [ev for ev in batch if ev is not None]
+                if events:
+                    yield events
+                if len(events) < len(batch):
                     raise FailedPrecondition("watch fell behind by more than 100000 events; start a new watch")
-                yield ev
         finally:
             self._watchers.remove(w)
 

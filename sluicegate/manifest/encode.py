@@ -14,7 +14,9 @@ pod templates (not kept by the model).
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 
 from sluicegate.controller.model import (
@@ -47,7 +49,7 @@ from sluicegate.manifest.timefmt import format_duration, format_rfc3339
 from sluicegate.quantity import format_canonical
 
 # object_ref is re-exported: callers that encode usually need the identity too.
-__all__ = ["encode", "object_ref"]
+__all__ = ["EncodedObject", "encode", "encode_json", "object_ref"]
 
 Doc = dict[str, object]
 
@@ -55,7 +57,68 @@ _GROUP_FOR_KIND = {"WorkloadPriorityClass": WORKLOAD_PRIORITY_GROUP, "PriorityCl
 
 
 def encode(obj: Decoded) -> Doc:
-    """The manifest document for a model object (plain dicts, lists, str, int, bool)."""
+    """The manifest document for a model object (plain dicts, lists, str, int, bool).
+
+    The document is the caller's to change: nothing in it is shared with ``obj``.
+    """
+    return _encode(obj, share=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedObject:
+    """An object's JSON text, as the store keeps it, and where its metadata closes.
+
+    The store holds the body without ``metadata.resourceVersion`` (the version
+    is the store's own column, known only once the write committed); API
+    readers get it inside ``metadata``, spliced in by
+    :meth:`with_resource_version` instead of encoding the object again.
+    """
+
+    body: bytes
+    # Index of the "}" that closes the top-level metadata mapping (-1: none).
+    metadata_end: int
+
+    def with_resource_version(self, version: int) -> bytes:
+        """The body with ``"resourceVersion":"<version>"`` as the last key of ``metadata``.
+
+        Byte for byte what ``json.dumps(doc, separators=(",", ":"))`` writes
+        for ``encode(obj)`` with ``doc["metadata"]["resourceVersion"] = str(version)``.
+        """
+        end = self.metadata_end
+        if end < 0:
+            return self.body
+        body = self.body
+        key = b'"resourceVersion":"' if body[end - 1] == 0x7B else b',"resourceVersion":"'  # 0x7B: "{", empty metadata
+        return b"".join((body[:end], key, str(version).encode(), b'"', body[end:]))
+
+
+# Compact separators, ASCII only: the output's byte offsets are its character offsets.
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def encode_json(obj: Decoded) -> EncodedObject:
+    """``encode(obj)`` as compact JSON, encoded once for the store, watch events and replies.
+
+    Top-level keys keep ``encode``'s order; the metadata's closing brace is
+    located while writing, so no one has to search the text for it.
+    """
+    doc = _encode(obj, share=True)
+    text = ["{"]
+    size = 1
+    metadata_end = -1
+    for key, value in doc.items():
+        piece = f"{',' if size > 1 else ''}{_to_json(key)}:{_to_json(value)}"
+        text.append(piece)
+        size += len(piece)
+        if key == "metadata" and isinstance(value, dict):
+            metadata_end = size - 1
+    text.append("}")
+    return EncodedObject("".join(text).encode("ascii"), metadata_end)
+
+
+def _encode(obj: Decoded, *, share: bool) -> Doc:
+    # share=True may hand out the model's own nested mutable values (a
+    # workload's status.extra); only for a document serialised at once.
     if isinstance(obj, ResourceFlavor):
         spec: Doc = {}
         if obj.node_labels:
@@ -85,7 +148,7 @@ def encode(obj: Decoded) -> Doc:
             meta["labels"] = dict(obj.labels)
         return {"apiVersion": CORE_V1, "kind": "Namespace", "metadata": meta}
     if isinstance(obj, Workload):
-        return _workload(obj)
+        return _workload(obj, share=share)
     if isinstance(obj, ControllerConfig):
         return _configuration(obj)
     raise TypeError(f"cannot encode {type(obj).__name__}; expected one of the manifest kinds")
@@ -201,7 +264,7 @@ def _priority_class(pc: PriorityClass) -> Doc:
 # -- workloads -----------------------------------------------------------------
 
 
-def _workload(wl: Workload) -> Doc:
+def _workload(wl: Workload, *, share: bool) -> Doc:
     meta: Doc = {"name": wl.name, "namespace": wl.namespace}
     if wl.uid:
         meta["uid"] = wl.uid
@@ -224,7 +287,7 @@ def _workload(wl: Workload) -> Doc:
         spec["maximumExecutionTimeSeconds"] = wl.maximum_execution_time_seconds
     doc = _object("Workload", meta, spec=spec)
     if wl.status != WorkloadStatus():
-        doc["status"] = _status(wl.status)
+        doc["status"] = _status(wl.status, share=share)
     return doc
 
 
@@ -283,7 +346,7 @@ def _probe(p: Probe) -> Doc:
     return out
 
 
-def _status(status: WorkloadStatus) -> Doc:
+def _status(status: WorkloadStatus, *, share: bool) -> Doc:
     out: Doc = {}
     if status.conditions:
         out["conditions"] = [_condition(c) for c in status.conditions]
@@ -299,7 +362,7 @@ def _status(status: WorkloadStatus) -> Doc:
     if status.accumulated_past_execution_time_seconds:
         out[ACCUMULATED_V1BETA2] = status.accumulated_past_execution_time_seconds
     if status.extra:
-        out["extra"] = copy.deepcopy(dict(status.extra))
+        out["extra"] = dict(status.extra) if share else copy.deepcopy(dict(status.extra))
     return out
 
 

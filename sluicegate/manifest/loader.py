@@ -156,19 +156,29 @@ def _parse_yaml(text: str, source: str) -> list[RawDocument]:
 
 
 def _reject_duplicate_json_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        # The common case stays in C: only a document that really repeats a
+        # key pays for finding which one.
+        return out
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             raise ValueError(f"found the key {key!r} twice; each field may appear only once")
-        out[key] = value
-    return out
+        seen.add(key)
+    raise AssertionError("unreachable: a shorter dict means a repeated key")
+
+
+def _reject_non_json_constant(name: str) -> object:
+    # Python's json reads NaN and Infinity, which JSON itself does not have.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _parse_json(text: str, source: str) -> list[RawDocument]:
     if not text.strip():
         return []
     try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_json_keys)
+        data = json.loads(text, object_pairs_hook=_reject_duplicate_json_keys, parse_constant=_reject_non_json_constant)
     except json.JSONDecodeError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc.msg}")], line=exc.lineno) from None
     except ValueError as exc:

@@ -71,12 +71,39 @@ def parse_rfc3339(text: str) -> float:
 
 
 # A workload's timestamps are formatted again on every write and watch event
-# while they rarely change; the exact conversion is worth remembering.
+# while they rarely change; the conversion is worth remembering.
 @functools.lru_cache(maxsize=1 << 16)
 def format_rfc3339(epoch: float) -> str:
     """Seconds since the epoch -> ``2024-05-01T12:00:00Z``, with the shortest exact fraction."""
     if not math.isfinite(epoch):
         raise ValueError(f"timestamp {epoch!r} is not a finite number of seconds")
+    if _FAST_MIN <= epoch < _FAST_MAX:
+        # repr() is the shortest decimal that reads back as this float, and
+        # with the integer part fixed "fewest significant digits" is "fewest
+        # fraction digits": the same text _format_exact finds, without the
+        # Fraction arithmetic (every new condition time misses the cache).
+        # Above 1e16 repr switches to exponent notation, hence the bounds.
+        whole, _, frac = repr(epoch).partition(".")
+        frac = frac.rstrip("0")
+        return _whole_seconds(int(whole)) + ("." + frac if frac else "") + "Z"
+    return _format_exact(epoch)
+
+
+# Seconds at which repr(epoch) is plain "<int>.<fraction>" and the date is
+# within datetime's range (year 9999); outside, _format_exact decides (and
+# raises where datetime does).
+_FAST_MIN = 1.0
+_FAST_MAX = float((_dt.date(9999, 12, 31).toordinal() - _EPOCH_ORDINAL + 1) * 86400)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _whole_seconds(whole: int) -> str:
+    # Many timestamps of one burst share their second.
+    return (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _format_exact(epoch: float) -> str:
+    """The reference conversion: the fewest fraction digits that parse back to ``epoch``."""
     exact = Fraction(epoch)
     digits = 0
     scaled = round(exact)
@@ -84,7 +111,7 @@ def format_rfc3339(epoch: float) -> str:
         digits += 1
         scaled = round(exact * 10**digits)
     whole, frac = divmod(scaled, 10**digits)
-    stamp = (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = _whole_seconds(whole)
     if digits:
         stamp += "." + str(frac).rjust(digits, "0")
     return stamp + "Z"

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sluicegate.v1 import objects_pb2 as sluicegate_dot_v1_dot_objects__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluicegate/v1/workloads.proto\x12\rsluicegate.v1\x1a\x1bsluicegate/v1/objects.proto\".\n\x0bWorkloadRef\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"B\n\x15\x43reateWorkloadRequest\x12)\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x17.sluicegate.v1.Document\"R\n\x16\x43reateWorkloadResponse\x12\'\n\x08workload\x18\x01 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x8b\x01\n\x14ListWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x13\n\x0blocal_queue\x18\x02 \x01(\t\x12\x15\n\rcluster_queue\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x16\n\x0elabel_selector\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\"N\n\x15WatchWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0csend_initial\x18\x03 \x01(\x08\"\xad\x01\n\rWorkloadEvent\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.sluicegate.v1.WorkloadEvent.Type\x12\'\n\x08workload\x18\x02 \x01(\x0b\x32\x15.sluicegate.v1.Object\"B\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\"C\n\x10SetActiveRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\x32\xbf\x03\n\tWorkloads\x12U\n\x06\x43reate\x12$.sluicegate.v1.CreateWorkloadRequest\x1a%.sluicegate.v1.CreateWorkloadResponse\x12\x38\n\x03Get\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x15.sluicegate.v1.Object\x12H\n\x04List\x12#.sluicegate.v1.ListWorkloadsRequest\x1a\x1b.sluicegate.v1.ListResponse\x12M\n\x05Watch\x12$.sluicegate.v1.WatchWorkloadsRequest\x1a\x1c.sluicegate.v1.WorkloadEvent0\x01\x12\x43\n\x06\x44\x65lete\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x1d.sluicegate.v1.DeleteResponse\x12\x43\n\tSetActive\x12\x1f.sluicegate.v1.SetActiveRequest\x1a\x15.sluicegate.v1.Objectb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluicegate/v1/workloads.proto\x12\rsluicegate.v1\x1a\x1bsluicegate/v1/objects.proto\".\n\x0bWorkloadRef\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"B\n\x15\x43reateWorkloadRequest\x12)\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x17.sluicegate.v1.Document\"R\n\x16\x43reateWorkloadResponse\x12\'\n\x08workload\x18\x01 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"M\n\x16\x43reateWorkloadsRequest\x12\x33\n\x05items\x18\x01 \x03(\x0b\x32$.sluicegate.v1.CreateWorkloadRequest\"n\n\x14\x43reateWorkloadResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x37\n\x08response\x18\x03 \x01(\x0b\x32%.sluicegate.v1.CreateWorkloadResponse\"O\n\x17\x43reateWorkloadsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.sluicegate.v1.CreateWorkloadResult\"\x8b\x01\n\x14ListWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x13\n\x0blocal_queue\x18\x02 \x01(\t\x12\x15\n\rcluster_queue\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x16\n\x0elabel_selector\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\"a\n\x15WatchWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0csend_initial\x18\x03 \x01(\x08\x12\x11\n\tmax_batch\x18\x04 \x01(\x05\"\xd9\x01\n\rWorkloadEvent\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.sluicegate.v1.WorkloadEvent.Type\x12\'\n\x08workload\x18\x02 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12*\n\x04more\x18\x03 \x03(\x0b\x32\x1c.sluicegate.v1.WorkloadEvent\"B\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\"C\n\x10SetActiveRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\x32\x9c\x04\n\tWorkloads\x12U\n\x06\x43reate\x12$.sluicegate.v1.CreateWorkloadRequest\x1a%.sluicegate.v1.CreateWorkloadResponse\x12[\n\nCreateMany\x12%.sluicegate.v1.CreateWorkloadsRequest\x1a&.sluicegate.v1.CreateWorkloadsResponse\x12\x38\n\x03Get\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x15.sluicegate.v1.Object\x12H\n\x04List\x12#.sluicegate.v1.ListWorkloadsRequest\x1a\x1b.sluicegate.v1.ListResponse\x12M\n\x05Watch\x12$.sluicegate.v1.WatchWorkloadsRequest\x1a\x1c.sluicegate.v1.WorkloadEvent0\x01\x12\x43\n\x06\x44\x65lete\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x1d.sluicegate.v1.DeleteResponse\x12\x43\n\tSetActive\x12\x1f.sluicegate.v1.SetActiveRequest\x1a\x15.sluicegate.v1.Objectb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,16 +38,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATEWORKLOADREQUEST']._serialized_end=191
   _globals['_CREATEWORKLOADRESPONSE']._serialized_start=193
   _globals['_CREATEWORKLOADRESPONSE']._serialized_end=275
-  _globals['_LISTWORKLOADSREQUEST']._serialized_start=278
-  _globals['_LISTWORKLOADSREQUEST']._serialized_end=417
-  _globals['_WATCHWORKLOADSREQUEST']._serialized_start=419
-  _globals['_WATCHWORKLOADSREQUEST']._serialized_end=497
-  _globals['_WORKLOADEVENT']._serialized_start=500
-  _globals['_WORKLOADEVENT']._serialized_end=673
-  _globals['_WORKLOADEVENT_TYPE']._serialized_start=607
-  _globals['_WORKLOADEVENT_TYPE']._serialized_end=673
-  _globals['_SETACTIVEREQUEST']._serialized_start=675
-  _globals['_SETACTIVEREQUEST']._serialized_end=742
-  _globals['_WORKLOADS']._serialized_start=745
-  _globals['_WORKLOADS']._serialized_end=1192
+  _globals['_CREATEWORKLOADSREQUEST']._serialized_start=277
+  _globals['_CREATEWORKLOADSREQUEST']._serialized_end=354
+  _globals['_CREATEWORKLOADRESULT']._serialized_start=356
+  _globals['_CREATEWORKLOADRESULT']._serialized_end=466
+  _globals['_CREATEWORKLOADSRESPONSE']._serialized_start=468
+  _globals['_CREATEWORKLOADSRESPONSE']._serialized_end=547
+  _globals['_LISTWORKLOADSREQUEST']._serialized_start=550
+  _globals['_LISTWORKLOADSREQUEST']._serialized_end=689
+  _globals['_WATCHWORKLOADSREQUEST']._serialized_start=691
+  _globals['_WATCHWORKLOADSREQUEST']._serialized_end=788
+  _globals['_WORKLOADEVENT']._serialized_start=791
+  _globals['_WORKLOADEVENT']._serialized_end=1008
+  _globals['_WORKLOADEVENT_TYPE']._serialized_start=942
+  _globals['_WORKLOADEVENT_TYPE']._serialized_end=1008
+  _globals['_SETACTIVEREQUEST']._serialized_start=1010
+  _globals['_SETACTIVEREQUEST']._serialized_end=1077
+  _globals['_WORKLOADS']._serialized_start=1080
+  _globals['_WORKLOADS']._serialized_end=1620
 # @@protoc_insertion_point(module_scope)

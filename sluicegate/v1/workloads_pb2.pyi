@@ -1,8 +1,9 @@
 from sluicegate.v1 import objects_pb2 as _objects_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -29,6 +30,28 @@ class CreateWorkloadResponse(_message.Message):
     created: bool
     def __init__(self, workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
+class CreateWorkloadsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[CreateWorkloadRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateWorkloadRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateWorkloadResult(_message.Message):
+    __slots__ = ("code", "message", "response")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    response: CreateWorkloadResponse
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., response: _Optional[_Union[CreateWorkloadResponse, _Mapping]] = ...) -> None: ...
+
+class CreateWorkloadsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateWorkloadResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateWorkloadResult, _Mapping]]] = ...) -> None: ...
+
 class ListWorkloadsRequest(_message.Message):
     __slots__ = ("namespace", "local_queue", "cluster_queue", "state", "label_selector", "limit")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -46,17 +69,19 @@ class ListWorkloadsRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., local_queue: _Optional[str] = ..., cluster_queue: _Optional[str] = ..., state: _Optional[str] = ..., label_selector: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class WatchWorkloadsRequest(_message.Message):
-    __slots__ = ("namespace", "name", "send_initial")
+    __slots__ = ("namespace", "name", "send_initial", "max_batch")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SEND_INITIAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     send_initial: bool
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., send_initial: _Optional[bool] = ...) -> None: ...
+    max_batch: int
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., send_initial: _Optional[bool] = ..., max_batch: _Optional[int] = ...) -> None: ...
 
 class WorkloadEvent(_message.Message):
-    __slots__ = ("type", "workload")
+    __slots__ = ("type", "workload", "more")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         TYPE_UNSPECIFIED: _ClassVar[WorkloadEvent.Type]
@@ -69,9 +94,11 @@ class WorkloadEvent(_message.Message):
     DELETED: WorkloadEvent.Type
     TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     type: WorkloadEvent.Type
     workload: _objects_pb2.Object
-    def __init__(self, type: _Optional[_Union[WorkloadEvent.Type, str]] = ..., workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[WorkloadEvent]
+    def __init__(self, type: _Optional[_Union[WorkloadEvent.Type, str]] = ..., workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., more: _Optional[_Iterable[_Union[WorkloadEvent, _Mapping]]] = ...) -> None: ...
 
 class SetActiveRequest(_message.Message):
     __slots__ = ("namespace", "name", "active")

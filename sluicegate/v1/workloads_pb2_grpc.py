@@ -40,6 +40,11 @@ class WorkloadsStub:
                 request_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadRequest.SerializeToString,
                 response_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadResponse.FromString,
                 _registered_method=True)
+        self.CreateMany = channel.unary_unary(
+                '/sluicegate.v1.Workloads/CreateMany',
+                request_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.SerializeToString,
+                response_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.FromString,
+                _registered_method=True)
         self.Get = channel.unary_unary(
                 '/sluicegate.v1.Workloads/Get',
                 request_serializer=sluicegate_dot_v1_dot_workloads__pb2.WorkloadRef.SerializeToString,
@@ -72,6 +77,14 @@ class WorkloadsServicer:
 
     def Create(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateMany(self, request, context):
+        """Several Creates in one call: each item succeeds or fails on its own,
+        except that a store failure fails them all (UNAVAILABLE, nothing stored).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -114,6 +127,11 @@ def add_WorkloadsServicer_to_server(servicer, server):
                     servicer.Create,
                     request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadRequest.FromString,
                     response_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadResponse.SerializeToString,
+            ),
+            'CreateMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMany,
+                    request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.FromString,
+                    response_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.SerializeToString,
             ),
             'Get': grpc.unary_unary_rpc_method_handler(
                     servicer.Get,
@@ -168,6 +186,33 @@ class Workloads:
             '/sluicegate.v1.Workloads/Create',
             sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadRequest.SerializeToString,
             sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluicegate.v1.Workloads/CreateMany',
+            sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.SerializeToString,
+            sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.FromString,
             options,
             channel_credentials,
             insecure,

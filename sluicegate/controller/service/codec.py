@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sluicegate.controller.manager import Manager, Obj, ref_of
+from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.manager import Manager, Obj, WatchEvent, ref_of
 from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.controller.status import cluster_queue_status, cohort_status, local_queue_status
 from sluicegate.manifest.encode import encode
+from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, parse_text
 from sluicegate.v1 import objects_pb2
 
@@ -28,14 +30,31 @@ def document_of(manager: Manager, obj: Obj) -> dict[str, Any]:
 
 def object_to_proto(manager: Manager, obj: Obj) -> objects_pb2.Object:
     kind, ns, name = ref_of(obj)
-    doc = document_of(manager, obj)
-    doc.setdefault("metadata", {})["resourceVersion"] = str(manager.versions.get((kind, ns, name), 0))
+    version = manager.versions.get((kind, ns, name), 0)
+    if isinstance(obj, _OBSERVED):
+        # Queues carry their live status, computed for each reply.
+        doc = document_of(manager, obj)
+        doc.setdefault("metadata", {})["resourceVersion"] = str(version)
+        body = json.dumps(doc, separators=(",", ":")).encode()
+    else:
+        # Everything else is exactly what was stored: the write's own bytes.
+        body = manager.encoded(obj).with_resource_version(version)
+    return objects_pb2.Object(kind=kind, namespace=ns, name=name, json=body, resource_version=version)
+
+
+# Kinds whose documents include observed status that no write records.
+_OBSERVED = (ClusterQueueSpec, LocalQueueSpec, CohortSpec)
+
+
+def event_object(ev: WatchEvent) -> objects_pb2.Object:
+    """A watch event's workload, as its write stored it, with that write's resourceVersion."""
+    wl = ev.workload
     return objects_pb2.Object(
-        kind=kind,
-        namespace=ns,
-        name=name,
-        json=json.dumps(doc, separators=(",", ":")).encode(),
-        resource_version=manager.versions.get((kind, ns, name), 0),
+        kind="Workload",
+        namespace=wl.namespace,
+        name=wl.name,
+        json=ev.encoded.with_resource_version(ev.resource_version),
+        resource_version=ev.resource_version,
     )
 
 
@@ -45,5 +64,9 @@ def documents_from_proto(docs: Any) -> list[RawDocument]:
         source = d.source or f"request#{i}"
         text = d.body.decode("utf-8", errors="replace")
         # The client library sends JSON; the JSON parser is far cheaper than YAML's.
-        out.extend(parse_text(text, source, fmt="json" if text.lstrip().startswith("{") else "yaml"))
+        try:
+            out.extend(parse_text(text, source, fmt="json" if text.lstrip().startswith("{") else "yaml"))
+        except ManifestError as exc:
+            # Text that does not parse is the caller's to fix, like any invalid field.
+            raise InvalidArgument("", str(exc)) from exc
     return out

@@ -8,8 +8,9 @@ import grpc
 
 from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
 from sluicegate.controller.manager import Manager, parse_label_selector
-from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
+from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.manifest.loader import RawDocument
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
 _EVENT = {
@@ -18,6 +19,9 @@ _EVENT = {
     "DELETED": workloads_pb2.WorkloadEvent.DELETED,
 }
 _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
+# Most watch events one message carries (WatchWorkloadsRequest.max_batch): a
+# workload's JSON is a few KiB, so a full message stays within a few MiB.
+MAX_WATCH_BATCH = 1000
 
 
 class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
@@ -33,6 +37,38 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
         wl, created = self.m.create_workload(docs[0])
         return workloads_pb2.CreateWorkloadResponse(workload=object_to_proto(self.m, wl), created=created)
+
+    @handled
+    async def CreateMany(
+        self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
+    ) -> workloads_pb2.CreateWorkloadsResponse:
+        # Per item: its result when it failed before reaching the manager, else None.
+        out: list[workloads_pb2.CreateWorkloadResult | None] = []
+        docs: list[RawDocument] = []
+        for item in request.items:
+            try:
+                parsed = documents_from_proto([item.document])
+                if len(parsed) != 1:
+                    raise InvalidArgument("document", f"expected exactly one Workload document, got {len(parsed)}")
+            except InvalidArgument as exc:
+                out.append(_failed(exc))
+                continue
+            out.append(None)
+            docs.append(parsed[0])
+        # A store failure raises here and fails the whole call: nothing was stored.
+        created = iter(self.m.create_workloads(docs))
+        results: list[workloads_pb2.CreateWorkloadResult] = []
+        for r in out:
+            if r is None:
+                res = next(created)
+                if isinstance(res, Exception):
+                    r = _failed(res)
+                else:
+                    wl, was_new = res
+                    r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
+                        workload=object_to_proto(self.m, wl), created=was_new))
+            results.append(r)
+        return workloads_pb2.CreateWorkloadsResponse(results=results)
 
     @handled
     async def Get(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
@@ -59,9 +95,14 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def Watch(
         self, request: workloads_pb2.WatchWorkloadsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
+        max_batch = min(max(request.max_batch, 1), MAX_WATCH_BATCH)
         try:
-            async for ev in self.m.watch(request.namespace, request.name, request.send_initial):
-                yield workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=object_to_proto(self.m, ev.workload))
+            async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial, max_batch=max_batch):
+                first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
+                if len(batch) > 1:
+                    first.more.extend(
+                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:])
+                yield first
         except FailedPrecondition as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
@@ -74,3 +115,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
         wl = self.m.set_active(request.namespace or "default", request.name, request.active)
         return object_to_proto(self.m, wl)
+
+
+def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:
+    code, message = status_for(exc)
+    return workloads_pb2.CreateWorkloadResult(code=code.value[0], message=message)

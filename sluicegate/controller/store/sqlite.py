@@ -76,11 +76,15 @@ class SqliteStore:
                             "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?",
                             (ch.kind, ch.namespace, ch.name),
                         )
-                db.execute(
-                    "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                    (str(version),),
-                )
+                if not any(isinstance(ch, Put) for ch in changes):
+                    # Only a batch of deletes must record the version on the side: a
+                    # batch with a put leaves a row carrying it, and the version is
+                    # read back as the larger of MAX(resource_version) and this.
+                    db.execute(
+                        "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                        (str(version),),
+                    )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")

@@ -102,6 +102,18 @@ items:
             id="json-duplicate-key",
         ),
         pytest.param(
+            '{"kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "1", "x": "2"}}}',
+            "json",
+            "bad.yaml: could not parse JSON: found the key 'x' twice; each field may appear only once",
+            id="json-duplicate-nested-key",
+        ),
+        pytest.param(
+            '{"kind": "Workload", "spec": {"priority": NaN}}',
+            "json",
+            "bad.yaml: could not parse JSON: NaN is not a JSON value",
+            id="json-nan",
+        ),
+        pytest.param(
             "a: 1\n---\n- just\n- a list\n",
             "yaml",
             "bad.yaml#2 (line 3): a document must be a mapping with apiVersion and kind, got a list",

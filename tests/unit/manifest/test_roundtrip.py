@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -56,6 +57,7 @@ from sluicegate.controller.model import (
     WorkloadStatus,
 )
 from sluicegate.manifest import Decoded, decode, encode, object_ref, parse_text
+from sluicegate.manifest.encode import encode_json
 from sluicegate.manifest.decode_workload import effective_requests
 
 from . import samples
@@ -332,6 +334,32 @@ def test_decode_of_encode_is_identity(kind: str, seed: int) -> None:
         assert decode(from_yaml) == obj
         (from_json,) = parse_text(json.dumps(doc), "roundtrip.json", fmt="json")
         assert decode(from_json) == obj
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+@pytest.mark.parametrize("kind", list(GENERATORS))
+def test_encode_json_is_the_encoded_document_and_places_the_resource_version_in_metadata(kind: str, seed: int) -> None:
+    rng = random.Random(f"json-{kind}-{seed}")
+    for obj in GENERATORS[kind](rng):
+        enc = encode_json(obj)
+        doc = encode(obj)
+        # The stored body: encode's document, key order included, compact.
+        assert enc.body == json.dumps(doc, separators=(",", ":")).encode()
+        assert decode(parse_text(enc.body.decode(), "store.json", fmt="json")[0]) == obj
+        # What readers get: the same text, resourceVersion last in metadata.
+        if "metadata" in doc:
+            doc["metadata"]["resourceVersion"] = "4711"
+        assert enc.with_resource_version(4711) == json.dumps(doc, separators=(",", ":")).encode()
+
+
+def test_encode_json_finds_the_top_level_metadata_whatever_the_strings_hold() -> None:
+    # Text that looks like a metadata mapping inside labels/annotations must not be taken for it.
+    wl = decode(samples.workload())
+    wl = replace(wl, annotations={"note": '"metadata":{"name":"x"}}', "metadata": "{"}, labels={"metadata": "x"})
+    doc = json.loads(encode_json(wl).with_resource_version(3))
+    assert doc["metadata"]["resourceVersion"] == "3"
+    assert doc["metadata"]["annotations"] == {"note": '"metadata":{"name":"x"}}', "metadata": "{"}
+    assert doc["metadata"]["labels"] == {"metadata": "x"}
 
 
 @pytest.mark.parametrize(

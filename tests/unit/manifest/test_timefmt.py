@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sluicegate.manifest.timefmt import format_duration, format_rfc3339, parse_duration, parse_rfc3339
+from sluicegate.manifest.timefmt import _format_exact, format_duration, format_rfc3339, parse_duration, parse_rfc3339
 
 
 @pytest.mark.parametrize(
@@ -65,6 +65,34 @@ def test_rfc3339_round_trip_is_exact_for_any_float_timestamp(seed: int) -> None:
     for _ in range(2000):
         epoch = rng.uniform(0, 4_102_444_800)  # up to 2100, like time.time() readings
         assert parse_rfc3339(format_rfc3339(epoch)) == epoch
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [
+        pytest.param(1.0, 1_000.0, id="first-seconds"),
+        pytest.param(1_600_000_000.0, 1_900_000_000.0, id="this-era"),
+        pytest.param(1e11, 253_402_300_799.0, id="up-to-year-9999"),
+    ],
+)
+def test_format_rfc3339_fast_path_writes_what_the_exact_conversion_writes(low: float, high: float) -> None:
+    # The repr()-based path must pick the very digits of the Fraction-based reference.
+    rng = random.Random(f"{low}-{high}")
+    epochs = [rng.uniform(low, high) for _ in range(3000)] + [float(rng.randint(int(low), int(high))) + k / 8 for k in range(8)]
+    assert [format_rfc3339.__wrapped__(e) for e in epochs] == [_format_exact(e) for e in epochs]
+
+
+@pytest.mark.parametrize(
+    ("epoch", "error"),
+    [
+        pytest.param(float("nan"), ValueError, id="nan"),
+        pytest.param(float("inf"), ValueError, id="infinity"),
+        pytest.param(253_402_300_800.0, OverflowError, id="year-10000"),
+    ],
+)
+def test_format_rfc3339_rejects_what_it_cannot_write(epoch: float, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        format_rfc3339(epoch)
 
 
 def test_format_rfc3339_rejects_non_finite() -> None:

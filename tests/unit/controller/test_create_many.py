@@ -1,0 +1,137 @@
+"""Creations that arrive together: each answered as its own Create, the new ones stored in one commit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import grpc
+import pytest
+
+from sluicegate.client import Client, ClientError, Document
+from sluicegate.controller.errors import ControllerError, InvalidArgument
+from sluicegate.controller.manager import Manager
+from sluicegate.controller.store import StoreError
+from sluicegate.controller.store.memory import MemoryStore
+from sluicegate.manifest.loader import RawDocument, parse_text
+from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
+
+from .served import Served, workload_body
+from .test_manager import Clock
+
+CREATE_DEADLINE = 10.0
+
+
+def doc(name: str, cpu: str = "1", **spec: object) -> RawDocument:
+    body = json.loads(workload_body(name, cpu))
+    body["spec"].update(spec)
+    return parse_text(json.dumps(body), f"{name}.json", fmt="json")[0]
+
+
+def outcome(result: tuple[object, bool] | ControllerError) -> str:
+    if isinstance(result, ControllerError):
+        return f"{type(result).__name__}: {result}"
+    wl, created = result
+    return f"{wl.name}: {'created' if created else 'existed'}"  # type: ignore[attr-defined]
+
+
+def test_each_document_gets_its_own_result_and_the_new_ones_share_one_commit(served: Served) -> None:
+    m = served.manager
+    m.create_workload(doc("old"))
+    before = served.store.load()
+    results = m.create_workloads([
+        doc("a"),
+        doc("bad", podSets=[{"name": "main", "count": -1, "template": {"spec": {"containers": [{"name": "c"}]}}}]),
+        doc("a"),  # the same name twice in one call: one workload
+        doc("old"),
+        doc("ghost", priorityClassRef={"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "nope"}),
+        doc("b"),
+    ])
+    assert [outcome(r) for r in results] == [
+        "a: created",
+        "InvalidArgument: bad.json#1 Workload/default/bad: spec.podSets[0].count: must be non-negative, got -1",
+        "a: existed",
+        "old: existed",
+        "InvalidArgument: spec.priorityClassRef.name: WorkloadPriorityClass 'nope' not found",
+        "b: created",
+    ]
+    written = {o.name: o.resource_version for o in served.store.load() if o not in before}
+    assert set(written) == {"a", "b"}
+    assert len(set(written.values())) == 1  # one transaction
+    assert results[0][0] is results[2][0]  # type: ignore[index]
+    assert sorted(wl.name for wl in m.cache.workloads.values()) == ["a", "b", "old"]
+
+
+def test_a_store_failure_creates_nothing(served: Served) -> None:
+    m = served.manager
+    served.store._db.close()  # every later statement fails, as a broken disk would make it
+    with pytest.raises(StoreError):
+        m.create_workloads([doc("a"), doc("b")])
+    assert (list(m.cache.workloads), m.cache.queues.has_heads()) == ([], False)
+
+
+def test_create_workload_raises_its_items_error() -> None:
+    m = Manager(MemoryStore(), clock=Clock(), placement=False)
+    with pytest.raises(InvalidArgument) as info:
+        m.create_workload(doc("bad", podSets=[]))
+    assert "spec.podSets: must list at least 1 item(s)" in str(info.value)
+
+
+async def test_create_many_over_grpc_answers_each_item_with_the_status_its_own_create_would_have(served: Served) -> None:
+    items = [
+        workloads_pb2.CreateWorkloadRequest(document=objects_pb2.Document(body=workload_body("a", "1").encode(), source="a")),
+        workloads_pb2.CreateWorkloadRequest(document=objects_pb2.Document(body=b'{"kind": "Workload",', source="cut")),
+        workloads_pb2.CreateWorkloadRequest(document=objects_pb2.Document(body=workload_body("a", "1").encode(), source="a2")),
+    ]
+    async with grpc.aio.insecure_channel(served.address) as channel:
+        resp = await workloads_pb2_grpc.WorkloadsStub(channel).CreateMany(workloads_pb2.CreateWorkloadsRequest(items=items))
+    r0, r1, r2 = resp.results
+    version = served.manager.versions[("Workload", "default", "a")]
+    assert (r0.code, r0.response.created, r0.response.workload.resource_version) == (0, True, version)
+    assert (r1.code, r1.message) == (grpc.StatusCode.INVALID_ARGUMENT.value[0],
+                                     "cut (line 1): could not parse JSON: Expecting property name enclosed in double quotes")
+    assert (r2.code, r2.response.created, json.loads(r2.response.workload.json)) == (
+        0, False, json.loads(r0.response.workload.json))
+
+
+async def test_concurrent_client_creations_go_out_together_and_each_caller_gets_its_own_answer(served: Served) -> None:
+    names = [f"w{i:03d}" for i in range(200)]
+    bodies = {n: workload_body(n, "1") for n in names}
+    bodies["w007"] = workload_body("w007", "-1")  # invalid: only its caller fails
+
+    async def create(client: Client, name: str) -> str:
+        try:
+            wl, created = await client.create_workload(Document(bodies[name], name))
+        except ClientError as exc:
+            return f"{exc.code.name}: {exc.message}"
+        return f"{wl['metadata']['name']} {created} {wl['metadata']['resourceVersion']}"
+
+    async with Client(served.address) as client:
+        async with asyncio.timeout(CREATE_DEADLINE):
+            answers = await asyncio.gather(*(create(client, n) for n in names))
+
+    versions = served.manager.versions
+    valid = [n for n in names if n != "w007"]
+    assert [a for n, a in zip(names, answers) if n != "w007"] == [
+        f"{n} True {versions[('Workload', 'default', n)]}" for n in valid]
+    assert answers[7].startswith("INVALID_ARGUMENT: w007#1 Workload/default/w007: spec.podSets[0].template.spec.containers[0]")
+    assert ("Workload", "default", "w007") not in versions
+    # Two calls go out alone; the other creations waited and shared commits.
+    assert len({versions[("Workload", "default", n)] for n in valid}) < len(valid) // 2
+
+
+async def test_closing_the_client_fails_the_creations_still_waiting_to_be_sent(served: Served) -> None:
+    client = Client(served.address)
+    calls = [asyncio.ensure_future(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}"))) for i in range(50)]
+    for _ in range(100):  # a few loop steps until every call started: two on their way, the rest waiting
+        if len(client._create_waiting) == 48:
+            break
+        await asyncio.sleep(0)
+    assert len(client._create_waiting) == 48
+    await client.close()
+    async with asyncio.timeout(CREATE_DEADLINE):
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    codes = [o.code if isinstance(o, ClientError) else "ok" for o in outcomes]
+    assert codes[2:] == [grpc.StatusCode.CANCELLED] * 48
+    # Only the two calls already sent can have reached the server.
+    assert {wl.name for wl in served.manager.cache.workloads.values()} <= {"w0", "w1"}
