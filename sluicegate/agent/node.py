@@ -195,6 +195,8 @@ class AgentNode:
         # a write re-encodes only the pods in _meta_stale.
         self._meta_json: dict[str, str] = {}
         self._meta_stale: set[str] = set()
+        # Finished pods the runtime is dropping right now (see forget).
+        self._forgetting: set[str] = set()
         self._meta_file_stale = False
         self._meta_flush: asyncio.TimerHandle | None = None
         self._meta_file = AtomicFile(self._meta_path(), mode=0o644)
@@ -294,7 +296,7 @@ class AgentNode:
         """Pods that hold node resources: everything not finished."""
         out = []
         for m in self.meta.values():
-            if m.rejected or m.forgotten:
+            if m.rejected or m.forgotten or m.uid in self._forgetting:
                 continue
             st = self.runtime.status(m.uid)
             if st is not None and st.finished:
@@ -410,11 +412,18 @@ class AgentNode:
         if st is not None:
             if not st.finished:
                 return
+            # While the runtime drops the pod (it waits for its checkpoint write),
+            # the pod is neither in the runtime nor gone from the metadata, which
+            # admission would read as admitted and not started yet: holding
+            # resources the controller already gave to another pod.
+            self._forgetting.add(uid)
             try:
                 await self.runtime.forget(uid)
             except PodRuntimeError as exc:
                 log.warning("forgetting pod %s: %s", uid, exc)
                 return
+            finally:
+                self._forgetting.discard(uid)
         if purge:
             shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
             return

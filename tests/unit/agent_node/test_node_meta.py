@@ -65,3 +65,21 @@ async def test_a_pod_that_does_not_fit_is_on_disk_as_rejected_before_it_is_repor
     assert await node.run_pod(wish("too-big", "exit 0")) is False
     on_disk = {m["uid"]: (m["rejected"], m["reason"]) for m in json.loads((node.data_dir / META_FILE).read_text())}
     assert on_disk == {"too-big": (True, "OutOfcpu")}
+
+
+async def test_a_pod_being_forgotten_holds_no_resources_while_its_checkpoint_is_written(make_node: MakeNode) -> None:
+    node = await make_node(allocatable={"cpu": 100, "memory": 1 << 30, "pods": 110})
+    assert await node.run_pod(wish("done", "exit 0")) is True
+    await node.runtime.wait("done", timeout=10)
+    forgetting = asyncio.ensure_future(node.forget("done"))
+    # Step the loop until forget() waits on the runtime's checkpoint write: the
+    # pod is out of the runtime already, its metadata not yet dropped.
+    for _ in range(100):
+        if node.runtime.status("done") is None:
+            break
+        await asyncio.sleep(0)
+    assert (node.runtime.status("done"), forgetting.done(), "done" in node.meta) == (None, False, True)
+    assert node.admitted_pods() == []
+    # So the controller's next pod for that capacity is admitted, not rejected OutOfcpu.
+    assert await node.run_pod(wish("next", "exit 0")) is True
+    await forgetting
