@@ -143,7 +143,9 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
         async def watch() -> None:
             async for _, wl in c.watch_workloads(namespace="default", send_initial=False):
                 name = wl["metadata"]["name"]
-                pods = wl.get("status", {}).get("extra", {}).get("pods", [])
+                extra = wl.get("status", {}).get("extra", {})
+                # A finished workload may keep its pods as lastPods only.
+                pods = extra.get("pods") or extra.get("lastPods") or []
                 for p in pods:
                     if p.get("startedAt") and name not in started:
                         started[name] = float(p["startedAt"])

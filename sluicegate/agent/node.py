@@ -467,7 +467,12 @@ class AgentNode:
 
     def _report_from(self, st: PodStatus, m: PodMeta | None, *, with_usage: bool) -> PodReport:
         containers = []
-        started = [c.started_at for c in st.containers if c.started_at]
+        # A container that already ended keeps its start in its termination: a
+        # pod that started and ended between two reports still says when it ran.
+        started = [
+            t for c in st.containers
+            if (t := c.started_at or (c.terminated.started_at if c.terminated is not None else None))
+        ]
         finished_at = 0.0
         for c in st.containers:
             term = c.terminated

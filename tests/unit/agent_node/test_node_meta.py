@@ -83,3 +83,12 @@ async def test_a_pod_being_forgotten_holds_no_resources_while_its_checkpoint_is_
     # So the controller's next pod for that capacity is admitted, not rejected OutOfcpu.
     assert await node.run_pod(wish("next", "exit 0")) is True
     await forgetting
+
+
+async def test_a_pod_that_ended_before_its_first_report_still_reports_when_it_started(make_node: MakeNode) -> None:
+    node = await make_node()
+    assert await node.run_pod(wish("brief", "exit 0")) is True
+    await node.runtime.wait("brief", timeout=10)
+    report = node.report("brief")
+    assert report is not None and report.phase == "Succeeded"
+    assert 0.0 < report.started_at <= report.finished_at
