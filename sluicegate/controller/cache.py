@@ -253,6 +253,10 @@ class ReleaseBudget:
     def fits(self, wl: Workload) -> bool:
         return all(res not in self.free or qty <= self.free[res] for res, qty in self._needs(wl).items())
 
+    def exhausted(self) -> bool:
+        # Only exact amounts can run out: a multi-flavor resource is never ruled out here.
+        return bool(self.free) and all(res in self.exact and left <= 0 for res, left in self.free.items())
+
     def take(self, wl: Workload) -> bool:
         need = self._needs(wl)
         if not all(res not in self.free or qty <= self.free[res] for res, qty in need.items()):

@@ -14,6 +14,7 @@ in a timer list and enters the heap when it is due.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ class Budget(Protocol):
 
     def take(self, wl: Workload) -> bool:
         """Whether ``wl`` could be admitted with what is left (and if so, count it as taken)."""
+        ...
+
+    def exhausted(self) -> bool:
+        """Nothing is left that a workload parked for want of quota could take."""
         ...
 
 
@@ -78,6 +83,13 @@ class ClusterQueueQueue:
         self.deferred = False
         # ...and these were requeued because the budget said they fit.
         self._offered: set[WorkloadKey] = set()
+        # Indexes over the parked workloads, so that a release costs in
+        # proportion to what it can admit, not to everything parked: the
+        # quota-bound ones in queue order, and the others.  Both are lazy:
+        # an item whose workload left ``_inadmissible`` (or was parked again
+        # under a newer version) is skipped and dropped when met.
+        self._quota_order: list[tuple[tuple[int, float, str, str], int, WorkloadKey]] = []
+        self._plain_parked: set[WorkloadKey] = set()
 
     def __len__(self) -> int:
         return len(self._items) + len(self._inadmissible) + len(self._in_flight)
@@ -164,20 +176,43 @@ class ClusterQueueQueue:
             # the ones deferred behind it get their turn the ordinary way.
             # (Any other head failing, say one just created, says nothing
             # about whether the budget's guess was right.)
-            self.deferred = False
-            for other in list(self._inadmissible.values()):
-                self._push(other.workload, other.last_tried)
-            self._inadmissible.clear()
-        self._version += 1
-        self._inadmissible[key] = _Pending(wl, last_tried, self._version, quota_bound, node_bound)
+            self._requeue_all_parked()
+        self._park(_Pending(wl, last_tried, self._version + 1, quota_bound, node_bound))
         return False
+
+    def _park(self, p: _Pending) -> None:
+        self._version = p.version
+        key = p.workload.key
+        self._inadmissible[key] = p
+        if p.quota_bound:
+            bisect.insort(self._quota_order, (self._order_key(p.workload), p.version, key))
+            if len(self._quota_order) > 2 * len(self._inadmissible) + 64:
+                self._quota_order = [item for item in self._quota_order if self._parked_as(item[2], item[1])]
+        else:
+            self._plain_parked.add(key)
+
+    def _parked_as(self, key: WorkloadKey, version: int) -> bool:
+        p = self._inadmissible.get(key)
+        return p is not None and p.version == version
+
+    def _requeue_all_parked(self) -> bool:
+        moved = bool(self._inadmissible)
+        for p in self._inadmissible.values():
+            self._push(p.workload, p.last_tried)
+        self._inadmissible.clear()
+        self._quota_order.clear()
+        self._plain_parked.clear()
+        self.deferred = False
+        return moved
 
     def requeue_node_bound(self) -> bool:
         """Node capacity came back: only workloads parked for lack of a node are retried."""
         moved = False
-        for key, p in list(self._inadmissible.items()):
-            if p.node_bound:
+        for key in list(self._plain_parked):
+            p = self._inadmissible.get(key)
+            if p is not None and p.node_bound:
                 del self._inadmissible[key]
+                self._plain_parked.discard(key)
                 self._push(p.workload, p.last_tried)
                 moved = True
         return moved
@@ -199,28 +234,40 @@ class ClusterQueueQueue:
         back, so nothing waits on a wrong guess.
         """
         self.queue_inadmissible_cycle = self.pop_cycle
-        if not self._inadmissible:
-            return False
-        parked, self._inadmissible = self._inadmissible, {}
+        if budget is None or not self._inadmissible:
+            return self._requeue_all_parked()
+        # Workloads offered quota by an earlier release and not tried yet
+        # still count on it: several releases can land between two cycles.
+        for key in self._offered:
+            p = self._items.get(key)
+            if p is not None:
+                budget.take(p.workload)
         moved = False
-        if budget is not None:
-            # Workloads offered quota by an earlier release and not tried yet
-            # still count on it: several releases can land between two cycles.
-            for key in self._offered:
-                p = self._items.get(key)
-                if p is not None:
-                    budget.take(p.workload)
-        order = sorted(parked.items(), key=lambda kv: self._order_key(kv[1].workload))
-        self.deferred = False
-        for key, p in order:
-            if budget is not None and p.quota_bound:
-                if not budget.take(p.workload):
-                    self._inadmissible[key] = p
-                    self.deferred = True
-                    continue
-                self._offered.add(key)
+        for key in self._plain_parked:
+            p = self._inadmissible.get(key)
+            if p is not None and not p.quota_bound:
+                del self._inadmissible[key]
+                self._push(p.workload, p.last_tried)
+                moved = True
+        self._plain_parked.clear()
+        order, kept, i = self._quota_order, [], 0
+        while i < len(order) and not budget.exhausted():
+            item = order[i]
+            i += 1
+            _, version, key = item
+            p = self._inadmissible.get(key)
+            if p is None or p.version != version:
+                continue
+            if not budget.take(p.workload):
+                kept.append(item)
+                continue
+            del self._inadmissible[key]
+            self._offered.add(key)
             self._push(p.workload, p.last_tried)
             moved = True
+        kept.extend(order[i:])
+        self._quota_order = kept
+        self.deferred = bool(self._inadmissible)
         return moved
 
     def _order_key(self, wl: Workload) -> tuple[int, float, str, str]:
