@@ -25,7 +25,7 @@ from sluicegate.controller.model.queues import (
 )
 from sluicegate.controller.model.resources import FlavorResource
 from sluicegate.controller.model.workloads import Workload
-from sluicegate.controller.queues import QueueManager
+from sluicegate.controller.queues import QueueManager, quota_needs
 from sluicegate.controller.scheduling.quota import QuotaTree
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 
@@ -240,25 +240,15 @@ class ReleaseBudget:
         self.free = free
         self.exact = exact
 
-    @staticmethod
-    def _needs(wl: Workload) -> dict[str, int]:
-        need: dict[str, int] = {}
-        for ps in wl.pod_sets:
-            count = ps.min_count if ps.min_count is not None else ps.count
-            for res, per_pod in ps.requests.items():
-                if per_pod > 0:
-                    need[res] = need.get(res, 0) + per_pod * count
-        return need
-
     def fits(self, wl: Workload) -> bool:
-        return all(res not in self.free or qty <= self.free[res] for res, qty in self._needs(wl).items())
+        return all(res not in self.free or qty <= self.free[res] for res, qty in quota_needs(wl).items())
 
-    def exhausted(self) -> bool:
+    def left(self, resource: str) -> int | None:
         # Only exact amounts can run out: a multi-flavor resource is never ruled out here.
-        return bool(self.free) and all(res in self.exact and left <= 0 for res, left in self.free.items())
+        return self.free[resource] if resource in self.exact else None
 
     def take(self, wl: Workload) -> bool:
-        need = self._needs(wl)
+        need = quota_needs(wl)
         if not all(res not in self.free or qty <= self.free[res] for res, qty in need.items()):
             return False
         for res, qty in need.items():

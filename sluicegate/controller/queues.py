@@ -35,9 +35,20 @@ class Budget(Protocol):
         """Whether ``wl`` could be admitted with what is left (and if so, count it as taken)."""
         ...
 
-    def exhausted(self) -> bool:
-        """Nothing is left that a workload parked for want of quota could take."""
+    def left(self, resource: str) -> int | None:
+        """What is left of ``resource`` if that is known exactly, else None."""
         ...
+
+
+def quota_needs(wl: Workload) -> dict[str, int]:
+    """The least quota per resource ``wl`` can be admitted with (every pod set at its minimum count)."""
+    need: dict[str, int] = {}
+    for ps in wl.pod_sets:
+        count = ps.min_count if ps.min_count is not None else ps.count
+        for res, per_pod in ps.requests.items():
+            if per_pod > 0:
+                need[res] = need.get(res, 0) + per_pod * count
+    return need
 
 
 @dataclass(slots=True)
@@ -90,6 +101,13 @@ class ClusterQueueQueue:
         # under a newer version) is skipped and dropped when met.
         self._quota_order: list[tuple[tuple[int, float, str, str], int, WorkloadKey]] = []
         self._plain_parked: set[WorkloadKey] = set()
+        # Exact counts over the quota-bound parked workloads: how many there
+        # are, how many need each resource, and (lazily) the smallest need per
+        # resource.  When every one of them needs a resource of which less is
+        # left than the smallest need, no release budget can reach any.
+        self._quota_parked = 0
+        self._need_count: dict[str, int] = {}
+        self._need_min: dict[str, list[tuple[int, int, WorkloadKey]]] = {}
 
     def __len__(self) -> int:
         return len(self._items) + len(self._inadmissible) + len(self._in_flight)
@@ -119,7 +137,7 @@ class ClusterQueueQueue:
 
     def add_or_update(self, wl: Workload) -> None:
         key = wl.key
-        self._inadmissible.pop(key, None)
+        self._unpark(key)
         old = self._items.get(key) or self._in_flight.get(key)
         if key in self._in_flight:
             # Updated while its cycle runs: the requeue after the cycle uses this version.
@@ -129,8 +147,8 @@ class ClusterQueueQueue:
 
     def delete(self, key: WorkloadKey) -> bool:
         self._offered.discard(key)
-        found = False
-        for d in (self._items, self._inadmissible, self._in_flight):
+        found = self._unpark(key) is not None
+        for d in (self._items, self._in_flight):
             if d.pop(key, None) is not None:
                 found = True
         return found
@@ -185,15 +203,51 @@ class ClusterQueueQueue:
         key = p.workload.key
         self._inadmissible[key] = p
         if p.quota_bound:
+            self._quota_parked += 1
+            for res, qty in quota_needs(p.workload).items():
+                self._need_count[res] = self._need_count.get(res, 0) + 1
+                heapq.heappush(self._need_min.setdefault(res, []), (qty, p.version, key))
             bisect.insort(self._quota_order, (self._order_key(p.workload), p.version, key))
             if len(self._quota_order) > 2 * len(self._inadmissible) + 64:
+                # Drop the items of workloads no longer parked (the indexes are lazy).
                 self._quota_order = [item for item in self._quota_order if self._parked_as(item[2], item[1])]
+                for res, heap in self._need_min.items():
+                    self._need_min[res] = [item for item in heap if self._parked_as(item[2], item[1])]
+                    heapq.heapify(self._need_min[res])
         else:
             self._plain_parked.add(key)
 
     def _parked_as(self, key: WorkloadKey, version: int) -> bool:
         p = self._inadmissible.get(key)
         return p is not None and p.version == version
+
+    def _unpark(self, key: WorkloadKey) -> _Pending | None:
+        """Take a workload out of the parked set, keeping the counts exact."""
+        p = self._inadmissible.pop(key, None)
+        if p is not None and p.quota_bound:
+            self._quota_parked -= 1
+            for res in quota_needs(p.workload):
+                self._need_count[res] -= 1
+        return p
+
+    def _smallest_need(self, res: str) -> int | None:
+        heap = self._need_min.get(res)
+        while heap and not self._parked_as(heap[0][2], heap[0][1]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def _out_of_reach(self, budget: Budget) -> bool:
+        """No quota-bound parked workload can take anything from ``budget``."""
+        if self._quota_parked == 0:
+            return True
+        for res, count in self._need_count.items():
+            if count != self._quota_parked:
+                continue
+            left = budget.left(res)
+            smallest = self._smallest_need(res)
+            if left is not None and smallest is not None and left < smallest:
+                return True
+        return False
 
     def _requeue_all_parked(self) -> bool:
         moved = bool(self._inadmissible)
@@ -202,6 +256,9 @@ class ClusterQueueQueue:
         self._inadmissible.clear()
         self._quota_order.clear()
         self._plain_parked.clear()
+        self._quota_parked = 0
+        self._need_count.clear()
+        self._need_min.clear()
         self.deferred = False
         return moved
 
@@ -211,7 +268,7 @@ class ClusterQueueQueue:
         for key in list(self._plain_parked):
             p = self._inadmissible.get(key)
             if p is not None and p.node_bound:
-                del self._inadmissible[key]
+                self._unpark(key)
                 self._plain_parked.discard(key)
                 self._push(p.workload, p.last_tried)
                 moved = True
@@ -246,12 +303,12 @@ class ClusterQueueQueue:
         for key in self._plain_parked:
             p = self._inadmissible.get(key)
             if p is not None and not p.quota_bound:
-                del self._inadmissible[key]
+                self._unpark(key)
                 self._push(p.workload, p.last_tried)
                 moved = True
         self._plain_parked.clear()
         order, kept, i = self._quota_order, [], 0
-        while i < len(order) and not budget.exhausted():
+        while i < len(order) and not self._out_of_reach(budget):
             item = order[i]
             i += 1
             _, version, key = item
@@ -261,7 +318,7 @@ class ClusterQueueQueue:
             if not budget.take(p.workload):
                 kept.append(item)
                 continue
-            del self._inadmissible[key]
+            self._unpark(key)
             self._offered.add(key)
             self._push(p.workload, p.last_tried)
             moved = True

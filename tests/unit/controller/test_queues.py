@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from sluicegate.controller.model.names import ClusterQueueName
+from sluicegate.controller.cache import ReleaseBudget
+from sluicegate.controller.model.config import RequeuingTimestamp
+from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.controller.model.queues import QueueingStrategy
-from sluicegate.controller.queues import QueueManager
+from sluicegate.controller.model.workloads import Workload
+from sluicegate.controller.queues import ClusterQueueQueue, QueueManager
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
-from ..scheduling.builders import wl
+
+from ..scheduling.builders import podset, wl
 
 BEST_EFFORT = QueueingStrategy.BEST_EFFORT_FIFO
 
@@ -62,3 +66,65 @@ def test_node_capacity_brings_back_only_workloads_parked_for_lack_of_a_node() ->
     # Nothing else was waiting for a node: a second wake-up brings nothing back.
     assert qm.node_capacity_freed() is False
     assert head_names(qm) == []
+
+
+class CountingBudget(ReleaseBudget):
+    """The controller's release budget, counting how many workloads it was asked about."""
+
+    def __init__(self, cpu: int) -> None:
+        super().__init__({"cpu": cpu}, {"cpu"})
+        self.asked = 0
+
+    def take(self, wl: Workload) -> bool:
+        self.asked += 1
+        return super().take(wl)
+
+
+def parked_queue(*workloads: Workload) -> ClusterQueueQueue:
+    q = ClusterQueueQueue(ClusterQueueName("a"), BEST_EFFORT, RequeuingTimestamp.EVICTION)
+    for w in workloads:
+        q.add_or_update(w)
+    for _ in workloads:
+        head = q.pop()
+        assert head is not None
+        assert q.requeue(Entry(head=head, requeue_reason=RequeueReason.NO_FIT), quota_bound=True) is False
+    return q
+
+
+def popped(q: ClusterQueueQueue) -> list[str]:
+    out = []
+    for _ in range(100):
+        head = q.pop()
+        if head is None:
+            return out
+        out.append(head.workload.name)
+    raise AssertionError("queue never emptied")
+
+
+def test_freed_quota_goes_to_the_first_parked_workloads_it_can_hold_in_queue_order() -> None:
+    q = parked_queue(wl("big-1", podset(cpu="5"), created=1), wl("small", podset(cpu="1"), created=2),
+                     wl("big-2", podset(cpu="5"), created=3), wl("small-2", podset(cpu="1"), created=4))
+    assert q.queue_inadmissible(CountingBudget(cpu=2000)) is True
+    assert popped(q) == ["small", "small-2"]
+    assert q.deferred  # big-1 and big-2 stay parked: 2 cpus cannot hold either
+
+
+def test_a_release_too_small_for_any_parked_workload_looks_at_none_of_them() -> None:
+    q = parked_queue(*(wl(f"w{i:03d}", podset(cpu="2"), created=i) for i in range(200)))
+    budget = CountingBudget(cpu=1000)
+    assert q.queue_inadmissible(budget) is False
+    assert (budget.asked, popped(q), q.deferred) == (0, [], True)
+    # Enough for two: exactly the two oldest are offered, and the walk stops there.
+    budget = CountingBudget(cpu=4000)
+    assert q.queue_inadmissible(budget) is True
+    assert (budget.asked, popped(q)) == (2, ["w000", "w001"])
+
+
+def test_a_parked_workload_updated_or_deleted_is_not_offered_quota() -> None:
+    q = parked_queue(wl("gone", podset(cpu="1"), created=1), wl("changed", podset(cpu="1"), created=2),
+                     wl("kept", podset(cpu="1"), created=3))
+    q.delete(WorkloadKey("default/gone"))
+    q.add_or_update(wl("changed", podset(cpu="1"), created=2, priority=5))  # back in the heap, not parked
+    assert q.queue_inadmissible(CountingBudget(cpu=1000)) is True
+    assert popped(q) == ["changed", "kept"]
+    assert not q.deferred
