@@ -241,6 +241,10 @@ def main() -> None:
                     elif line.startswith('sluicegate_admission_attempts{result="success"}'):
                         result["controller_cycles_admitting"] = int(float(line.split()[1]))
             result["peak_rss_mib"] = {k: round(v / 2**20, 1) for k, v in rss.peak.items()}
+            # CPU (user+sys) each process spent, per job: where the two cores went.
+            result["cpu_ms_per_job"] = {k: round(sum(p.cpu_times()[:2]) * 1000 / ns.jobs, 2) for k, p in rss.procs.items()}
+            bench_cpu = psutil.Process().cpu_times()
+            result["cpu_ms_per_job"]["bench"] = round((bench_cpu.user + bench_cpu.system) * 1000 / ns.jobs, 2)
             result["machine"] = f"{os.cpu_count()} cpus, {round(psutil.virtual_memory().total / 2**30)} GiB"
             print(json.dumps(result, indent=2))
         finally:
