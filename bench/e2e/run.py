@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import os
 import signal
@@ -134,6 +135,8 @@ def workload(i: int) -> str:
 async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
     submitted: dict[str, float] = {}
     acknowledged: dict[str, float] = {}
+    reserved: dict[str, float] = {}
+    ran: dict[str, tuple[float, float]] = {}  # (process start to end, end to Finished recorded)
     started: dict[str, float] = {}
     finished: dict[str, float] = {}
     done = asyncio.Event()
@@ -149,8 +152,15 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
                 for p in pods:
                     if p.get("startedAt") and name not in started:
                         started[name] = float(p["startedAt"])
-                conds = {x["type"]: x["status"] for x in wl.get("status", {}).get("conditions", [])}
+                raw = {x["type"]: x for x in wl.get("status", {}).get("conditions", [])}
+                conds = {t: x["status"] for t, x in raw.items()}
+                if conds.get("QuotaReserved") == "True" and name not in reserved:
+                    reserved[name] = dt.datetime.fromisoformat(raw["QuotaReserved"]["lastTransitionTime"]).timestamp()
                 if conds.get("Finished") == "True" and name not in finished:
+                    ends = [float(p["finishedAt"]) for p in pods if p.get("finishedAt")]
+                    if ends:
+                        recorded = dt.datetime.fromisoformat(raw["Finished"]["lastTransitionTime"]).timestamp()
+                        ran[name] = (max(ends) - started.get(name, max(ends)), recorded - max(ends))
                     finished[name] = time.time()
                     if len(finished) == jobs:
                         done.set()
@@ -187,6 +197,13 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
         watcher.cancel()
     lat = sorted(max(0.0, started[n] - submitted[n]) for n in submitted if n in started)
     ack = sorted(acknowledged[n] - submitted[n] for n in acknowledged)
+    # The same interval in two legs, as the controller stamped the admission.
+    to_admit = sorted(reserved[n] - submitted[n] for n in submitted if n in reserved)
+    to_start = sorted(started[n] - reserved[n] for n in submitted if n in reserved and n in started)
+
+    def pct(xs: list[float], q: float) -> float:
+        return round(xs[max(0, int(len(xs) * q) - 1)] * 1000, 1) if xs else float("nan")
+
     return {
         "jobs": jobs,
         "offered_rate": rate or "all at once",
@@ -198,6 +215,10 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
         "submit_to_running_ms_p50": round(statistics.median(lat) * 1000, 1),
         "submit_to_running_ms_p99": round(lat[max(0, int(len(lat) * 0.99) - 1)] * 1000, 1),
         "started_observed": len(lat),
+        "submit_to_admitted_ms_p50_p99": [pct(to_admit, 0.5), pct(to_admit, 0.99)],
+        "admitted_to_running_ms_p50_p99": [pct(to_start, 0.5), pct(to_start, 0.99)],
+        "running_to_ended_ms_p50_p99": [pct(sorted(r[0] for r in ran.values()), 0.5), pct(sorted(r[0] for r in ran.values()), 0.99)],
+        "ended_to_finished_ms_p50_p99": [pct(sorted(r[1] for r in ran.values()), 0.5), pct(sorted(r[1] for r in ran.values()), 0.99)],
     }
 
 
