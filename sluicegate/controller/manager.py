@@ -16,7 +16,8 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,7 +43,7 @@ from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
 from sluicegate.controller.model.pods import pods_of, with_extra, with_pods
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
-from sluicegate.controller.store import Delete, Put, Store
+from sluicegate.controller.store import Delete, Put, Store, StoreError
 from sluicegate.manifest.decode import decode, find_cohort_cycle
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.manifest.encode import EncodedObject, encode_json
@@ -162,6 +163,12 @@ class CycleStats:
         return self.heads > self.requeued or self.admitted > 0 or self.evictions_issued > 0
 
 
+# After a cycle that admitted nothing, the scheduler backs off exponentially
+# between these bounds before the next one, as Kueue's scheduler does.
+SLOWDOWN_INITIAL_SECONDS = 0.001
+SLOWDOWN_MAX_SECONDS = 0.1
+
+
 class Manager:
     def __init__(
         self,
@@ -178,6 +185,9 @@ class Manager:
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
         self.store = store
         self.clock = clock
+        # Called when a write group's commit fails (see write_group); the server
+        # replaces it with one that exits the process.
+        self.fatal: Callable[[StoreError], None] = lambda exc: None
         self.cache = Cache(config=config or ControllerConfig())
         self.preemptor: Preemptor = preemptor or DefaultPreemptor()
         self.versions: dict[tuple[str, str, str], int] = {}
@@ -788,8 +798,27 @@ class Manager:
                     return True
         return False
 
+    @contextmanager
+    def write_group(self) -> Iterator[None]:
+        """Writes inside share one commit (``Store.group``); no ``await`` inside.
+
+        A failed commit leaves memory ahead of the store, which nothing can
+        repair in place: ``fatal`` is called (the server exits, and a restart
+        rebuilds from the store; agents re-report their pods).
+        """
+        try:
+            with self.store.group():
+                yield
+        except StoreError as exc:
+            self.fatal(exc)
+            raise
+
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
+        with self.write_group():
+            return self._schedule_once()
+
+    def _schedule_once(self) -> CycleStats:
         c = self.cache
         if self.admission_blocked():
             return CycleStats()
@@ -943,17 +972,25 @@ class Manager:
         while not self._stopping:
             await self._wake.wait()
             self._wake.clear()
+            backoff = 0.0
             while self.cache.queues.has_heads():
                 stats = self.schedule_once()
                 if not stats.made_progress:
                     # Nothing changed: wait for an event (quota released, new
                     # workload, queue changed) instead of spinning on the same heads.
                     break
-                # A backlog must not starve the agents' streams and the API:
-                # after each cycle everything ready to run does (streams move
-                # whole batches per turn).  Waiting longer would leave freed
-                # quota idle, since a cycle admits one head per ClusterQueue.
-                await asyncio.sleep(0)
+                if stats.admitted:
+                    # Kueue's KeepGoing: a cycle admits one head per ClusterQueue,
+                    # so the next one runs at once, after one turn of the loop
+                    # (streams move whole batches per turn, so I/O keeps up).
+                    backoff = 0.0
+                    await asyncio.sleep(0)
+                else:
+                    # Kueue's SlowDown: heads went back (say, a preemptor waiting
+                    # for its victims to exit) but nothing was admitted; retrying
+                    # at once would only burn the CPU the victims' exits need.
+                    backoff = min(max(backoff * 2, SLOWDOWN_INITIAL_SECONDS), SLOWDOWN_MAX_SECONDS)
+                    await asyncio.sleep(backoff)
 
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict an admitted workload: its pods are stopped, its quota released once they exit."""
@@ -975,6 +1012,10 @@ class Manager:
 
     def tick(self) -> None:
         """Timers: backoffs that expired, pods-ready and execution-time limits, retention, node loss."""
+        with self.write_group():
+            self._tick()
+
+    def _tick(self) -> None:
         now = self.clock()
         c = self.cache
         for key, at in list(self._backoff.items()):

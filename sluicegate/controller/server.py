@@ -62,6 +62,15 @@ def controller_metrics(manager: Manager) -> Registry:
     return reg
 
 
+def _exit_on_lost_commit(exc: Exception) -> None:
+    # Memory is ahead of the store now; serving on would answer from state a
+    # restart would not have.  Exit at once (systemd restarts us; the store and
+    # the agents' reports rebuild everything).
+    log.critical("%s; exiting so that a restart rebuilds state from the store", exc)
+    logging.shutdown()
+    os._exit(70)
+
+
 async def serve(
     settings: ControllerSettings,
     *,
@@ -74,6 +83,7 @@ async def serve(
         manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
                           node_timeout=settings.node_heartbeat_timeout,
                           finished_retention=settings.finished_retention)
+        manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)

@@ -157,8 +157,11 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
 
         async def reader() -> None:
             async for received in request_iterator:
-                for msg in unbatched(received, lambda m: m.batch.messages):
-                    handle(msg)
+                # A batch of reports is one commit: nothing they cause leaves the
+                # process (commands, watch events are only queued) before it.
+                with self.m.write_group():
+                    for msg in unbatched(received, lambda m: m.batch.messages):
+                        handle(msg)
             await session.queue.put(None)
 
         def handle(msg: agent_pb2.AgentMessage) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -48,6 +49,19 @@ class Store(Protocol):
         """Apply all changes atomically; return the new resource version.
 
         Durable against the process dying (kill -9) once this returns.
+        """
+        ...
+
+    def group(self) -> AbstractContextManager[None]:
+        """Writes made inside commit together when the outermost group ends.
+
+        Each write still gets its own resource version and is visible to
+        later reads at once; only the commit is shared.  The caller must not
+        let anything that depends on those writes leave the process (a reply,
+        a command to an agent, a watch event on the wire) before the group
+        ends: in practice, no ``await`` inside a group.  If the body raises,
+        what it wrote is still committed (the caller's memory already has
+        it), then the exception goes on.  A failed commit raises StoreError.
         """
         ...
 

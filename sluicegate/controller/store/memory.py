@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from sluicegate.controller.store.base import Change, Delete, Put, StoredObject
 
@@ -27,6 +28,11 @@ class MemoryStore:
             elif isinstance(ch, Delete):
                 self._objects.pop(key, None)
         return self._version
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        # Every write is already final in memory.
+        yield
 
     def get_meta(self, key: str) -> str | None:
         return self._meta.get(key)

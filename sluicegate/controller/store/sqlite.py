@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from sluicegate.controller.store.base import Change, Delete, Put, StoredObject, StoreError
 
@@ -48,6 +49,9 @@ class SqliteStore:
         row = self._db.execute("SELECT MAX(resource_version) FROM objects").fetchone()
         stored = self.get_meta("resource_version")
         self._version = max(int(row[0] or 0), int(stored or 0))
+        # Nesting depth of write groups, and whether the group's transaction is open.
+        self._group_depth = 0
+        self._group_open = False
 
     def load(self) -> list[StoredObject]:
         rows = self._db.execute(
@@ -60,39 +64,75 @@ class SqliteStore:
             return self._version
         version = self._version + 1
         db = self._db
+        grouped = self._group_depth > 0
         try:
-            db.execute("BEGIN IMMEDIATE")
+            if not grouped:
+                db.execute("BEGIN IMMEDIATE")
+            elif not self._group_open:
+                db.execute("BEGIN IMMEDIATE")
+                self._group_open = True
+            if grouped:
+                # Each write stays all-or-nothing inside the group's transaction.
+                db.execute("SAVEPOINT write")
             try:
-                for ch in changes:
-                    if isinstance(ch, Put):
-                        db.execute(
-                            "INSERT INTO objects(kind, namespace, name, body, resource_version) VALUES (?,?,?,?,?) "
-                            "ON CONFLICT(kind, namespace, name) DO UPDATE SET body=excluded.body, "
-                            "resource_version=excluded.resource_version",
-                            (ch.kind, ch.namespace, ch.name, ch.body, version),
-                        )
-                    elif isinstance(ch, Delete):
-                        db.execute(
-                            "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?",
-                            (ch.kind, ch.namespace, ch.name),
-                        )
-                if not any(isinstance(ch, Put) for ch in changes):
-                    # Only a batch of deletes must record the version on the side: a
-                    # batch with a put leaves a row carrying it, and the version is
-                    # read back as the larger of MAX(resource_version) and this.
-                    db.execute(
-                        "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
-                        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                        (str(version),),
-                    )
-                db.execute("COMMIT")
+                self._apply(changes, version)
+                db.execute("RELEASE write" if grouped else "COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if grouped:
+                    db.execute("ROLLBACK TO write")
+                    db.execute("RELEASE write")
+                else:
+                    db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"store {self.path}: write of {len(changes)} change(s) failed: {exc}") from exc
         self._version = version
         return version
+
+    def _apply(self, changes: Sequence[Change], version: int) -> None:
+        db = self._db
+        for ch in changes:
+            if isinstance(ch, Put):
+                db.execute(
+                    "INSERT INTO objects(kind, namespace, name, body, resource_version) VALUES (?,?,?,?,?) "
+                    "ON CONFLICT(kind, namespace, name) DO UPDATE SET body=excluded.body, "
+                    "resource_version=excluded.resource_version",
+                    (ch.kind, ch.namespace, ch.name, ch.body, version),
+                )
+            elif isinstance(ch, Delete):
+                db.execute(
+                    "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?",
+                    (ch.kind, ch.namespace, ch.name),
+                )
+        if not any(isinstance(ch, Put) for ch in changes):
+            # Only a batch of deletes must record the version on the side: a
+            # batch with a put leaves a row carrying it, and the version is
+            # read back as the larger of MAX(resource_version) and this.
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(version),),
+            )
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """One commit for every write inside (see ``Store.group``): a batch of
+        agent reports costs one commit instead of one per report."""
+        self._group_depth += 1
+        try:
+            yield
+        finally:
+            self._group_depth -= 1
+            if self._group_depth == 0 and self._group_open:
+                self._group_open = False
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                    raise StoreError(f"store {self.path}: commit of a write group failed: {exc}") from exc
 
     def get_meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.controller.store import Change, Delete, Put, StoredObject
+from sluicegate.controller.store import Change, Delete, Put, StoredObject, StoreError
 from sluicegate.controller.store.sqlite import SqliteStore
 
 
@@ -59,3 +59,48 @@ def test_load_returns_bodies_in_write_order(tmp_path: Path) -> None:
         ]
     finally:
         store.close()
+
+
+def stored(path: str) -> dict[str, int]:
+    """name -> resource version, as a fresh reader (another connection) sees the file."""
+    reader = SqliteStore(path)
+    try:
+        return {o.name: o.resource_version for o in reader.load()}
+    finally:
+        reader.close()
+
+
+def test_a_write_group_commits_once_at_its_end_with_a_version_per_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    with store.group():
+        assert store.write([put("a")]) == 1
+        with store.group():  # nested: still the outer group's commit
+            assert store.write([put("b")]) == 2
+        assert stored(path) == {}  # nothing committed yet
+    assert stored(path) == {"a": 1, "b": 2}
+    store.close()
+
+
+def test_a_failed_write_inside_a_group_is_undone_alone(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    with store.group():
+        store.write([put("a")])
+        # The second change is not a change the store can apply: the whole write goes, not the group.
+        with pytest.raises(StoreError):
+            store.write([put("b"), Put("Workload", "default", "c", None)])  # type: ignore[arg-type]
+        store.write([put("d")])
+    assert stored(path) == {"a": 1, "d": 2}
+    store.close()
+
+
+def test_what_a_group_wrote_is_committed_when_its_body_raises(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    with pytest.raises(RuntimeError, match="after the write"):
+        with store.group():
+            store.write([put("a")])
+            raise RuntimeError("after the write")
+    assert stored(path) == {"a": 1}
+    store.close()
