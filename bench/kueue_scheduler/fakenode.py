@@ -42,7 +42,7 @@ import grpc
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from sluicegate.common.streams import coalesced, unbatched  # noqa: E402
+from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched  # noqa: E402
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc  # noqa: E402
 
 log = logging.getLogger("fakenode")
@@ -223,7 +223,7 @@ class FakeNode:
             await asyncio.sleep(min(2.0, 0.1 * 2 ** self.stats.reconnects))
 
     async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with grpc.aio.insecure_channel(self.address, options=STREAM_WINDOW_OPTIONS) as channel:
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
 

@@ -221,12 +221,14 @@ class Recorder:
             w = csv.writer(f)
             # Kueue's columns, then the controller-stamped intervals (empty when not seen).
             w.writerow(["id", "class name", "namespace", "name", "ms to admitted", "ms to finish", "num evictions",
-                        "controller ms to admitted", "controller ms to finish", "controller ms admitted to pod started"])
+                        "controller ms to admitted", "controller ms to finish", "controller ms admitted to pod started",
+                        "controller ms pod ended to finished"])
             for i, s in enumerate(self.workloads.values()):
                 w.writerow([i, s.spec.class_name, s.spec.namespace, s.spec.name, int(s.admit_ms), int(s.finish_ms), s.evictions,
                             "" if s.stamped_admit_ms is None else int(s.stamped_admit_ms),
                             "" if s.stamped_finish_ms is None else int(s.stamped_finish_ms),
-                            "" if s.dispatch_ms is None else int(s.dispatch_ms)])
+                            "" if s.dispatch_ms is None else int(s.dispatch_ms),
+                            "" if s.completion_ms is None else int(s.completion_ms)])
 
 
 def condition_flags(conditions: Mapping[str, str]) -> tuple[bool, bool, bool, bool]:

@@ -17,7 +17,7 @@ import grpc
 
 from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
 from sluicegate.agent.probes import ProbeSpec
-from sluicegate.common.streams import coalesced, unbatched
+from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class ControllerLink:
             await asyncio.sleep(delay)
 
     async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with grpc.aio.insecure_channel(self.address, options=STREAM_WINDOW_OPTIONS) as channel:
             stub = agent_pb2_grpc.AgentLinkStub(channel)
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())

@@ -26,6 +26,19 @@ log = logging.getLogger(__name__)
 MAX_BATCH_MESSAGES = 512
 MAX_BATCH_BYTES = 1 << 20
 
+# gRPC options for a small HTTP/2 receive window, used by both ends of an
+# agent's stream.  The receiver's loop reads one message per stream per turn;
+# with the default window (grown further by BDP probing) a sender's writes
+# complete at once and seconds of small batches pile up in the pipe, each
+# report arriving late while its pod's quota sits held.  With a few KiB in
+# flight the sender's write waits instead, so what queues meanwhile goes out
+# as one batch.  A message larger than the window still goes through: the
+# transport opens the window for a message in progress.
+STREAM_WINDOW_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.http2.lookahead_bytes", 4096),
+    ("grpc.http2.bdp_probe", 0),
+)
+
 
 class _Message(Protocol):
     def ByteSize(self) -> int: ...

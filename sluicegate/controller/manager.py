@@ -989,8 +989,15 @@ class Manager:
                     # Kueue's SlowDown: heads went back (say, a preemptor waiting
                     # for its victims to exit) but nothing was admitted; retrying
                     # at once would only burn the CPU the victims' exits need.
+                    # Unlike Kueue's, the pause ends early when something that can
+                    # change a decision happens (quota released, a new workload),
+                    # so freed quota is not left idle for the rest of it.
                     backoff = min(max(backoff * 2, SLOWDOWN_INITIAL_SECONDS), SLOWDOWN_MAX_SECONDS)
-                    await asyncio.sleep(backoff)
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), backoff)
+                    except asyncio.TimeoutError:
+                        pass
 
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict an admitted workload: its pods are stopped, its quota released once they exit."""

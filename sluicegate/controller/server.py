@@ -30,6 +30,7 @@ from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
+from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
 from sluicegate.controller.store import StoreError, open_store
 from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, workloads_pb2_grpc
 
@@ -88,7 +89,7 @@ async def serve(
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
 
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS])
         objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager), server)
         workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager), server)
         agent_pb2_grpc.add_AgentLinkServicer_to_server(
