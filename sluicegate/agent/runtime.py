@@ -1574,15 +1574,23 @@ class PodRuntime:
 
         Once a group is empty its number can be handed to an unrelated
         process that becomes a group leader, and that process must not
-        receive our signal.  The group is ours while it has a live member
-        in the container's cgroup; without a cgroup, while it has any live
-        member at all (a scan of /proc).
+        receive our signal.  The group is ours while its leader is our
+        unreaped child; for an adopted process, while it has a live member
+        in the container's cgroup, or without a cgroup any live member at
+        all (a scan of /proc).
         """
         proc = container.proc
         if proc is None:
             return
         pgid = proc.pid
-        if container.cgroup is None:
+        if proc.popen is not None:
+            # Our own child, not reaped yet (that happens in release()): its pid,
+            # hence the group id, cannot be handed out again until then.  It may
+            # not be in its cgroup yet -- the placement wrapper enters it just
+            # after the spawn -- so membership would miss a stop right after a
+            # start, and the process would live on.
+            alive = True
+        elif container.cgroup is None:
             alive = bool(group_members(pgid))
         else:
             alive = False

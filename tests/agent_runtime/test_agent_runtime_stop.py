@@ -124,3 +124,20 @@ async def test_stop_grace_zero_kills_at_once(make_runtime: RuntimeFactory) -> No
     final = await runtime.stop(spec.uid, grace_seconds=0)
     assert _terminations(runtime, spec.uid) == [("main", 137, Reason.KILLED, "stopped by the agent (Killed)")]
     assert final.phase is PodPhase.FAILED
+
+
+async def test_a_stop_right_after_the_start_kills_the_pod(driver: CgroupDriver, make_runtime: RuntimeFactory) -> None:
+    # The placement wrapper puts the process in its cgroup just after the
+    # spawn; a stop in between (a critical pod preempting a pod that has just
+    # started) must still reach it, and not wait out the stop timeout.
+    runtime = make_runtime(driver)
+    for i in range(5):
+        spec = pod(sh("main", "exec sleep 1000"), uid=f"quick-stop-{i}")
+        started = await runtime.run(spec)
+        main_pid = started.container("main").pid
+        assert main_pid is not None
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        final = await runtime.stop(spec.uid, grace_seconds=0)
+        assert loop.time() - began < 5
+        assert (final.finished, gone(main_pid)) == (True, True)
