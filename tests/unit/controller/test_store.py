@@ -104,3 +104,18 @@ def test_what_a_group_wrote_is_committed_when_its_body_raises(tmp_path: Path) ->
             raise RuntimeError("after the write")
     assert stored(path) == {"a": 1}
     store.close()
+
+
+def test_a_lost_group_commit_is_fatal_for_the_manager(tmp_path: Path) -> None:
+    from sluicegate.controller.manager import Manager
+
+    store = SqliteStore(str(tmp_path / "store.db"))
+    manager = Manager(store, clock=lambda: 0.0, placement=False)
+    reported: list[StoreError] = []
+    manager.fatal = reported.append
+    with pytest.raises(StoreError, match="commit of a write group failed"):
+        with manager.write_group():
+            store.write([put("a")])
+            store._db.close()  # the disk is gone: the commit cannot happen
+    # Memory may be ahead of the store now: the manager was told, once.
+    assert [type(e) for e in reported] == [StoreError]
