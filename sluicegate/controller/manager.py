@@ -900,19 +900,8 @@ class Manager:
                 continue
             issued += 1
             log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
-            new = preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now)
-            if pods_of(new):
-                self.fleet.apply(self.fleet.settle(new))
-                continue
-            # Quota-only mode: nothing runs, the quota goes back at once.
-            new = released(new, now)
-            self._write([new])
-            self.cache.workloads[new.key] = new
-            cq = self.cache.release(new.key)
-            if cq is not None:
-                self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
-            self._enqueue(new)
-            self._publish("MODIFIED", new)
+            self._act_on_eviction(
+                preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now), now)
         return issued
 
     def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
@@ -1002,11 +991,14 @@ class Manager:
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict an admitted workload: its pods are stopped, its quota released once they exit."""
         now = self.clock()
-        new = evict(wl, reason=reason, message=message, now=now)
+        self._act_on_eviction(evict(wl, reason=reason, message=message, now=now), now)
+
+    def _act_on_eviction(self, new: Workload, now: float) -> None:
+        """A workload just marked Evicted: stop its pods (quota comes back when they exit) or,
+        in quota-only mode where nothing runs, release its quota at once."""
         if pods_of(new):
             self.fleet.apply(self.fleet.settle(new))
             return
-        # Quota-only mode: nothing runs, so the quota goes back at once.
         new = released(new, now, self.cache.config.wait_for_pods_ready)
         self._write([new])
         self.cache.workloads[new.key] = new

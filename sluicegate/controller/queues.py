@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +62,8 @@ class _Pending:
     quota_bound: bool = False
     # Parked because no set of nodes could run its pods.
     node_bound: bool = False
+    # For a quota-bound one: its least needs (quota_needs), counted while it is parked.
+    needs: Mapping[str, int] | None = None
 
 
 class ClusterQueueQueue:
@@ -204,7 +206,8 @@ class ClusterQueueQueue:
         self._inadmissible[key] = p
         if p.quota_bound:
             self._quota_parked += 1
-            for res, qty in quota_needs(p.workload).items():
+            p.needs = quota_needs(p.workload)
+            for res, qty in p.needs.items():
                 self._need_count[res] = self._need_count.get(res, 0) + 1
                 heapq.heappush(self._need_min.setdefault(res, []), (qty, p.version, key))
             bisect.insort(self._quota_order, (self._order_key(p.workload), p.version, key))
@@ -224,9 +227,9 @@ class ClusterQueueQueue:
     def _unpark(self, key: WorkloadKey) -> _Pending | None:
         """Take a workload out of the parked set, keeping the counts exact."""
         p = self._inadmissible.pop(key, None)
-        if p is not None and p.quota_bound:
+        if p is not None and p.needs is not None:
             self._quota_parked -= 1
-            for res in quota_needs(p.workload):
+            for res in p.needs:
                 self._need_count[res] -= 1
         return p
 
