@@ -8,9 +8,10 @@ the server's status code and message.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,16 +42,128 @@ class Document:
     source: str
 
 
-# Create calls a client has on their way at once; creations beyond these wait
-# and go out together.  Each call costs the server a few hundred microseconds
-# of gRPC work whatever it carries, so under load fewer, fuller calls win; two
-# keep the server busy while the next batch gathers.
+# Creations go out on one long-lived CreateStream call: a message each way
+# per request costs the server about a third of what a call costs.  What
+# queues while a request is being written goes out as the next one.  Against
+# a server without CreateStream: Create calls, with at most this many on
+# their way at once; creations beyond these wait and go out together in one
+# CreateMany call.
 CREATE_CALLS_IN_FLIGHT = 2
-# Most creations one CreateMany call carries.
+# Most creations one request carries.
 CREATE_BATCH = 256
 
 _CreateFuture = asyncio.Future[workloads_pb2.CreateWorkloadResponse]
 _STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class _NoCreateStream(Exception):
+    """The server has no CreateStream; the creation was not handled and may go another way."""
+
+
+def _result_of(result: workloads_pb2.CreateWorkloadResult, fut: _CreateFuture) -> None:
+    if fut.done():
+        return
+    if result.code == grpc.StatusCode.OK.value[0]:
+        fut.set_result(result.response)
+    else:
+        fut.set_exception(ClientError(_STATUS_BY_NUMBER.get(result.code, grpc.StatusCode.UNKNOWN), result.message))
+
+
+def _retrieve(fut: _CreateFuture) -> None:
+    # A caller that stopped waiting (its deadline passed) never reads the
+    # outcome; reading it here keeps asyncio from reporting it as lost.
+    if not fut.cancelled():
+        fut.exception()
+
+
+class _CreateStream:
+    """One CreateStream call: requests go out in order and are answered in order.
+
+    ``submit`` queues a creation; a sender writes everything queued as one
+    request whenever the previous write has finished.  Answers are matched to
+    requests by order.  When the call ends, every unanswered creation fails
+    with the call's status (``_NoCreateStream`` if the server lacks the
+    method: nothing was handled then) and the stream is ``closed``.
+    """
+
+    def __init__(self, stub: workloads_pb2_grpc.WorkloadsStub) -> None:
+        self._call = stub.CreateStream()
+        self._waiting: list[tuple[workloads_pb2.CreateWorkloadRequest, _CreateFuture]] = []
+        self._sent: collections.deque[list[_CreateFuture]] = collections.deque()
+        self._sender: asyncio.Task[None] | None = None
+        self.closed = False
+        self._reader = asyncio.create_task(self._read(), name="sluicegate-create-stream")
+
+    def submit(self, req: workloads_pb2.CreateWorkloadRequest) -> _CreateFuture:
+        fut: _CreateFuture = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_retrieve)
+        self._waiting.append((req, fut))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send(), name="sluicegate-create-send")
+        return fut
+
+    async def _send(self) -> None:
+        try:
+            while self._waiting and not self.closed:
+                # A caller that gave up before its request left is not sent.
+                batch = [(r, f) for r, f in self._waiting[:CREATE_BATCH] if not f.done()]
+                del self._waiting[:CREATE_BATCH]
+                if not batch:
+                    continue
+                self._sent.append([f for _, f in batch])
+                await self._call.write(workloads_pb2.CreateWorkloadsRequest(items=[r for r, _ in batch]))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
+            # The call is over; the reader learns why and answers everyone.
+            pass
+        finally:
+            self._sender = None
+
+    async def _read(self) -> None:
+        error: Callable[[], Exception]
+        try:
+            async for resp in self._call:
+                batch = self._sent.popleft() if self._sent else None
+                if batch is None or len(batch) != len(resp.results):
+                    self._call.cancel()
+                    error = lambda: ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")  # noqa: E731
+                    break
+                for fut, result in zip(batch, resp.results, strict=True):
+                    _result_of(result, fut)
+            else:
+                error = lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")  # noqa: E731
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                error = _NoCreateStream
+            else:
+                code, details = exc.code(), exc.details() or ""
+                error = lambda: ClientError(code, details)  # noqa: E731
+        except asyncio.CancelledError:
+            # The call was cancelled (the client is closing, or the call was
+            # cut from outside): nothing more will be answered on it.
+            self.end(lambda: ClientError(grpc.StatusCode.CANCELLED, "the creation stream was cancelled before the creation was answered"))
+            raise
+        self.end(error)
+
+    def end(self, error: Callable[[], Exception]) -> None:
+        """Fail every unanswered creation with a fresh ``error()``; no more are sent."""
+        self.closed = True
+        unanswered = [f for batch in self._sent for f in batch] + [f for _, f in self._waiting]
+        self._sent.clear()
+        self._waiting.clear()
+        for fut in unanswered:
+            if not fut.done():
+                fut.set_exception(error())
+
+    async def close(self) -> None:
+        self.end(lambda: ClientError(grpc.StatusCode.CANCELLED, "the client was closed before the creation was answered"))
+        self._call.cancel()
+        for task in (self._reader, self._sender):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
 
 
 def _obj(o: objects_pb2.Object) -> dict[str, Any]:
@@ -75,6 +188,8 @@ class Client:
         self._create_calls = 0
         self._create_tasks: set[asyncio.Task[None]] = set()
         self._create_many = True
+        self._create_stream: _CreateStream | None = None
+        self._use_create_stream = True
         self._nodes = agent_pb2_grpc.NodesStub(self._channel)
 
     async def __aenter__(self) -> Client:
@@ -84,6 +199,9 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
+        if self._create_stream is not None:
+            await self._create_stream.close()
+            self._create_stream = None
         waiting, self._create_waiting = self._create_waiting, []
         for _, fut in waiting:
             if not fut.done():
@@ -121,14 +239,30 @@ class Client:
     async def create_workload(self, document: Document) -> tuple[dict[str, Any], bool]:
         """Create one workload; returns it and whether it is new (False: it existed by that name).
 
-        While CREATE_CALLS_IN_FLIGHT creations are already on their way,
-        further ones wait and then go out together in one CreateMany call:
-        the server answers each as its own Create, after its write committed.
-        A lone creation goes out at once.
+        Creations share one CreateStream call (see CREATE_CALLS_IN_FLIGHT):
+        a lone creation goes out at once, and those that queue meanwhile go
+        out together.  The server answers each as its own Create, after its
+        write committed.
         """
         req = workloads_pb2.CreateWorkloadRequest(
             document=objects_pb2.Document(body=document.body.encode(), source=document.source)
         )
+        if self._use_create_stream:
+            stream = self._create_stream
+            if stream is None or stream.closed:
+                stream = self._create_stream = _CreateStream(self._workloads)
+            fut = stream.submit(req)
+            try:
+                # Shielded: a caller that stops waiting leaves its creation in
+                # its place in the stream, so later answers still match.
+                resp = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+            except _NoCreateStream:
+                self._use_create_stream = False
+            except TimeoutError:
+                raise ClientError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  f"no answer within {self.timeout:g} s; the workload may have been created") from None
+            else:
+                return _obj(resp.workload), bool(resp.created)
         if self._create_many and (self._create_calls >= CREATE_CALLS_IN_FLIGHT or self._create_waiting):
             fut: _CreateFuture = asyncio.get_running_loop().create_future()
             self._create_waiting.append((req, fut))
@@ -171,12 +305,7 @@ class Client:
                         fut.set_exception(ClientError(exc.code, exc.message))
                 return
             for (_, fut), result in zip(batch, resp.results, strict=True):
-                if fut.done():
-                    continue
-                if result.code == grpc.StatusCode.OK.value[0]:
-                    fut.set_result(result.response)
-                else:
-                    fut.set_exception(ClientError(_STATUS_BY_NUMBER.get(result.code, grpc.StatusCode.UNKNOWN), result.message))
+                _result_of(result, fut)
         except Exception as exc:
             # Delivered to every caller of the batch (nobody awaits this task).
             for _, fut in batch:

@@ -45,6 +45,11 @@ class WorkloadsStub:
                 request_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.SerializeToString,
                 response_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.FromString,
                 _registered_method=True)
+        self.CreateStream = channel.stream_stream(
+                '/sluicegate.v1.Workloads/CreateStream',
+                request_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.SerializeToString,
+                response_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.FromString,
+                _registered_method=True)
         self.Get = channel.unary_unary(
                 '/sluicegate.v1.Workloads/Get',
                 request_serializer=sluicegate_dot_v1_dot_workloads__pb2.WorkloadRef.SerializeToString,
@@ -84,6 +89,17 @@ class WorkloadsServicer:
     def CreateMany(self, request, context):
         """Several Creates in one call: each item succeeds or fails on its own,
         except that a store failure fails them all (UNAVAILABLE, nothing stored).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateStream(self, request_iterator, context):
+        """A long-lived submission stream for clients that create often: each
+        request is answered, in order, by the response CreateMany would give it,
+        except that a store failure fails only that request's items
+        (UNAVAILABLE, nothing of that request stored) and the stream goes on.
+        One message each way per request costs the server far less than a call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,6 +146,11 @@ def add_WorkloadsServicer_to_server(servicer, server):
             ),
             'CreateMany': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateMany,
+                    request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.FromString,
+                    response_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.SerializeToString,
+            ),
+            'CreateStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.CreateStream,
                     request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.FromString,
                     response_serializer=sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.SerializeToString,
             ),
@@ -211,6 +232,33 @@ class Workloads:
             request,
             target,
             '/sluicegate.v1.Workloads/CreateMany',
+            sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.SerializeToString,
+            sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/sluicegate.v1.Workloads/CreateStream',
             sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsRequest.SerializeToString,
             sluicegate_dot_v1_dot_workloads__pb2.CreateWorkloadsResponse.FromString,
             options,

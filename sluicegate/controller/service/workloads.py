@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import grpc
@@ -10,8 +11,11 @@ from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
 from sluicegate.controller.manager import Manager, parse_label_selector
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.store import StoreError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
+
+log = logging.getLogger(__name__)
 
 _EVENT = {
     "ADDED": workloads_pb2.WorkloadEvent.ADDED,
@@ -42,6 +46,24 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def CreateMany(
         self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
     ) -> workloads_pb2.CreateWorkloadsResponse:
+        return self._create_many(request)
+
+    async def CreateStream(
+        self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[workloads_pb2.CreateWorkloadsResponse]:
+        async for request in request_iterator:
+            try:
+                response = self._create_many(request)
+            except Exception as exc:
+                # Only this request failed (a store failure stored none of it);
+                # the client's later requests still deserve their answers.
+                if not isinstance(exc, (InvalidArgument, StoreError)):
+                    log.exception("CreateStream: a request failed")
+                failed = _failed(exc)
+                response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
+            yield response
+
+    def _create_many(self, request: workloads_pb2.CreateWorkloadsRequest) -> workloads_pb2.CreateWorkloadsResponse:
         # Per item: its result when it failed before reaching the manager, else None.
         out: list[workloads_pb2.CreateWorkloadResult | None] = []
         docs: list[RawDocument] = []
@@ -55,7 +77,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 continue
             out.append(None)
             docs.append(parsed[0])
-        # A store failure raises here and fails the whole call: nothing was stored.
+        # A store failure raises here and fails the whole request: nothing was stored.
         created = iter(self.m.create_workloads(docs))
         results: list[workloads_pb2.CreateWorkloadResult] = []
         for r in out:

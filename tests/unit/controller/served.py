@@ -39,13 +39,13 @@ class Served:
 
 
 @asynccontextmanager
-async def serve(tmp_path: Path) -> AsyncIterator[Served]:
+async def serve(tmp_path: Path, *, workloads: type[WorkloadsServicer] = WorkloadsServicer) -> AsyncIterator[Served]:
     store = SqliteStore(str(tmp_path / "store.db"))
     m = Manager(store, clock=Clock(), placement=False)
     m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
     server = grpc.aio.server()
     objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(m), server)
-    workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(m), server)
+    workloads_pb2_grpc.add_WorkloadsServicer_to_server(workloads(m), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import grpc
 import pytest
@@ -11,12 +12,13 @@ import pytest
 from sluicegate.client import Client, ClientError, Document
 from sluicegate.controller.errors import ControllerError, InvalidArgument
 from sluicegate.controller.manager import Manager
+from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import RawDocument, parse_text
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
-from .served import Served, workload_body
+from .served import Served, serve, workload_body
 from .test_manager import Clock
 
 CREATE_DEADLINE = 10.0
@@ -120,18 +122,108 @@ async def test_concurrent_client_creations_go_out_together_and_each_caller_gets_
     assert len({versions[("Workload", "default", n)] for n in valid}) < len(valid) // 2
 
 
-async def test_closing_the_client_fails_the_creations_still_waiting_to_be_sent(served: Served) -> None:
+async def test_closing_the_client_fails_the_creations_still_waiting_to_be_sent(tmp_path: Path) -> None:
+    # The path for a server without CreateStream: two Create calls on their way, the rest waiting.
+    async with serve(tmp_path, workloads=NoCreateStream) as served:
+        client = Client(served.address)
+        client._use_create_stream = False
+        calls = [asyncio.ensure_future(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}")))
+                 for i in range(50)]
+        for _ in range(100):  # a few loop steps until every call started: two on their way, the rest waiting
+            if len(client._create_waiting) == 48:
+                break
+            await asyncio.sleep(0)
+        assert len(client._create_waiting) == 48
+        await client.close()
+        async with asyncio.timeout(CREATE_DEADLINE):
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        codes = [o.code if isinstance(o, ClientError) else "ok" for o in outcomes]
+        assert codes[2:] == [grpc.StatusCode.CANCELLED] * 48
+        # Only the two calls already sent can have reached the server.
+        assert {wl.name for wl in served.manager.cache.workloads.values()} <= {"w0", "w1"}
+
+
+class NoCreateStream(WorkloadsServicer):
+    """A server from before CreateStream: the method answers UNIMPLEMENTED."""
+
+    CreateStream = workloads_pb2_grpc.WorkloadsServicer.CreateStream  # type: ignore[assignment]
+
+
+async def test_against_a_server_without_create_stream_the_client_uses_create_calls(tmp_path: Path) -> None:
+    async with serve(tmp_path, workloads=NoCreateStream) as served:
+        async with Client(served.address) as client:
+            async with asyncio.timeout(CREATE_DEADLINE):
+                answers = await asyncio.gather(*(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}"))
+                                                 for i in range(20)))
+            assert client._use_create_stream is False
+            async with asyncio.timeout(CREATE_DEADLINE):
+                _, created = await client.create_workload(Document(workload_body("late", "1"), "late"))
+    assert [(wl["metadata"]["name"], new) for wl, new in answers] == [(f"w{i}", True) for i in range(20)]
+    assert created is True
+    assert sorted(wl.name for wl in served.manager.cache.workloads.values()) == sorted([f"w{i}" for i in range(20)] + ["late"])
+
+
+async def test_the_stream_answers_each_request_in_order_and_a_failed_request_does_not_end_it(served: Served) -> None:
+    def request(*bodies: bytes) -> workloads_pb2.CreateWorkloadsRequest:
+        return workloads_pb2.CreateWorkloadsRequest(items=[
+            workloads_pb2.CreateWorkloadRequest(document=objects_pb2.Document(body=b, source=f"item{i}"))
+            for i, b in enumerate(bodies)])
+
+    async with grpc.aio.insecure_channel(served.address) as channel:
+        call = workloads_pb2_grpc.WorkloadsStub(channel).CreateStream()
+        async with asyncio.timeout(CREATE_DEADLINE):
+            await call.write(request(workload_body("a", "1").encode(), b'{"kind": "Workload",'))
+            first = await call.read()
+            served.store._db.close()  # every later statement fails, as a broken disk would make it
+            await call.write(request(workload_body("b", "1").encode(), workload_body("c", "1").encode()))
+            second = await call.read()
+            await call.write(request(workload_body("a", "1").encode()))
+            third = await call.read()
+            await call.done_writing()
+            assert await call.code() == grpc.StatusCode.OK
+    ok, cut = first.results
+    assert (ok.code, ok.response.created, json.loads(ok.response.workload.json)["metadata"]["name"]) == (0, True, "a")
+    assert (cut.code, cut.message) == (grpc.StatusCode.INVALID_ARGUMENT.value[0],
+                                       "item1 (line 1): could not parse JSON: Expecting property name enclosed in double quotes")
+    unavailable = grpc.StatusCode.UNAVAILABLE.value[0]
+    assert [r.code for r in second.results] == [unavailable, unavailable]
+    assert second.results[0].message.startswith("store unavailable, nothing was changed")
+    # "a" exists already: answered from memory, nothing to store.
+    assert (third.results[0].code, third.results[0].response.created) == (0, False)
+    assert sorted(wl.name for wl in served.manager.cache.workloads.values()) == ["a"]
+
+
+async def test_a_broken_stream_fails_its_unanswered_creations_and_the_next_creation_opens_a_new_one(served: Served) -> None:
+    async with Client(served.address) as client:
+        async with asyncio.timeout(CREATE_DEADLINE):
+            await client.create_workload(Document(workload_body("first", "1"), "first"))
+            broken = client._create_stream
+            assert broken is not None
+            pending = asyncio.ensure_future(client.create_workload(Document(workload_body("second", "1"), "second")))
+            broken._call.cancel()  # as a lost connection ends it
+            outcome = await asyncio.gather(pending, return_exceptions=True)
+            _, created = await client.create_workload(Document(workload_body("third", "1"), "third"))
+    assert broken.closed and client._create_stream is not broken
+    (err,) = outcome
+    # Cancelled before or after it was sent: either way its caller hears of it.
+    assert isinstance(err, ClientError) and err.code is grpc.StatusCode.CANCELLED, err
+    assert created is True
+    assert {"first", "third"} <= {wl.name for wl in served.manager.cache.workloads.values()}
+
+
+async def test_closing_the_client_answers_every_creation_on_the_stream(served: Served) -> None:
     client = Client(served.address)
-    calls = [asyncio.ensure_future(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}"))) for i in range(50)]
-    for _ in range(100):  # a few loop steps until every call started: two on their way, the rest waiting
-        if len(client._create_waiting) == 48:
+    calls = [asyncio.ensure_future(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}")))
+             for i in range(50)]
+    for _ in range(100):  # a few loop steps until the first request is on its way
+        if client._create_stream is not None and client._create_stream._sent:
             break
         await asyncio.sleep(0)
-    assert len(client._create_waiting) == 48
     await client.close()
     async with asyncio.timeout(CREATE_DEADLINE):
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
-    codes = [o.code if isinstance(o, ClientError) else "ok" for o in outcomes]
-    assert codes[2:] == [grpc.StatusCode.CANCELLED] * 48
-    # Only the two calls already sent can have reached the server.
-    assert {wl.name for wl in served.manager.cache.workloads.values()} <= {"w0", "w1"}
+    assert all(isinstance(o, tuple) or (isinstance(o, ClientError) and o.code is grpc.StatusCode.CANCELLED)
+               for o in outcomes), outcomes
+    # Whoever was told "created" finds it stored.
+    told = {o[0]["metadata"]["name"] for o in outcomes if isinstance(o, tuple)}
+    assert told <= {wl.name for wl in served.manager.cache.workloads.values()}
