@@ -9,6 +9,12 @@ completion, submit-to-running latency p50/p99 (process start as measured by
 the agent minus the moment the job was submitted), and the controller's and
 agents' peak RSS.  Not a test: it prints figures.
 
+The bench learns that everything finished by polling the ClusterQueue's
+counts, and reads each workload's timestamps (controller- and
+agent-stamped) once at the end, so it does not load the system it measures
+with a stream of every workload event; ``--observe watch`` watches instead,
+as a dashboard would.
+
 All at once (the default), the latency is mostly queue wait: 2,000 jobs on 32
 slots.  With ``--rate R`` jobs are submitted open-loop at R jobs/s, which
 shows whether the cluster sustains that rate and the latency a job then sees.
@@ -132,7 +138,7 @@ def workload(i: int) -> str:
     })
 
 
-async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
+async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: str) -> dict:
     submitted: dict[str, float] = {}
     acknowledged: dict[str, float] = {}
     reserved: dict[str, float] = {}
@@ -143,30 +149,50 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float) -> dict:
     async with Client(server, timeout=60) as c:
         await c.apply([Document(QUEUE, "bench-queue")])
 
+        def record(wl: dict) -> None:
+            name = wl["metadata"]["name"]
+            extra = wl.get("status", {}).get("extra", {})
+            # A finished workload may keep its pods as lastPods only.
+            pods = extra.get("pods") or extra.get("lastPods") or []
+            for p in pods:
+                if p.get("startedAt") and name not in started:
+                    started[name] = float(p["startedAt"])
+            raw = {x["type"]: x for x in wl.get("status", {}).get("conditions", [])}
+            conds = {t: x["status"] for t, x in raw.items()}
+            if conds.get("QuotaReserved") == "True" and name not in reserved:
+                reserved[name] = dt.datetime.fromisoformat(raw["QuotaReserved"]["lastTransitionTime"]).timestamp()
+            if conds.get("Finished") == "True" and name not in finished:
+                recorded = dt.datetime.fromisoformat(raw["Finished"]["lastTransitionTime"]).timestamp()
+                ends = [float(p["finishedAt"]) for p in pods if p.get("finishedAt")]
+                if ends:
+                    ran[name] = (max(ends) - started.get(name, max(ends)), recorded - max(ends))
+                finished[name] = recorded
+
         async def watch() -> None:
             async for _, wl in c.watch_workloads(namespace="default", send_initial=False):
-                name = wl["metadata"]["name"]
-                extra = wl.get("status", {}).get("extra", {})
-                # A finished workload may keep its pods as lastPods only.
-                pods = extra.get("pods") or extra.get("lastPods") or []
-                for p in pods:
-                    if p.get("startedAt") and name not in started:
-                        started[name] = float(p["startedAt"])
-                raw = {x["type"]: x for x in wl.get("status", {}).get("conditions", [])}
-                conds = {t: x["status"] for t, x in raw.items()}
-                if conds.get("QuotaReserved") == "True" and name not in reserved:
-                    reserved[name] = dt.datetime.fromisoformat(raw["QuotaReserved"]["lastTransitionTime"]).timestamp()
-                if conds.get("Finished") == "True" and name not in finished:
-                    ends = [float(p["finishedAt"]) for p in pods if p.get("finishedAt")]
-                    if ends:
-                        recorded = dt.datetime.fromisoformat(raw["Finished"]["lastTransitionTime"]).timestamp()
-                        ran[name] = (max(ends) - started.get(name, max(ends)), recorded - max(ends))
-                    finished[name] = time.time()
-                    if len(finished) == jobs:
-                        done.set()
-                        return
+                record(wl)
+                if len(finished) == jobs:
+                    done.set()
+                    return
 
-        watcher = asyncio.create_task(watch())
+        async def poll() -> None:
+            # Ask the ClusterQueue how much is left (a cheap Get); read every
+            # workload's timestamps once, at the end.
+            deadline = time.monotonic() + max(120, jobs)
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.1)  # polling interval, bounded by the deadline
+                if len(submitted) < jobs:
+                    continue
+                st = (await c.get("ClusterQueue", "bench")).get("status", {})
+                if st.get("pendingWorkloads", 0) or st.get("reservingWorkloads", 0):
+                    continue
+                for wl in await c.list_workloads(namespace="default"):
+                    record(wl)
+                if len(finished) == jobs:
+                    done.set()
+                    return
+
+        watcher = asyncio.create_task(watch() if observe == "watch" else poll())
         await asyncio.sleep(0.2)  # let the watch register before the first submission
         queue: asyncio.Queue[int] = asyncio.Queue()
         for i in range(jobs):
@@ -229,6 +255,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=0.0,
                     help="submit at this many jobs/s (open loop: job i at i/rate s) instead of all at once; "
                          "shows the latency a job sees when the cluster keeps up with the offered load")
+    ap.add_argument("--observe", choices=("poll", "watch"), default="poll",
+                    help="how the bench learns of completions: poll the ClusterQueue's counts and read the "
+                         "workloads once at the end (default), or watch every workload event as it happens")
     ap.add_argument("--keep", metavar="DIR", help="keep the store, logs and agents' data in DIR (created)")
     ns = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -252,7 +281,7 @@ def main() -> None:
                 procs.append(a)
                 pids[name] = a.pid
             with PeakRSS(pids) as rss:
-                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency, ns.rate))
+                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency, ns.rate, ns.observe))
             import urllib.request
 
             with urllib.request.urlopen(f"http://{info['health']}/metrics", timeout=5) as r:
