@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 
 # Outgoing messages buffered per agent before the stream is considered stuck.
 SEND_BUFFER = 100_000
+# A ForgetPod (not a purge) waits up to this long to travel with the next
+# message to the same agent.  Nothing waits on it: the pod's processes are
+# gone, its quota is back and a finished pod holds nothing on its node.  Sent
+# alone it would cost both ends a stream message per pod.
+FORGET_DELAY = 0.05
 
 
 def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
@@ -112,12 +117,44 @@ class _StreamSession:
         self.node = node
         self.queue: asyncio.Queue[agent_pb2.ControllerMessage | None] = asyncio.Queue(maxsize=SEND_BUFFER)
         self.broken = False
+        # ForgetPods held back (FORGET_DELAY), and the timer that sends them.
+        self._later: list[agent_pb2.ControllerMessage] = []
+        self._later_timer: asyncio.TimerHandle | None = None
 
     def send(self, command: Command) -> None:
         if self.broken:
             return
+        msg = command_to_proto(command)
+        if isinstance(command, ForgetPodCommand) and not command.purge:
+            self._later.append(msg)
+            if self._later_timer is None:
+                self._later_timer = asyncio.get_running_loop().call_later(FORGET_DELAY, self.send_held)
+            return
+        # Held messages go first: the agent sees commands in the order given.
+        self.send_held()
+        self._put(msg)
+
+    def send_held(self) -> None:
+        """Queue the held-back ForgetPods now."""
+        if self._later_timer is not None:
+            self._later_timer.cancel()
+            self._later_timer = None
+        held, self._later = self._later, []
+        for msg in held:
+            self._put(msg)
+
+    def close(self) -> None:
+        """The stream is over: held messages are dropped with it."""
+        if self._later_timer is not None:
+            self._later_timer.cancel()
+            self._later_timer = None
+        self._later = []
+
+    def _put(self, msg: agent_pb2.ControllerMessage) -> None:
+        if self.broken:
+            return
         try:
-            self.queue.put_nowait(command_to_proto(command))
+            self.queue.put_nowait(msg)
         except asyncio.QueueFull:
             # The agent stopped reading: drop the stream; it reconnects and
             # re-registers, and the controller resends what it expects.
@@ -188,6 +225,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 yield out
         finally:
             read_task.cancel()
+            session.close()
             self.m.fleet.disconnected(info.name, session)
 
 
