@@ -18,7 +18,7 @@ default) or ``"self"``: the cgroup the agent itself runs in, which is what a
 systemd unit with ``Delegate=yes`` owns.  ``base`` defaults to
 ``sluicegate``.
 
-Placement happens before the user's command runs: see ``placement_argv``.
+Placement happens before the user's command runs: see ``spawn``.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ import errno
 import logging
 import os
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
+
+from sluicegate.agent.placement import PlacementError, ThreadPlacer
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -41,6 +43,7 @@ __all__ = [
     "V2_CONTROLLERS",
     "CFS_PERIOD_US",
     "PLACEMENT_FAILED_EXIT",
+    "THREAD_PLACEMENT_MIN_QUOTA_US",
     "CgroupError",
     "CgroupUnavailable",
     "CgroupLimits",
@@ -56,6 +59,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 DEFAULT_ROOT: Final = Path("/sys/fs/cgroup")
 DEFAULT_BASE: Final = "sluicegate"
@@ -83,10 +88,24 @@ MIN_CFS_QUOTA_US: Final = 1_000
 MIN_SHARES: Final = 2
 MAX_SHARES: Final = 262_144
 
+# Below this CFS quota (a tenth of a CPU), v1 starts commands through the
+# wrapper, not from a thread inside the cgroup: that thread's own work and
+# the child's exec count against the quota, and a thread throttled for the
+# rest of a period (up to 100 ms) would hold up every start meanwhile.
+THREAD_PLACEMENT_MIN_QUOTA_US: Final = 10_000
+
 # Exit status of the placement wrapper when it could not enter a cgroup.
 # Container CLIs (docker, podman) use 125 for "failed before the command ran".
 PLACEMENT_FAILED_EXIT: Final = 125
 
+# How a command starts inside its cgroups.  On v1, a thread of the agent
+# enters the container's cgroups alone and forks the command from there
+# (``sluicegate.agent.placement``).  On v2 a thread can join a cgroup on
+# its own only inside a "threaded" subtree, which the memory controller
+# does not support: a process moves whole.  There the placement wrapper
+# below runs first.  (v1 falls back to it when the thread cannot come back
+# to the agent's own cgroups.)
+#
 # Why a shell and not preexec_fn, or moving the pid from the agent after fork:
 # * preexec_fn runs Python in the forked child of a multi-threaded process
 #   (asyncio's executor, the child watcher, grpc) and can deadlock on a lock
@@ -177,6 +196,15 @@ class CgroupDriver(Protocol):
 
     def placement_argv(self, handle: CgroupHandle | None, argv: Sequence[str]) -> list[str]: ...
 
+    def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], _T]) -> _T:
+        """Start ``argv`` inside ``handle``'s cgroups by calling ``start`` with the argv to execute.
+
+        The started process is in its cgroups before the command runs; if
+        it cannot be placed the command does not run (CgroupError, or on v2
+        the wrapper exits with PLACEMENT_FAILED_EXIT).
+        """
+        ...
+
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]: ...
 
     def working_set_bytes(self, handle: CgroupHandle | None) -> int | None: ...
@@ -187,7 +215,11 @@ class CgroupDriver(Protocol):
 
     def kill(self, handle: CgroupHandle | None) -> None: ...
 
-    async def remove_pod(self, pod_uid: str, *, attempts: int = 50, interval: float = 0.02) -> None: ...
+    async def remove_pod(
+        self, pod_uid: str, *, containers: Sequence[str] | None = None, attempts: int = 50, interval: float = 0.02
+    ) -> None:
+        """Remove the pod's cgroups once empty.  ``containers``, when the caller knows them, saves listing them."""
+        ...
 
     def pod_uids(self) -> frozenset[str]: ...
 
@@ -367,10 +399,16 @@ class _TreeDriver:
             pod_dir = base / pod_uid
             leaf = pod_dir / container
             try:
-                if not pod_dir.is_dir():
-                    pod_dir.mkdir(exist_ok=True)
+                try:
+                    os.mkdir(pod_dir)
+                except FileExistsError:
+                    pass  # the pod's next container
+                else:
                     self._prepare_dir(pod_dir)
-                leaf.mkdir(exist_ok=True)
+                try:
+                    os.mkdir(leaf)
+                except FileExistsError:
+                    pass  # a restart, or a start after an agent restart
             except OSError as exc:
                 raise CgroupError(path=str(leaf), operation="create", detail=exc.strerror or str(exc)) from exc
             made[base] = leaf
@@ -387,6 +425,9 @@ class _TreeDriver:
             return list(argv)
         procs = [f"{directory}/cgroup.procs" for directory in handle.dir_names]
         return [self._shell, "-c", _PLACE_SCRIPT, "sluicegate-place", str(len(procs)), *procs, *argv]
+
+    def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], _T]) -> _T:
+        return start(self.placement_argv(handle, argv))
 
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
         if handle is None:
@@ -427,11 +468,33 @@ class _TreeDriver:
                 continue
         return leaves
 
-    async def remove_pod(self, pod_uid: str, *, attempts: int = 50, interval: float = 0.02) -> None:
+    async def remove_pod(
+        self, pod_uid: str, *, containers: Sequence[str] | None = None, attempts: int = 50, interval: float = 0.02
+    ) -> None:
+        if containers is not None and await self._remove_known(pod_uid, containers, attempts, interval):
+            return
         for leaf in self._pod_leaves(pod_uid):
             await _rmdir(leaf, attempts=attempts, interval=interval)
         for base in self._unique_bases:
             await _rmdir(base / pod_uid, attempts=attempts, interval=interval)
+
+    async def _remove_known(self, pod_uid: str, containers: Sequence[str], attempts: int, interval: float) -> bool:
+        """Remove the named leaves and the pod directories; False when something else is left in them."""
+        for base in self._unique_bases:
+            pod_dir = base / pod_uid
+            for name in containers:
+                await _rmdir(pod_dir / name, attempts=attempts, interval=interval)
+            try:
+                os.rmdir(pod_dir)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if exc.errno in (errno.EBUSY, errno.ENOTEMPTY):
+                    return False  # a leaf nobody told us about: look for it
+                raise CgroupError(
+                    path=str(pod_dir), operation="remove", detail=f"{exc.strerror or exc}; the directory is left behind"
+                ) from exc
+        return True
 
     async def sweep(self, *, keep: frozenset[str], attempts: int = 50, interval: float = 0.02) -> frozenset[str]:
         """Kill and remove every pod cgroup under the base except ``keep``; returns the uids swept."""
@@ -612,7 +675,31 @@ class CgroupV2(_TreeDriver):
 
 
 class CgroupV1(_TreeDriver):
-    """Per-controller hierarchies; memory is required, cpu and cpuacct are used when present."""
+    """Per-controller hierarchies; memory is required, cpu and cpuacct are used when present.
+
+    With a ``placer`` (what ``setup`` gives when the agent's thread can move
+    between its cgroups and the pods'), commands are forked from a thread
+    inside their cgroups; without one, through the placement wrapper.
+    """
+
+    def __init__(
+        self, *, bases: Sequence[tuple[str, Path]], shell: str = "/bin/sh", placer: ThreadPlacer | None = None
+    ) -> None:
+        super().__init__(bases=bases, shell=shell)
+        self._placer = placer
+
+    @property
+    def placer(self) -> ThreadPlacer | None:
+        return self._placer
+
+    def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], _T]) -> _T:
+        if handle is None or self._placer is None or self._tight_quota(handle):
+            return super().spawn(handle, argv, start)
+        command = list(argv)
+        try:
+            return self._placer.run([f"{directory}/tasks" for directory in handle.dir_names], lambda: start(command))
+        except PlacementError as exc:
+            raise CgroupError(path=exc.path, operation="place", detail=exc.detail) from exc
 
     @property
     def kind(self) -> str:
@@ -620,7 +707,8 @@ class CgroupV1(_TreeDriver):
 
     def describe(self) -> str:
         parts = ", ".join(f"{name}={base}" for name, base in self._bases)
-        return f"cgroup v1 ({parts})"
+        how = "from a thread inside their cgroups" if self._placer is not None else f"through {self._shell}"
+        return f"cgroup v1 ({parts}; commands start {how})"
 
     @classmethod
     def setup(
@@ -638,6 +726,7 @@ class CgroupV1(_TreeDriver):
             )
         bases: list[tuple[str, Path]] = []
         seen: dict[str, Path] = {}
+        hierarchies: list[tuple[str, Path]] = []
         for controller in V1_CONTROLLERS:
             mount = root / controller
             if not (mount / "cgroup.procs").exists():
@@ -658,11 +747,25 @@ class CgroupV1(_TreeDriver):
                     log.debug("cgroup v1 %s hierarchy is not writable at %s: %s", controller, base_dir, exc)
                     continue
                 seen[real] = base_dir
+                hierarchies.append((controller, mount))
             bases.append((controller, base_dir))
         memory_base = bases[0][1]
         if not os.access(memory_base / "cgroup.procs", os.W_OK):
             raise CgroupUnavailable(path=str(memory_base), operation="detect", detail="cgroup.procs is not writable")
-        return cls(bases=bases, shell=shell)
+        placer = ThreadPlacer(hierarchies=hierarchies)
+        try:
+            placer.probe([str(base / "tasks") for base in seen.values()])
+        except PlacementError as exc:
+            log.info("cgroup v1: commands start through %s, not from a thread inside their cgroups: %s", shell, exc)
+            return cls(bases=bases, shell=shell)
+        return cls(bases=bases, shell=shell, placer=placer)
+
+    def _tight_quota(self, handle: CgroupHandle) -> bool:
+        cpu = handle.dir_for("cpu")
+        if cpu is None:
+            return False
+        quota = _read_int(cpu / "cpu.cfs_quota_us")  # -1: no limit
+        return quota is not None and 0 < quota < THREAD_PLACEMENT_MIN_QUOTA_US
 
     def _apply_limits(self, handle: CgroupHandle, limits: CgroupLimits) -> None:
         memory = handle.dir_for("memory")
@@ -745,6 +848,9 @@ class NoCgroups:
     def placement_argv(self, handle: CgroupHandle | None, argv: Sequence[str]) -> list[str]:
         return list(argv)
 
+    def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], _T]) -> _T:
+        return start(list(argv))
+
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
         return frozenset()
 
@@ -760,7 +866,9 @@ class NoCgroups:
     def kill(self, handle: CgroupHandle | None) -> None:
         return None
 
-    async def remove_pod(self, pod_uid: str, *, attempts: int = 50, interval: float = 0.02) -> None:
+    async def remove_pod(
+        self, pod_uid: str, *, containers: Sequence[str] | None = None, attempts: int = 50, interval: float = 0.02
+    ) -> None:
         return None
 
     def pod_uids(self) -> frozenset[str]:

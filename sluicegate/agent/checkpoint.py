@@ -424,6 +424,9 @@ class AtomicFile:
         self._link = path.parent / f".{path.name}.link"
         # The slot to write next; found out on the first write.
         self._next: int | None = None
+        # Each slot's length as this object last left it (None: unknown, as
+        # at start-up): a write no shorter than that needs no truncation.
+        self._lengths: list[int | None] = [None, None]
 
     def replace(self, data: bytes) -> None:
         """Make the file hold ``data``.  Raises OSError, leaving the file as it was."""
@@ -436,12 +439,16 @@ class AtomicFile:
             # The directory is not checked on every write; create it when missing.
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(slot, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, self._mode)
+        previous = self._lengths[self._next]
+        self._lengths[self._next] = None  # unknown until this write is complete
         try:
             offset = 0
             view = memoryview(data)
             while offset < len(data):
                 offset += os.pwrite(fd, view[offset:], offset)
-            os.ftruncate(fd, len(data))
+            if previous is None or previous > len(data):
+                os.ftruncate(fd, len(data))
+            self._lengths[self._next] = len(data)
         finally:
             os.close(fd)
         try:

@@ -731,7 +731,21 @@ def _append_line(path: Path, line: str) -> None:
         pass
 
 
-def _command_problem(command: str, env: Mapping[str, str], cwd: str) -> str | None:
+# How many (command, PATH) lookups _command_problem remembers; past it, it starts over.
+_FOUND_LIMIT: Final = 256
+
+
+def _command_problem(
+    command: str, env: Mapping[str, str], cwd: str, *, found: dict[tuple[str, str], str]
+) -> str | None:
+    """Why ``command`` cannot be started, or None.
+
+    ``found`` remembers where a bare command name was found in a PATH: the
+    next start checks that file again (two system calls) instead of trying
+    every PATH entry before it.  A command that disappeared is looked up
+    anew; the check only has to tell a missing command from a present one,
+    the exec itself searches PATH as always.
+    """
     if not os.path.isdir(cwd):
         return f"working directory {cwd!r} does not exist"
     if "/" in command:
@@ -740,8 +754,18 @@ def _command_problem(command: str, env: Mapping[str, str], cwd: str) -> str | No
             return f"command {command!r} is not an executable file"
         return None
     search = env.get("PATH", os.defpath)
-    if shutil.which(command, path=search) is None:
+    key = (command, search)
+    known = found.get(key)
+    # shutil.which's test for a match: executable and not a directory.
+    if known is not None and os.access(known, os.X_OK) and not os.path.isdir(known):
+        return None
+    path = shutil.which(command, path=search)
+    if path is None:
+        found.pop(key, None)
         return f"command {command!r} was not found in PATH={search}"
+    if len(found) >= _FOUND_LIMIT:
+        found.clear()
+    found[key] = path
     return None
 
 
@@ -865,6 +889,7 @@ class PodRuntime:
         self._needs_adopt = self._checkpoint_path.exists()
         self._adopt_called = False
         self._boot_id = read_boot_id()
+        self._found_commands: dict[tuple[str, str], str] = {}
         self._seq = 0
         self._pods: dict[str, _Pod] = {}
         # The checkpoint, kept encoded per pod: a write re-encodes only the
@@ -1357,7 +1382,7 @@ class PodRuntime:
         argv = [*spec.command, *spec.args]
         cwd = spec.working_dir or self._config.default_working_dir
         try:
-            problem = _command_problem(argv[0], env, cwd)
+            problem = _command_problem(argv[0], env, cwd, found=self._found_commands)
             if problem is not None:
                 raise _StartFailure(problem)
             if container.cgroup is None:
@@ -1365,10 +1390,10 @@ class PodRuntime:
                     pod_uid=pod.uid, container=spec.name, limits=spec.cgroup_limits()
                 )
             container.oom_baseline = self._cgroups.oom_kills(container.cgroup)
-            launch = self._cgroups.placement_argv(container.cgroup, argv)
             log_fd = os.open(container.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
-            try:
-                popen = subprocess.Popen(
+
+            def start(launch: list[str]) -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
                     launch,
                     stdin=subprocess.DEVNULL,
                     stdout=log_fd,
@@ -1381,6 +1406,11 @@ class PodRuntime:
                     start_new_session=True,
                     close_fds=True,
                 )
+
+            try:
+                # Placement may fork from another thread; this one waits, so
+                # the spawn stays one step nothing else interleaves with.
+                popen = self._cgroups.spawn(container.cgroup, argv, start)
             finally:
                 os.close(log_fd)
         except (_StartFailure, CgroupError, OSError, subprocess.SubprocessError) as exc:
@@ -1444,10 +1474,11 @@ class PodRuntime:
         """Live members of the container's process group and of its cgroup.
 
         With a cgroup, the group is not looked for: every process of the
-        container starts inside the cgroup (the placement wrapper enters it
-        before exec, so before anything can fork) and only root can move it
-        out, so the cgroup's member list already holds the group, and killing
-        the cgroup kills it.  Only without a cgroup is all of /proc scanned.
+        container starts inside the cgroup (forked there on v1; on v2 the
+        placement wrapper enters it before exec, so before anything can
+        fork) and only root can move it out, so the cgroup's member list
+        already holds the group, and killing the cgroup kills it.  Only
+        without a cgroup is all of /proc scanned.
         """
         if container.cgroup is not None:
             return frozenset(), live_pids(self._cgroups.pids(container.cgroup))
@@ -1585,10 +1616,10 @@ class PodRuntime:
         pgid = proc.pid
         if proc.popen is not None:
             # Our own child, not reaped yet (that happens in release()): its pid,
-            # hence the group id, cannot be handed out again until then.  It may
-            # not be in its cgroup yet -- the placement wrapper enters it just
-            # after the spawn -- so membership would miss a stop right after a
-            # start, and the process would live on.
+            # hence the group id, cannot be handed out again until then.  On v2
+            # it may not be in its cgroup yet -- the placement wrapper enters it
+            # just after the spawn -- so membership would miss a stop right
+            # after a start, and the process would live on.
             alive = True
         elif container.cgroup is None:
             alive = bool(group_members(pgid))
@@ -1632,6 +1663,9 @@ class PodRuntime:
         try:
             await self._cgroups.remove_pod(
                 pod.uid,
+                # Every container's name, placed or not: a cgroup whose creation
+                # failed half-way may exist in some hierarchies.
+                containers=[container.spec.name for container in pod.containers],
                 attempts=self._config.cgroup_remove_attempts,
                 interval=self._config.cgroup_remove_interval_seconds,
             )

@@ -1,0 +1,302 @@
+"""Starting commands inside their cgroups: v1 forks from a thread placed in them, without a shell.
+
+Real cgroups (skipped where v1 is not writable), nested under the test
+process's own cgroup in each hierarchy, each test with its own base.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sluicegate.agent import checkpoint as ckpt
+from sluicegate.agent.cgroups import (
+    DEFAULT_ROOT,
+    PARENT_SELF,
+    CgroupError,
+    CgroupHandle,
+    CgroupLimits,
+    CgroupUnavailable,
+    CgroupV1,
+    NoCgroups,
+)
+from sluicegate.agent.placement import PlacementError, ThreadPlacer
+from sluicegate.agent.runtime import (
+    EXIT_CODE_START_ERROR,
+    ContainerSpec,
+    ContainerState,
+    PodPhase,
+    PodRuntime,
+    PodSpec,
+    PodStatus,
+    Reason,
+    RestartPolicy,
+    SystemClock,
+)
+
+from .conftest import FAST
+
+WAIT = 10.0
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+async def v1() -> AsyncIterator[CgroupV1]:
+    try:
+        driver = CgroupV1.setup(root=DEFAULT_ROOT, parent=PARENT_SELF, base=_unique("sluicegate-test"))
+    except CgroupUnavailable as exc:
+        pytest.skip(f"cgroup v1 is not writable here: {exc}")
+    if driver.placer is None:
+        pytest.skip("the starter thread cannot move between cgroups here; the shell wrapper is used")
+    bases = list(driver.base_dirs)
+    yield driver
+    await driver.sweep(keep=frozenset())
+    await driver.remove_base()
+    assert [str(base) for base in bases if base.exists()] == []
+
+
+def _cgroup_lines(text: str) -> dict[str, str]:
+    """controller -> path, from /proc/<pid>/cgroup (v1 lines only)."""
+    paths: dict[str, str] = {}
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller:
+                paths[controller] = path
+    return paths
+
+
+def _relative(handle: CgroupHandle, controller: str) -> str:
+    """The leaf's path as /proc/<pid>/cgroup shows it: relative to the hierarchy's mount."""
+    directory = handle.dir_for(controller)
+    assert directory is not None
+    return "/" + str(directory.relative_to(DEFAULT_ROOT / controller))
+
+
+def _thread_cgroups(tid: int) -> dict[str, str]:
+    return _cgroup_lines(Path(f"/proc/{os.getpid()}/task/{tid}/cgroup").read_text())
+
+
+def _start(stdout: int) -> Callable[[list[str]], subprocess.Popen[bytes]]:
+    def start(argv: list[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, start_new_session=True)
+
+    return start
+
+
+async def test_v1_command_starts_in_its_cgroups_as_itself(v1: CgroupV1, tmp_path: Path) -> None:
+    handle = v1.create(pod_uid="pod-a", container="main", limits=CgroupLimits(cpu_request_millicores=100))
+    before = _thread_cgroups(threading.get_native_id())
+    out = tmp_path / "out"
+    with open(out, "wb") as sink:
+        proc = v1.spawn(handle, ["cat", "/proc/self/cgroup"], _start(sink.fileno()))
+    assert proc.wait(timeout=WAIT) == 0
+    seen = _cgroup_lines(out.read_text())
+    controllers = [name for name, _ in handle.paths]
+    # No shell ran first: the child is the command itself, already in every leaf.
+    assert (proc.args, {c: seen[c] for c in controllers}) == (
+        ["cat", "/proc/self/cgroup"],
+        {c: _relative(handle, c) for c in controllers},
+    )
+    # The starter thread went home, and the calling thread never moved.
+    assert v1.placer is not None
+    (placer_tid,) = v1.placer.thread_ids()
+    assert (_thread_cgroups(placer_tid), _thread_cgroups(threading.get_native_id())) == (before, before)
+    # What this thread forks next (a probe, say) is not in the pod's cgroup.
+    after = subprocess.run(["cat", "/proc/self/cgroup"], capture_output=True, text=True, timeout=WAIT, check=True)
+    assert {c: _cgroup_lines(after.stdout)[c] for c in controllers} == {c: before[c] for c in controllers}
+
+
+@pytest.mark.parametrize(
+    ("cpu_limit_millicores", "starts_with"),
+    [
+        pytest.param(None, "cat", id="no-cpu-limit-thread"),
+        pytest.param(1000, "cat", id="one-cpu-thread"),
+        pytest.param(50, "/bin/sh", id="tiny-quota-wrapper"),
+    ],
+)
+async def test_v1_tiny_cpu_quotas_start_through_the_wrapper(
+    v1: CgroupV1, tmp_path: Path, cpu_limit_millicores: int | None, starts_with: str
+) -> None:
+    # A thread throttled inside a tiny quota would stall every start; the
+    # wrapper pays for its exec out of the container's own quota instead.
+    handle = v1.create(
+        pod_uid="pod-q", container="main", limits=CgroupLimits(cpu_limit_millicores=cpu_limit_millicores)
+    )
+    if handle.dir_for("cpu") is None:
+        pytest.skip("no v1 cpu hierarchy here")
+    out = tmp_path / "out"
+    with open(out, "wb") as sink:
+        proc = v1.spawn(handle, ["cat", "/proc/self/cgroup"], _start(sink.fileno()))
+    assert proc.wait(timeout=WAIT) == 0
+    seen = _cgroup_lines(out.read_text())
+    controllers = [name for name, _ in handle.paths]
+    assert (proc.args[0], {c: seen[c] for c in controllers}) == (
+        starts_with,
+        {c: _relative(handle, c) for c in controllers},
+    )
+
+
+async def test_v1_failed_placement_does_not_run_the_command(v1: CgroupV1, tmp_path: Path) -> None:
+    handle = v1.create(pod_uid="pod-b", container="main", limits=CgroupLimits())
+    # The first hierarchy is entered, a later one is missing (all are, with one hierarchy).
+    keep = 1 if len(handle.dir_names) > 1 else 0
+    bogus = CgroupHandle(
+        pod_uid="pod-b",
+        container="gone",
+        paths=tuple(
+            (name, directory if directory in handle.dir_names[:keep] else f"{directory}-missing")
+            for name, directory in handle.paths
+        ),
+    )
+    marker = tmp_path / "ran"
+    with pytest.raises(CgroupError) as raised:
+        v1.spawn(bogus, ["touch", str(marker)], _start(subprocess.DEVNULL))
+    assert (raised.value.operation, marker.exists()) == ("place", False)
+    # It came back from the memory leaf it had entered before the failure.
+    assert v1.placer is not None
+    (placer_tid,) = v1.placer.thread_ids()
+    assert _thread_cgroups(placer_tid) == _thread_cgroups(threading.get_native_id())
+    assert v1.pids(handle) == frozenset()
+
+
+def test_an_unusable_home_is_reported_before_anything_starts(tmp_path: Path) -> None:
+    placer = ThreadPlacer(hierarchies=[("memory", tmp_path)], cgroup_file=tmp_path / "no-such-file")
+    marker = tmp_path / "ran"
+    with pytest.raises(PlacementError):
+        placer.run([], lambda: marker.touch())
+    assert (marker.exists(), placer.thread_ids()) == (False, ())
+
+
+def test_an_idle_starter_thread_ends_and_another_takes_over(tmp_path: Path) -> None:
+    cgroup_file = tmp_path / "cgroup"
+    cgroup_file.write_text("4:memory:/\n")
+    (tmp_path / "tasks").write_text("")
+    placer = ThreadPlacer(hierarchies=[("memory", tmp_path)], idle_seconds=0.01, cgroup_file=cgroup_file)
+    assert placer.run([], lambda: "first") == "first"
+    (first,) = [t for t in threading.enumerate() if t.native_id in placer.thread_ids()]
+    first.join(timeout=WAIT)
+    assert (first.is_alive(), placer.thread_ids()) == (False, ())
+    assert placer.run([], lambda: "second") == "second"
+    assert len(placer.thread_ids()) == 1
+
+
+async def test_remove_pod_with_names_still_removes_leaves_it_was_not_told_of(v1: CgroupV1) -> None:
+    for container in ("a", "b"):
+        v1.create(pod_uid="pod-c", container=container, limits=CgroupLimits())
+    await v1.remove_pod("pod-c", containers=["a", "never-created"], attempts=3, interval=0.01)
+    assert (v1.pod_uids(), [base / "pod-c" for base in v1.base_dirs if (base / "pod-c").exists()]) == (
+        frozenset(),
+        [],
+    )
+
+
+# --- through the runtime ----------------------------------------------------------
+
+
+class GateClock(SystemClock):
+    """Real timestamps; each restart back-off waits until the test lets one through."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.gate.wait()
+        self.gate.clear()
+
+
+async def _runtime(directory: Path, driver: CgroupV1, clock: SystemClock) -> PodRuntime:
+    directory.mkdir(parents=True, exist_ok=True)
+    runtime = PodRuntime(data_dir=directory, cgroups=driver, config=FAST, clock=clock)
+    await runtime.adopt(ckpt.load(ckpt.path_for(directory)))
+    return runtime
+
+
+async def _finish(runtime: PodRuntime) -> None:
+    for status in runtime.pods():
+        if not status.finished:
+            await runtime.stop(status.uid, grace_seconds=0)
+    await runtime.close()
+
+
+def _waiting_after(reason: Reason) -> Callable[[PodStatus], bool]:
+    def check(status: PodStatus) -> bool:
+        main = status.container("main")
+        last = main.last_termination
+        return main.state is ContainerState.WAITING and last is not None and last.reason is reason
+
+    return check
+
+
+async def test_runtime_reports_a_failed_placement_as_a_start_error(v1: CgroupV1, tmp_path: Path) -> None:
+    clock = GateClock()
+    runtime = await _runtime(tmp_path / "agent", v1, clock)
+    marker = tmp_path / "runs"
+    spec = PodSpec(
+        uid="pod-d",
+        name="test",
+        restart_policy=RestartPolicy.ON_FAILURE,
+        containers=(ContainerSpec(name="main", command=("sh", "-c", f"echo run >> {marker}; exit 3")),),
+    )
+    try:
+        await runtime.run(spec)
+        await runtime.wait_for(spec.uid, _waiting_after(Reason.ERROR), timeout=WAIT)
+        # An operator removed the container's (empty) cgroups while it waited to restart.
+        for directory in v1.base_dirs:
+            os.rmdir(directory / "pod-d" / "main")
+        clock.gate.set()
+        await runtime.wait_for(spec.uid, _waiting_after(Reason.START_ERROR), timeout=WAIT)
+        status = await runtime.stop(spec.uid, grace_seconds=0)
+        end = status.container("main").terminated
+        assert end is not None
+        assert (status.phase, end.reason, end.exit_code, end.message.startswith("cgroup place at"), marker.read_text()) == (
+            PodPhase.FAILED,
+            Reason.START_ERROR,
+            EXIT_CODE_START_ERROR,
+            True,
+            "run\n",
+        )
+    finally:
+        await _finish(runtime)
+
+
+async def test_a_command_that_disappears_is_a_start_error_again(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    config = replace(FAST, base_env=(("PATH", str(bin_dir)),))
+    directory = tmp_path / "agent"
+    directory.mkdir()
+    runtime = PodRuntime(data_dir=directory, cgroups=NoCgroups(), config=config)
+    await runtime.adopt(None)
+
+    def spec(uid: str) -> PodSpec:
+        return PodSpec(uid=uid, name="test", containers=(ContainerSpec(name="main", command=("tool",)),))
+
+    try:
+        first = await runtime.wait((await runtime.run(spec("first"))).uid, timeout=WAIT)
+        tool.unlink()
+        second = await runtime.wait((await runtime.run(spec("second"))).uid, timeout=WAIT)
+        second_end = second.container("main").terminated
+        assert second_end is not None
+        assert (first.phase, second.phase, second_end.reason, second_end.message) == (
+            PodPhase.SUCCEEDED,
+            PodPhase.FAILED,
+            Reason.START_ERROR,
+            f"command 'tool' was not found in PATH={bin_dir}",
+        )
+    finally:
+        await _finish(runtime)
