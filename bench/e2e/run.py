@@ -293,6 +293,12 @@ def main() -> None:
             result["peak_rss_mib"] = {k: round(v / 2**20, 1) for k, v in rss.peak.items()}
             # CPU (user+sys) each process spent, per job: where the two cores went.
             result["cpu_ms_per_job"] = {k: round(sum(p.cpu_times()[:2]) * 1000 / ns.jobs, 2) for k, p in rss.procs.items()}
+            # What the pods' processes (and any wrapper exec'd before them) used,
+            # as the kernel charged it to the agent that reaped them.
+            for k, p in rss.procs.items():
+                if k != "controller":
+                    t = p.cpu_times()
+                    result["cpu_ms_per_job"][f"{k}-pods"] = round((t.children_user + t.children_system) * 1000 / ns.jobs, 2)
             bench_cpu = psutil.Process().cpu_times()
             result["cpu_ms_per_job"]["bench"] = round((bench_cpu.user + bench_cpu.system) * 1000 / ns.jobs, 2)
             result["machine"] = f"{os.cpu_count()} cpus, {round(psutil.virtual_memory().total / 2**30)} GiB"
