@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sluicegate.common.heapgc import HEAP_GC  # noqa: E402
 from sluicegate.controller.manager import Manager  # noqa: E402
 from sluicegate.controller.store import open_store  # noqa: E402
 from sluicegate.controller.store.memory import MemoryStore  # noqa: E402
@@ -60,6 +61,8 @@ def main() -> None:
     p.add_argument("--nominal", type=int, default=20, help="cpus of nominal quota per ClusterQueue")
     p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
     ns = p.parse_args()
+    # The collector policy the controller process runs with.
+    HEAP_GC.install()
 
     tmp = tempfile.TemporaryDirectory()
     store = open_store(str(Path(tmp.name) / "bench.db")) if ns.store == "sqlite" else MemoryStore()

@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from sluicegate.common.heapgc import HEAP_GC
 from sluicegate.common.health import HealthServer
 from sluicegate.common.metrics import Registry
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
@@ -60,6 +61,10 @@ def controller_metrics(manager: Manager) -> Registry:
                        labelnames=("result",))
     reg.callback_gauge("sluicegate_workloads", "Workloads known to the controller.",
                        collect=lambda: [((), float(len(cache.workloads)))])
+    reg.callback_gauge("sluicegate_gc_full_collections", "Full garbage collections since start (see common/heapgc.py).",
+                       collect=lambda: [((), float(HEAP_GC.full_collections))])
+    reg.callback_gauge("sluicegate_gc_full_collection_seconds", "Seconds spent in full garbage collections since start.",
+                       collect=lambda: [((), HEAP_GC.full_seconds)])
     return reg
 
 
@@ -144,7 +149,8 @@ async def serve(
                     await asyncio.sleep(period)
                     manager.tick()
 
-            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler(), "timers": timers()}
+            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler(), "timers": timers(),
+                     "gc": HEAP_GC.rescans()}
             period = watchdog_interval()
             if period is not None:
                 tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
@@ -190,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
     ns = parser.parse_args(argv)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # The process's, not serve()'s: in-process users keep their own collector settings.
+    HEAP_GC.install()
     try:
         return asyncio.run(_main(ns))
     except (SettingsError, StoreError) as exc:
