@@ -90,18 +90,41 @@ def start(args: list[str], log: Path, ready: Path, timeout: float = 30.0) -> tup
     raise SystemExit(f"{args[0]} not ready in {timeout}s")
 
 
-def remove_cgroup_bases(suffix: str, root: Path = Path("/sys/fs/cgroup")) -> None:
-    """Remove the (by now empty) cgroup trees the bench's agents created, deepest first."""
-    for base in sorted(root.glob(f"*/sg-bench-*-{suffix}")) + sorted(root.glob(f"sg-bench-*-{suffix}")):
-        for d in sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-        try:
-            base.rmdir()
-        except OSError:
-            pass
+def remove_cgroup_bases(suffix: str, root: Path = Path("/sys/fs/cgroup"), *, deadline_s: float = 5.0) -> None:
+    """Remove the cgroup trees the bench's agents created, deepest first.
+
+    Pods outlive an agent that exits (a restarted agent adopts them), so a
+    pod still running at the end -- its stop was not through when the agents
+    were told to exit -- is killed here: these trees belong to this run only.
+    The kernel frees a cgroup a moment after its last process is reaped
+    (rmdir says EBUSY until then), so removal is retried until the deadline.
+    """
+    deadline = time.monotonic() + deadline_s
+    for _ in range(int(deadline_s / 0.05) + 1):  # bounded in count and time
+        bases = sorted(root.glob(f"*/sg-bench-*-{suffix}")) + sorted(root.glob(f"sg-bench-*-{suffix}"))
+        left = False
+        for base in bases:
+            dirs = sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+            for d in dirs:
+                try:
+                    pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
+                except (OSError, ValueError):
+                    pids = []
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            for d in [*dirs, base]:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    left = True
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)  # waiting for the kernel to free a cgroup, bounded above
 
 
 class PeakRSS:
