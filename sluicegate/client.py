@@ -239,9 +239,9 @@ class Client:
     async def create_workload(self, document: Document) -> tuple[dict[str, Any], bool]:
         """Create one workload; returns it and whether it is new (False: it existed by that name).
 
-        Creations share one CreateStream call (see CREATE_CALLS_IN_FLIGHT):
-        a lone creation goes out at once, and those that queue meanwhile go
-        out together.  The server answers each as its own Create, after its
+        Creations share one CreateStream call: a lone creation goes out at
+        once, and those that queue meanwhile go out together (against an
+        older server, Create/CreateMany calls; see CREATE_CALLS_IN_FLIGHT).  The server answers each as its own Create, after its
         write committed.
         """
         req = workloads_pb2.CreateWorkloadRequest(

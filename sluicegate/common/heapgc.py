@@ -76,8 +76,6 @@ class HeapGc:
         """Unfreeze everything and collect it once; the survivors are frozen again.  Returns what was freed."""
         gc.unfreeze()
         freed = gc.collect()
-        if not self.installed:
-            return freed
         log.debug("full rescan: %d unreachable objects freed, %d frozen", freed, gc.get_freeze_count())
         return freed
 

@@ -136,19 +136,19 @@ class _StreamSession:
 
     def send_held(self) -> None:
         """Queue the held-back ForgetPods now."""
-        if self._later_timer is not None:
-            self._later_timer.cancel()
-            self._later_timer = None
-        held, self._later = self._later, []
-        for msg in held:
+        for msg in self._take_held():
             self._put(msg)
 
     def close(self) -> None:
         """The stream is over: held messages are dropped with it."""
+        self._take_held()
+
+    def _take_held(self) -> list[agent_pb2.ControllerMessage]:
         if self._later_timer is not None:
             self._later_timer.cancel()
             self._later_timer = None
-        self._later = []
+        held, self._later = self._later, []
+        return held
 
     def _put(self, msg: agent_pb2.ControllerMessage) -> None:
         if self.broken:

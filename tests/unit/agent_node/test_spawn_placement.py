@@ -95,17 +95,21 @@ def _start(stdout: int) -> Callable[[list[str]], subprocess.Popen[bytes]]:
     return start
 
 
-async def test_v1_command_starts_in_its_cgroups_as_itself(v1: CgroupV1, tmp_path: Path) -> None:
-    handle = v1.create(pod_uid="pod-a", container="main", limits=CgroupLimits(cpu_request_millicores=100))
-    before = _thread_cgroups(threading.get_native_id())
+def _spawn_cat(v1: CgroupV1, handle: CgroupHandle, tmp_path: Path) -> tuple[list[str], dict[str, str], list[str]]:
+    """Spawn ``cat /proc/self/cgroup`` in ``handle``; its argv, the cgroups it saw, and the handle's controllers."""
     out = tmp_path / "out"
     with open(out, "wb") as sink:
         proc = v1.spawn(handle, ["cat", "/proc/self/cgroup"], _start(sink.fileno()))
     assert proc.wait(timeout=WAIT) == 0
-    seen = _cgroup_lines(out.read_text())
-    controllers = [name for name, _ in handle.paths]
+    return list(proc.args), _cgroup_lines(out.read_text()), [name for name, _ in handle.paths]  # type: ignore[arg-type]
+
+
+async def test_v1_command_starts_in_its_cgroups_as_itself(v1: CgroupV1, tmp_path: Path) -> None:
+    handle = v1.create(pod_uid="pod-a", container="main", limits=CgroupLimits(cpu_request_millicores=100))
+    before = _thread_cgroups(threading.get_native_id())
+    args, seen, controllers = _spawn_cat(v1, handle, tmp_path)
     # No shell ran first: the child is the command itself, already in every leaf.
-    assert (proc.args, {c: seen[c] for c in controllers}) == (
+    assert (args, {c: seen[c] for c in controllers}) == (
         ["cat", "/proc/self/cgroup"],
         {c: _relative(handle, c) for c in controllers},
     )
@@ -136,13 +140,8 @@ async def test_v1_tiny_cpu_quotas_start_through_the_wrapper(
     )
     if handle.dir_for("cpu") is None:
         pytest.skip("no v1 cpu hierarchy here")
-    out = tmp_path / "out"
-    with open(out, "wb") as sink:
-        proc = v1.spawn(handle, ["cat", "/proc/self/cgroup"], _start(sink.fileno()))
-    assert proc.wait(timeout=WAIT) == 0
-    seen = _cgroup_lines(out.read_text())
-    controllers = [name for name, _ in handle.paths]
-    assert (proc.args[0], {c: seen[c] for c in controllers}) == (
+    args, seen, controllers = _spawn_cat(v1, handle, tmp_path)
+    assert (args[0], {c: seen[c] for c in controllers}) == (
         starts_with,
         {c: _relative(handle, c) for c in controllers},
     )
