@@ -24,3 +24,11 @@ class InvalidArgument(ControllerError):
 
 class FailedPrecondition(ControllerError):
     """The request is valid but the current state forbids it (e.g. deleting a queue in use)."""
+
+
+class Unauthenticated(ControllerError):
+    """The caller proved no identity (no valid certificate or token)."""
+
+
+class PermissionDenied(ControllerError):
+    """The caller is known but may not do this; the message names user, verb, kind and namespace."""

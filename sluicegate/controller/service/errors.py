@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, NotFound
+from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from sluicegate.controller.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -24,6 +24,10 @@ def status_for(exc: Exception) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.NOT_FOUND, str(exc)
     if isinstance(exc, FailedPrecondition):
         return grpc.StatusCode.FAILED_PRECONDITION, str(exc)
+    if isinstance(exc, Unauthenticated):
+        return grpc.StatusCode.UNAUTHENTICATED, str(exc)
+    if isinstance(exc, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED, str(exc)
     if isinstance(exc, StoreError):
         return grpc.StatusCode.UNAVAILABLE, f"store unavailable, nothing was changed: {exc}"
     return grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
@@ -36,7 +40,7 @@ def handled(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
         try:
             return await fn(self, request, context)
-        except (InvalidArgument, NotFound, FailedPrecondition, StoreError) as exc:
+        except (InvalidArgument, NotFound, FailedPrecondition, Unauthenticated, PermissionDenied, StoreError) as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
         except Exception as exc:
