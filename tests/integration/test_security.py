@@ -247,3 +247,40 @@ def test_plaintext_on_a_routable_address_is_refused_unless_insecure(tmp_path: Pa
     res = run("-m", "sluicegate.controller.server", "--store", str(tmp_path / "c.db"), "--listen", "0.0.0.0:0",
               "--health-listen", "127.0.0.1:0")
     assert res.returncode == 2 and "listen: 0.0.0.0:0 is not a loopback address" in res.stderr
+
+
+def test_an_agent_renews_its_certificate_when_due_and_reconnects_with_it(tls: Tls, tmp_path: Path) -> None:
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    a_dir = tmp_path / "agent-node-r"
+    assert tls.join("node-r", tls.token(), a_dir).returncode == 0
+    # Replace the node's certificate with one two thirds through a short life: renewal is due now.
+    ca_key = pki.load_key((tls.pki / "ca.key").read_bytes())
+    ca_cert = pki.load_cert((tls.pki / "ca.crt").read_bytes())
+    key = pki.new_key()
+    now = dt.datetime.now(dt.timezone.utc)
+    short = (x509.CertificateBuilder().subject_name(x509.Name([
+        x509.NameAttribute(x509.oid.NameOID.ORGANIZATION_NAME, "system:nodes"),
+        x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "system:node:node-r")]))
+        .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=20)).not_valid_after(now + dt.timedelta(minutes=10))
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256()))
+    (a_dir / "pki" / "node.pem").write_bytes(pki.key_pem(key) + pki.cert_pem(short))
+    agent = Agent(tmp_path, tls.controller.address, "node-r").start()
+    try:
+        def renewed() -> bool:
+            _, cert = read_pem(a_dir / "pki" / "node.pem")
+            return pki.load_cert(cert).serial_number != short.serial_number
+        wait_for("the agent renewed its certificate", renewed, timeout=30)
+        _, cert = read_pem(a_dir / "pki" / "node.pem")
+        info = pki.info(pki.load_cert(cert))
+        assert info.common_name == "system:node:node-r" and info.not_after - info.not_before > 300 * 86400
+        wait_for("the agent registered again with the new certificate",
+                 lambda: agent.log.read_text().count("registered with controller") >= 2, timeout=30)
+        assert [n["name"] for n in tls.get("nodes")["items"]] == ["node-r"]
+    finally:
+        agent.stop()
