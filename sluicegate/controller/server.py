@@ -29,6 +29,7 @@ from sluicegate.common.supervise import DEFAULT_HARD_DEADLINE, arm_hard_deadline
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
+from sluicegate.controller.service.gate import gate_from_settings, install_sighup
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
@@ -94,12 +95,14 @@ async def serve(
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
 
+        gate = gate_from_settings(settings)  # authz + audit; SIGHUP reloads the policy
+        undo_sighup = install_sighup(gate)
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS])
-        objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager), server)
-        workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager), server)
+        objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager, gate), server)
+        workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager, gate), server)
         agent_pb2_grpc.add_AgentLinkServicer_to_server(
             AgentLinkServicer(manager, heartbeat_interval=settings.agent_heartbeat_interval), server)
-        agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager), server)
+        agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager, gate), server)
         grpc_health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(grpc_health, server)
         host, port = split_hostport(settings.listen, key="listen")
@@ -157,6 +160,8 @@ async def serve(
             return await supervise(tasks, stop=stop, on_stopping=stopping)
         finally:
             await health_server.stop()
+            undo_sighup()
+            gate.close()
     finally:
         store.close()
 

@@ -12,6 +12,8 @@ Every key is optional; unknown keys are errors that name the key.
     placement: true                 # false: quota-only mode, admitted workloads are not run
     finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
+    authorizationPolicy: /etc/sluicegate/policy.yaml   # role bindings (security/authz.py); none: only system:masters
+    auditLog: /var/lib/sluicegate/audit.log   # default: audit.log beside the store; "" turns it off
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class ControllerSettings:
     finished_retention: float | None = 86400.0
     grpc_grace: float = 5.0
     config: ControllerConfig = field(default_factory=ControllerConfig)
+    authorization_policy: str = ""
+    # None: audit.log in the store's directory; "": no audit log.
+    audit_log: str | None = None
 
 
 _KEYS = {
@@ -56,6 +61,8 @@ _KEYS = {
     "agentHeartbeatInterval": ("agent_heartbeat_interval", "duration"),
     "placement": ("placement", bool),
     "finishedRetention": ("finished_retention", "duration"),
+    "authorizationPolicy": ("authorization_policy", str),
+    "auditLog": ("audit_log", str),
 }
 
 
@@ -106,7 +113,24 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
     split_hostport(s.health_listen, key="healthListen")
     if s.configuration_path:
         s = replace(s, config=load_configuration(s.configuration_path))
+    if s.authorization_policy:
+        from sluicegate.security.authz import PolicyError, load_policy
+
+        try:
+            load_policy(s.authorization_policy)
+        except PolicyError as exc:
+            raise SettingsError(f"authorizationPolicy: {exc}") from exc
+    if s.audit_log is None:
+        s = replace(s, audit_log=default_audit_log(s.store))
     return s
+
+
+def default_audit_log(store: str) -> str:
+    """audit.log beside the store's file; none for an in-memory store."""
+    path = store.removeprefix("sqlite://")
+    if not path or path == ":memory:" or "://" in path:
+        return ""
+    return str(Path(path).parent / "audit.log")
 
 
 def load_configuration(path: str) -> ControllerConfig:
