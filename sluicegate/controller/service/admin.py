@@ -10,6 +10,7 @@ from sluicegate.controller.service.codec import documents_from_proto, object_to_
 from sluicegate.controller.service.errors import handled
 from sluicegate.controller.service.gate import Gate
 from sluicegate.manifest.decode import decode
+from sluicegate.manifest.dialect import peek_identity
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.security.audit import ERROR, AuditRecord
@@ -52,10 +53,15 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         # Each valid document's object and verb; an invalid one fails the whole
         # apply in the manager (all or nothing) and so is checked for nothing.
         checks: list[tuple[str, str, str, str]] = []
+        invalid: list[tuple[str, str, str, str]] = []  # audited as what they seemed to be
         for doc in docs:
             ref = _applied_ref(doc)
             if ref is not None:
                 checks.append(("update" if self._exists(*ref) else "create", *ref))
+            else:
+                kind, name = peek_identity(doc.body)
+                ns, _, short = name.rpartition("/")
+                invalid.append(("apply", kind, ns, short))
         denied = [c for c in checks if not self.gate.allowed(p, c[0], c[1], c[2])]
         if denied:
             self._audit_denied_apply(p, checks, denied, context)
@@ -64,7 +70,7 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         try:
             results = self.m.apply(docs, dry_run=request.dry_run)
         except Exception as exc:
-            self.gate.audit_many([self.gate.record(p, v, k, ns, n, context, exc=exc) for v, k, ns, n in checks])
+            self.gate.audit_many([self.gate.record(p, v, k, ns, n, context, exc=exc) for v, k, ns, n in checks + invalid])
             raise
         verbs = {(k, ns, n): v for v, k, ns, n in checks}
         prefix = "dry run: " if request.dry_run else ""

@@ -315,6 +315,10 @@ async def test_apply_is_checked_per_document_and_all_or_nothing(api: Api) -> Non
     await api.admin.Delete(objects_pb2.ObjectRef(kind="LocalQueue", namespace="team-a", name="lq2"), metadata=ALICE)
     await denied(api.admin.Apply(req(lq % "team-b"), metadata=ALICE))
     await api.admin.Apply(req(cq), metadata=ROOT)
+    with pytest.raises(grpc.aio.AioRpcError) as e:  # invalid: nothing applied, still audited
+        await api.admin.Apply(req(lq % "team-a", (lq % "team-a").replace("lq2", "lq3").replace("clusterQueue", "clusterQ")),
+                              metadata=ALICE)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     got = [(r["user"], r["verb"], r["kind"], r["namespace"], r["name"], r["outcome"], r.get("detail", ""))
            for r in api.audit()[before:]]
     assert got == [
@@ -327,7 +331,10 @@ async def test_apply_is_checked_per_document_and_all_or_nothing(api: Api) -> Non
         ("alice", "delete", "LocalQueue", "team-a", "lq2", "allowed", ""),
         ("alice", "create", "LocalQueue", "team-b", "lq2", "denied", ""),
         ("root", "create", "Cohort", "", "c1", "allowed", "created"),
+        ("alice", "create", "LocalQueue", "team-a", "lq2", "error", ""),
+        ("alice", "apply", "LocalQueue", "team-a", "lq3", "error", ""),
     ]
+    assert {r.get("code") for r in api.audit()[-2:]} == {"INVALID_ARGUMENT"}
 
 
 async def test_reload_changes_the_outcome_and_a_bad_file_keeps_the_old_policy(api: Api, caplog: pytest.LogCaptureFixture) -> None:
