@@ -282,9 +282,6 @@ class Authorizer:
         new = load_policy(self.path)
         self.policy, self._cache = new, {}
 
-    def set_policy(self, policy: Policy) -> None:
-        self.policy, self._cache = policy, {}
-
     def grants(self, p: Principal) -> Grants:
         key = (p.user, p.groups)
         g = self._cache.get(key)

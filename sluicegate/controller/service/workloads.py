@@ -125,7 +125,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             refs.append((ns, name))
         try:
             # A store failure raises here and fails the whole request: nothing was stored.
-            created = iter(self.m.create_workloads(docs) if docs else ())
+            created = iter(self.m.create_workloads(docs))
         except Exception as exc:
             gate.audit_many([r for r in early if r is not None]
                             + [gate.record(p, "create", "Workload", ns, name, context, exc=exc) for ns, name in refs])
