@@ -256,10 +256,16 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
     async def Logs(self, request: agent_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.LogLine]:
         try:
             ns = request.namespace or "default"
-            self.gate.authorize(self.gate.authenticate(context), "logs", "Workload", ns, request.workload, context)
+            p = self.gate.authenticate(context)
+            self.gate.authorize(p, "logs", "Workload", ns, request.workload, context)
+            authorizer = self.gate.authorizer
+            policy = authorizer.policy
             async for pod, container, data in self.m.fleet.logs(
                 ns, request.workload, request.pod, request.container, request.follow
             ):
+                if authorizer.policy is not policy:  # reloaded while following: ask again
+                    policy = authorizer.policy
+                    self.gate.authorize(p, "logs", "Workload", ns, request.workload, context)
                 yield agent_pb2.LogLine(pod=pod, container=container, data=data)
         except Exception as exc:  # mapped once, here
             if isinstance(exc, asyncio.CancelledError):

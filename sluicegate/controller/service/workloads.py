@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument
+from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, PermissionDenied
 from sluicegate.controller.manager import Manager, parse_label_selector
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import handled, status_for
@@ -199,15 +199,28 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         except ControllerError as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
+        authorizer = self.gate.authorizer
+        policy = authorizer.policy
+        # Set when a policy reload narrowed what this watch may see (the
+        # manager still filters by the set it was started with).
+        narrowed: frozenset[str] | None = None
         try:
             async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial,
                                                     max_batch=max_batch, namespaces=visible):
+                if authorizer.policy is not policy:
+                    # SIGHUP changed the policy: ask again (PERMISSION_DENIED ends the watch).
+                    policy = authorizer.policy
+                    narrowed = self._visible(p, "watch", request.namespace, request.name, context)
+                if narrowed is not None:
+                    batch = [ev for ev in batch if ev.workload.namespace in narrowed]
+                    if not batch:
+                        continue
                 first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
                 if len(batch) > 1:
                     first.more.extend(
                         workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:])
                 yield first
-        except FailedPrecondition as exc:
+        except (FailedPrecondition, PermissionDenied) as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
 

@@ -367,3 +367,24 @@ async def test_group_bindings_and_unauthenticated_callers(api: Api) -> None:
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     node = who("system:node:n1", "system:nodes")
     await denied(api.nodes.List(agent_pb2.ListNodesRequest(), metadata=node))
+
+
+async def test_a_policy_reload_narrows_open_watches_and_log_streams_too(api: Api) -> None:
+    w = api.workloads
+    api.policy.write_text(POLICY.replace("[team-a]", "[team-a, team-c]"))
+    api.authorizer.reload()
+    stream = w.Watch(workloads_pb2.WatchWorkloadsRequest(send_initial=True), metadata=ALICE)
+    assert (await stream.read()).workload.name == "a1"
+    api.policy.write_text(POLICY.replace("[team-a]", "[team-c]"))
+    api.authorizer.reload()
+    for name, ns in (("a2", "team-a"), ("c1", "team-c")):
+        await w.Create(workloads_pb2.CreateWorkloadRequest(document=wl_doc(name, ns)), metadata=ROOT)
+    nxt = await stream.read()
+    assert [(e.workload.namespace, e.workload.name) for e in (nxt, *nxt.more)] == [("team-c", "c1")]
+    api.policy.write_text("bindings: []\n")
+    api.authorizer.reload()
+    await w.Create(workloads_pb2.CreateWorkloadRequest(document=wl_doc("c2", "team-c")), metadata=ROOT)
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await stream.read()
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert e.value.details() == 'user "alice" (groups: dev) may not watch Workload in all namespaces'
