@@ -22,13 +22,16 @@ from typing import Any
 
 import grpc
 
-from sluicegate.controller.errors import PermissionDenied
+from sluicegate.controller.errors import PermissionDenied, Unauthenticated
 from sluicegate.controller.service.errors import status_for
 from sluicegate.security.audit import ALLOWED, DENIED, ERROR, AuditLog, AuditRecord
 from sluicegate.security.authz import Authorizer, PolicyError, denial_message
 from sluicegate.security.identity import Authenticator, OpenAuthenticator, Principal
 
 log = logging.getLogger(__name__)
+
+# The audit log's "user" of a call that proved no identity.
+_NOBODY = Principal("")
 
 
 def _peer(context: Any) -> str:
@@ -52,11 +55,17 @@ class Gate:
     # ------------------------------------------------------------ who
 
     def authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
-        """The caller, or Unauthenticated (raised by the authenticator)."""
+        """The caller, or Unauthenticated (raised by the authenticator; audited with the peer's address)."""
         a = self.authenticator
         if type(a) is OpenAuthenticator:
             return a.authenticate({}, ())
-        return a.authenticate(dict(context.auth_context()), tuple(context.invocation_metadata() or ()))
+        try:
+            return a.authenticate(dict(context.auth_context()), tuple(context.invocation_metadata() or ()))
+        except Unauthenticated as exc:
+            if self.audit_log is not None:  # who and what are unknown; where from is not
+                self.audit_log.record(AuditRecord(
+                    _NOBODY, "", "", "", "", DENIED, _peer(context), code="UNAUTHENTICATED", message=str(exc)))
+            raise
 
     # ------------------------------------------------------------ may they
 

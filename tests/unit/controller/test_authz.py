@@ -361,6 +361,9 @@ async def test_group_bindings_and_unauthenticated_callers(api: Api) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as e:
         await api.workloads.List(workloads_pb2.ListWorkloadsRequest())
     assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    last = api.audit()[-1]
+    assert (last["user"], last["outcome"], last["code"], last["message"]) == ("", "denied", "UNAUTHENTICATED", "no x-test-user header")
+    assert last["source"].startswith("ipv4:127.0.0.1:")
     with pytest.raises(grpc.aio.AioRpcError) as e:
         async for _ in api.workloads.Watch(workloads_pb2.WatchWorkloadsRequest()):
             pass
