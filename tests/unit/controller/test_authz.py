@@ -7,6 +7,7 @@ certificate or token).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -391,3 +392,25 @@ async def test_a_policy_reload_narrows_open_watches_and_log_streams_too(api: Api
         await stream.read()
     assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert e.value.details() == 'user "alice" (groups: dev) may not watch Workload in all namespaces'
+
+
+async def test_a_followed_log_stream_ends_when_a_reload_takes_the_right_away(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def fake_logs(namespace: str, workload: str, pod: str, container: str, follow: bool) -> AsyncIterator[tuple[str, str, bytes]]:
+        # Stands in for an agent's followed pod log: one line per put.
+        assert (namespace, workload, follow) == ("team-a", "a1", True)
+        while True:
+            yield "a1-0", "c", await lines.get()
+
+    monkeypatch.setattr(api.manager.fleet, "logs", fake_logs)
+    stream = api.nodes.Logs(agent_pb2.LogsRequest(namespace="team-a", workload="a1", follow=True), metadata=ALICE)
+    lines.put_nowait(b"one\n")
+    assert (await stream.read()).data == b"one\n"
+    api.policy.write_text(POLICY.replace("[team-a]", "[team-c]"))
+    api.authorizer.reload()
+    lines.put_nowait(b"two\n")
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await stream.read()
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert e.value.details() == 'user "alice" (groups: dev) may not logs Workload in namespace "team-a"'
