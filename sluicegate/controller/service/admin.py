@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from sluicegate.controller.errors import NotFound, PermissionDenied
+from sluicegate.controller.errors import InvalidArgument, NotFound, PermissionDenied
 from sluicegate.controller.manager import KIND_OF, NAMESPACED, Manager, canonical_kind, parse_label_selector, ref_of
 from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
 from sluicegate.controller.service.errors import handled
@@ -49,7 +49,11 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
     @handled
     async def Apply(self, request: objects_pb2.ApplyRequest, context: grpc.aio.ServicerContext) -> objects_pb2.ApplyResponse:
         p = self.gate.authenticate(context)
-        docs = documents_from_proto(request.documents)
+        try:
+            docs = documents_from_proto(request.documents)
+        except InvalidArgument as exc:  # text that does not parse: nothing to name but the attempt
+            self.gate.audit(p, "apply", "", "", "", context, exc=exc)
+            raise
         # Each valid document's object and verb; an invalid one fails the whole
         # apply in the manager (all or nothing) and so is checked for nothing.
         checks: list[tuple[str, str, str, str]] = []
@@ -64,7 +68,7 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
                 invalid.append(("apply", kind, ns, short))
         denied = [c for c in checks if not self.gate.allowed(p, c[0], c[1], c[2])]
         if denied:
-            self._audit_denied_apply(p, checks, denied, context)
+            self._audit_denied_apply(p, checks + invalid, denied, context)
             verb, kind, ns, _ = denied[0]
             raise self.gate.denied_error(p, verb, kind, ns)
         try:

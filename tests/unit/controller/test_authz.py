@@ -320,6 +320,9 @@ async def test_apply_is_checked_per_document_and_all_or_nothing(api: Api) -> Non
         await api.admin.Apply(req(lq % "team-a", (lq % "team-a").replace("lq2", "lq3").replace("clusterQueue", "clusterQ")),
                               metadata=ALICE)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await api.admin.Apply(req("kind: [unclosed"), metadata=ALICE)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     got = [(r["user"], r["verb"], r["kind"], r["namespace"], r["name"], r["outcome"], r.get("detail", ""))
            for r in api.audit()[before:]]
     assert got == [
@@ -334,8 +337,9 @@ async def test_apply_is_checked_per_document_and_all_or_nothing(api: Api) -> Non
         ("root", "create", "Cohort", "", "c1", "allowed", "created"),
         ("alice", "create", "LocalQueue", "team-a", "lq2", "error", ""),
         ("alice", "apply", "LocalQueue", "team-a", "lq3", "error", ""),
+        ("alice", "apply", "", "", "", "error", ""),
     ]
-    assert {r.get("code") for r in api.audit()[-2:]} == {"INVALID_ARGUMENT"}
+    assert {r.get("code") for r in api.audit()[-3:]} == {"INVALID_ARGUMENT"}
 
 
 async def test_reload_changes_the_outcome_and_a_bad_file_keeps_the_old_policy(api: Api, caplog: pytest.LogCaptureFixture) -> None:
