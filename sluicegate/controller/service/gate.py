@@ -124,7 +124,13 @@ class Gate:
     # ------------------------------------------------------------ SIGHUP
 
     def reload(self) -> None:
-        """Re-read the policy (a bad file keeps the old one) and reopen the audit log."""
+        """SIGHUP: re-read the policy and the authenticator's token file (a bad file keeps the old one), reopen the audit log."""
+        reload_tokens = getattr(self.authenticator, "reload", None)
+        if reload_tokens is not None:
+            try:
+                reload_tokens()
+            except Exception as exc:
+                log.error("token file not reloaded, the tokens in force stay: %s", exc)
         try:
             self.authorizer.reload()
         except PolicyError as exc:
