@@ -113,5 +113,16 @@ def test_a_token_user_bound_to_team_a_over_tls(tmp_path: Path) -> None:
         assert mine == [("get", "team-b", "team-b-1", "denied"), ("delete", "team-b", "team-b-1", "denied"),
                         ("logs", "team-b", "team-b-1", "denied"), ("list", "team-b", "", "denied"),
                         ("create", "team-a", "mine", "allowed"), ("delete", "team-a", "mine", "allowed")]
+
+        # SIGHUP re-reads the token file too: a new token works, and its user has no binding.
+        bob = run("-m", "sluicegate.controller.server", "hash-token", input="bob-token\n").stdout.strip()
+        tokens.write_text(yaml.safe_dump({"tokens": [{"user": "alice", "groups": ["dev"], "sha256": digest},
+                                                     {"user": "bob", "groups": [], "sha256": bob}]}))
+        assert c.proc is not None
+        c.proc.send_signal(signal.SIGHUP)
+        wait_for("the policy reload", lambda: "policy reloaded from" in c.log.read_text())
+        alice.write_text(alice.read_text().replace("alice-token", "bob-token"))
+        res = as_alice("get", "workloads", "-A", check=False)
+        assert 'user "bob" (groups: none) may not list Workload in all namespaces' in res.stderr, res.stderr
     finally:
         assert c.stop() == 0
