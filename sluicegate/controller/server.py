@@ -164,7 +164,7 @@ async def serve(
                                       authenticator=authenticator), srv)
             agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager, gate), srv)
             security_pb2_grpc.add_SecurityServicer_to_server(SecurityServicer(
-                authority, authenticator, node_connected=manager.fleet.node_connected,
+                authority, gate, node_connected=manager.fleet.node_connected,
                 node_revoked=manager.fleet.node_revoked,
                 serial_of=getattr(authenticator, "serial_of", None)), srv)
             hs = health.aio.HealthServicer()
