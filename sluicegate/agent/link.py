@@ -3,7 +3,10 @@
 One long-lived ``AgentLink.Connect`` stream.  When it breaks (controller
 restart, network) the agent keeps its pods running and reconnects with
 capped exponential backoff and full jitter, then registers again with every
-pod it has, so the controller can reconcile.
+pod it has, so the controller can reconcile.  Cut off for longer than the
+node timeout, it stops them itself (:mod:`sluicegate.agent.fencing`): the
+controller acknowledges each heartbeat, and the link tells the fencing clock
+when the acknowledged heartbeat (or the Register) was sent.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 import grpc
 
 from sluicegate.agent import credentials as creds
+from sluicegate.agent.fencing import Contract, SelfFencing
 from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
 from sluicegate.agent.probes import ProbeSpec
 from sluicegate.common.channels import open_channel
@@ -103,6 +107,7 @@ class ControllerLink:
         health_address: str,
         backoff: Backoff,
         pki_dir: Path | None = None,
+        fencing: SelfFencing | None = None,
     ) -> None:
         self.address = address
         # Where the node's credentials live (None: plaintext, authentication off).
@@ -119,6 +124,10 @@ class ControllerLink:
         self._out: asyncio.Queue[agent_pb2.AgentMessage | None] | None = None
         self._log_tasks: dict[str, asyncio.Task[None]] = {}
         self._command_tasks: set[asyncio.Task[None]] = set()
+        self.fencing = fencing
+        # Heartbeats sent on this stream and not acknowledged yet: seq -> when (the fencing clock).
+        self._unacked: dict[int, float] = {}
+        self._seq = 0
         node.on_readiness = self._readiness_changed
         # Static pods are admitted without a command from us: report each admission as it happens.
         node.on_admitted = self.send_pod
@@ -168,7 +177,7 @@ class ControllerLink:
             pods=[report_to_proto(r) for r in n.reports()],
         ))
 
-    def _heartbeat(self) -> agent_pb2.AgentMessage:
+    def _heartbeat(self, seq: int = 0) -> agent_pb2.AgentMessage:
         reading = self.node.node_reading()
         usage = agent_pb2.NodeUsage(
             memory_total=reading.memory_total_bytes, memory_available=reading.memory_available_bytes,
@@ -176,7 +185,7 @@ class ControllerLink:
             conditions=list(self.node.conditions), observed_at=reading.at,
         )
         return agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
-            usage=usage, pods=[report_to_proto(r) for r in self.node.reports(with_usage=True)]))
+            usage=usage, pods=[report_to_proto(r) for r in self.node.reports(with_usage=True)], seq=seq))
 
     # ---------------------------------------------------------------- loop
 
@@ -238,12 +247,18 @@ class ControllerLink:
             stub = agent_pb2_grpc.AgentLinkStub(channel)
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
+            sent_at = self.fencing.clock() if self.fencing is not None else 0.0
+            self._unacked.clear()
 
             call = stub.Connect(coalesced(out, batch=_agent_batch, alone=_is_register))
             first = await asyncio.wait_for(call.read(), timeout=30)
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
                 raise ConnectionError("the controller did not acknowledge the registration")
-            self.heartbeat_interval = first.registered.heartbeat_interval_seconds or self.heartbeat_interval
+            reg = first.registered
+            self.heartbeat_interval = reg.heartbeat_interval_seconds or self.heartbeat_interval
+            if self.fencing is not None and reg.node_timeout_seconds > 0:
+                self.fencing.registered(Contract(reg.node_timeout_seconds, reg.fencing_grace_seconds, reg.self_fencing),
+                                        sent_at=sent_at)
             self._out = out
             self.connected = True
             self.registered_once = True
@@ -278,7 +293,21 @@ class ControllerLink:
     async def _beat(self, out: asyncio.Queue[agent_pb2.AgentMessage | None]) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
-            out.put_nowait(self._heartbeat())
+            self._seq += 1
+            if self.fencing is not None:
+                self._unacked[self._seq] = self.fencing.clock()
+                if len(self._unacked) > 1000:  # never acknowledged (an old controller): bounded
+                    self._unacked.pop(next(iter(self._unacked)))
+            out.put_nowait(self._heartbeat(self._seq))
+
+    def _acked(self, seq: int) -> None:
+        sent_at = self._unacked.pop(seq, None)
+        if sent_at is None:
+            return
+        for older in [s for s in self._unacked if s < seq]:
+            del self._unacked[older]
+        if self.fencing is not None:
+            self.fencing.heard(sent_at)
 
     def _spawn(self, coro: object, name: str) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
@@ -292,7 +321,9 @@ class ControllerLink:
 
     def _handle(self, msg: agent_pb2.ControllerMessage) -> None:
         kind = msg.WhichOneof("kind")
-        if kind == "run_pod":
+        if kind == "heartbeat_ack":
+            self._acked(msg.heartbeat_ack.seq)
+        elif kind == "run_pod":
             wish = wish_from_proto(msg.run_pod.pod)
             self._spawn(self._run(wish), f"run-{wish.name}")
         elif kind == "stop_pod":

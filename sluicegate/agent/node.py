@@ -199,6 +199,10 @@ class AgentNode:
         self._forgetting: set[str] = set()
         self._meta_file_stale = False
         self._meta_flush: asyncio.TimerHandle | None = None
+        # Pods found in our cgroups with no checkpoint record (killed at start-up), reported
+        # Failed/Orphaned until the controller forgets them.  Kept in memory only: after
+        # another restart the controller finds them missing, which it treats the same way.
+        self.orphans: dict[str, PodReport] = {}
         self._meta_file = AtomicFile(self._meta_path(), mode=0o644)
         self._load_meta()
         runtime.before_write = self._scheduled_meta_flush
@@ -393,7 +397,7 @@ class AgentNode:
         st = self.runtime.status(uid)
         if st is None or st.finished:
             return
-        if reason in ("Evicted", "Preempting"):
+        if reason in ("Evicted", "Preempting", "NodeFenced"):
             self.set_reason(uid, reason, message)
         try:
             await self.runtime.stop(uid, grace_seconds=grace_seconds,
@@ -401,8 +405,25 @@ class AgentNode:
         except PodRuntimeError as exc:
             log.error("stopping pod %s: %s", uid, exc)
 
+    def add_orphan(self, uid: str, message: str) -> None:
+        """A pod whose processes ran in our cgroups without a checkpoint record, and were killed."""
+        now = self.clock()
+        self.orphans[uid] = PodReport(uid, "", "", "", "Failed", "Orphaned", message, (), False, 0.0, now,
+                                      0, 0.0, False, {}, 0, "")
+
+    def running_controller_pods(self) -> list[str]:
+        """The controller's pods that have not finished (what self-fencing stops; static pods are not)."""
+        out = []
+        for st in self.runtime.pods():
+            m = self.meta.get(st.uid)
+            if not st.finished and not (m is not None and m.static):
+                out.append(st.uid)
+        return out
+
     async def forget(self, uid: str, *, purge: bool = False) -> None:
         """The controller has the pod's result; with ``purge`` its logs go too (retention)."""
+        if self.orphans.pop(uid, None) is not None:
+            return
         if purge:
             self._drop_meta(uid)
             if self.runtime.status(uid) is None:
@@ -453,6 +474,8 @@ class AgentNode:
     def report(self, uid: str, *, with_usage: bool = False) -> PodReport | None:
         m = self.meta.get(uid)
         st = self.runtime.status(uid)
+        if m is None and st is None and uid in self.orphans:
+            return self.orphans[uid]
         if (m is None and st is None) or (m is not None and m.forgotten and st is None):
             return None
         if m is not None and m.rejected and st is None:
@@ -516,7 +539,8 @@ class AgentNode:
 
     def reports(self, *, with_usage: bool = False) -> list[PodReport]:
         out = []
-        for uid in sorted({u for u, m in self.meta.items() if not m.forgotten} | {s.uid for s in self.runtime.pods()}):
+        for uid in sorted({u for u, m in self.meta.items() if not m.forgotten} | {s.uid for s in self.runtime.pods()}
+                          | set(self.orphans)):
             r = self.report(uid, with_usage=with_usage)
             if r is not None:
                 out.append(r)

@@ -24,7 +24,8 @@ import grpc
 
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent import credentials
-from sluicegate.agent.cgroups import detect
+from sluicegate.agent.cgroups import NoCgroups, detect
+from sluicegate.agent.fencing import SelfFencing
 from sluicegate.agent.link import Backoff, ControllerLink, join
 from sluicegate.agent.monitor import Monitor, read_boot_id
 from sluicegate.agent.node import AgentNode
@@ -142,12 +143,16 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     try:
         previous = ckpt.load(path)
     except ckpt.CheckpointError as exc:
-        # Only a crash of the whole machine can leave it unreadable (writes are
-        # atomic renames), and then its pods died with the machine.
+        # Writes are atomic renames, so this is rare (a machine crash, a disk
+        # fault, a hand edit), and its pods' processes may still run: adopt()
+        # kills whatever runs in our cgroups without a record (orphans).
         aside = path.with_name(path.name + f".unreadable-{int(time.time())}")
         log.error("%s; moving it to %s and starting with no pods", exc, aside)
         os.replace(path, aside)
         previous = None
+    if previous is None and isinstance(cgroups, NoCgroups):
+        log.warning("no checkpoint and no writable cgroups: pods a previous agent left running cannot be found "
+                    "(orphans are only found in the agent's cgroups); they are not stopped or reported")
     report = await runtime.adopt(previous)
     log.info("re-adopted %d container(s); %d lost; %d pod(s) had finished meanwhile",
              len(report.adopted), len(report.lost), len(report.finished))
@@ -156,6 +161,10 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     capacity, allocatable = node_resources(settings, monitor)
     node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
                      capacity=capacity, allocatable=allocatable, clock=time.time)
+    for orphan in report.swept_cgroups:
+        # Its workload is requeued by the controller (reason names the cause), not failed.
+        node.add_orphan(orphan, f"pod {orphan} ran in node {settings.node_name}'s cgroups without a checkpoint "
+                                "record (the checkpoint was lost); the agent killed it, as it cannot manage it safely")
     static: StaticPods | None = None
     if settings.static_pod_dir:
         static = StaticPods(node=node, directory=Path(settings.static_pod_dir),
@@ -169,10 +178,12 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     for adopted_uid in {a.uid for a in report.adopted}:
         node.start_probes(adopted_uid)
     hhost, hport = split_hostport(settings.health_listen, key="healthListen")
+    boot_id = read_boot_id()
+    fencing = SelfFencing(node=node, data_dir=data_dir, boot_id=boot_id)
     link = ControllerLink(
-        address=settings.controller, node=node, labels=settings.labels, boot_id=read_boot_id(),
+        address=settings.controller, node=node, labels=settings.labels, boot_id=boot_id,
         health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
-        pki_dir=settings.pki_path if tls else None,
+        pki_dir=settings.pki_path if tls else None, fencing=fencing,
     )
 
     def readiness() -> tuple[bool, str]:
@@ -209,6 +220,7 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
             "pod-events": link.forward_events(),
             "ready": announce_ready(),
             "node-pressure": pressure.run(),
+            "self-fencing": fencing.run(),
         }
         if static is not None:
             tasks["static-pods"] = static.run()

@@ -40,12 +40,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Added to the longest termination grace of a lost node's pods: the agent
+# notices its silence within a check period (at most a second), sends SIGKILL
+# when the grace ends and waits for the processes to vanish.
+FENCING_MARGIN = 2.0
+
 
 class Fleet:
-    def __init__(self, manager: Manager, *, node_timeout: float) -> None:
+    def __init__(self, manager: Manager, *, node_timeout: float, fencing_grace: float = 45.0,
+                 self_fencing: bool = True) -> None:
         self.m = manager
         self.registry = NodeRegistry()
         self.node_timeout = node_timeout
+        self.fencing_grace = fencing_grace
+        self.self_fencing = self_fencing
         self.pod_owner: dict[str, WorkloadKey] = {}
         self._log_routes: dict[str, asyncio.Queue[tuple[str, bytes, bool, str]]] = {}
 
@@ -108,7 +116,10 @@ class Fleet:
         node.ready, node.not_ready_reason, node.last_heartbeat = True, "", now
         node.session = session
         if old_session is not None and old_session is not session:
-            log.info("node %s re-registered on a new stream", name)
+            # One stream per node: the older one ends (its agent, if it still
+            # runs, reconnects), and nothing it still sends acts on the node.
+            log.warning("node %s registered on a new stream; closing the older one", name)
+            old_session.supersede(f"superseded by a newer stream for node {name}")
         log.info("node %s registered: %d pod(s) reported, allocatable %s", name, len(pods), allocatable)
         node.static_pods = {p.uid: p for p in pods if p.static and p.phase in (RUNNING, PENDING)}
         reported = {p.uid for p in pods}
@@ -129,10 +140,20 @@ class Fleet:
             if rec.phase == PENDING and rec.reason != "Stopping":
                 node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)))
             else:
-                self._update_pod(wl, replace(rec, phase=FAILED, reason="PodLost",
-                                             message=f"node {name} no longer runs the pod (agent restarted without it)"))
+                # Not the workload's fault: it goes back to its queue.
+                msg = (f"node {name} no longer runs pod {rec.name} (its agent restarted without a record of it: "
+                       "checkpoint lost)")
+                self._lose_pod(wl, rec, reason="PodLost", message=msg)
         self.m.cache.queues.node_capacity_freed()
         self.m.wake()
+
+    def _lose_pod(self, wl: Workload, rec: PodRecord, *, reason: str, message: str) -> None:
+        """A pod ended through a fault of its node: evict and requeue the workload (never Failed)."""
+        now = self.m.clock()
+        if not wl.is_finished and not wl.status.is_true("Evicted"):
+            log.warning("workload %s evicted: %s", wl.key, message)
+            wl = evict(wl, reason=reason, message=message, now=now)
+        self._update_pod(wl, replace(rec, phase=FAILED, reason=reason, message=message, finished_at=now))
 
     def disconnected(self, name: str, session: Session) -> None:
         node = self.registry.nodes.get(name)
@@ -140,11 +161,22 @@ class Fleet:
             node.session = None
             log.info("node %s disconnected; it stays Ready until its heartbeats are %gs late", name, self.node_timeout)
 
+    def current(self, name: str, session: Session) -> bool:
+        """Whether ``session`` is the node's stream now (a superseded stream acts on nothing)."""
+        node = self.registry.nodes.get(name)
+        return node is not None and node.session is session
+
     def heartbeat(self, name: str, usage: NodeUsage, conditions: Sequence[str], pods: Sequence[ReportedPod]) -> None:
         node = self.registry.nodes.get(name)
         if node is None:
             return
         node.last_heartbeat = self.m.clock()
+        if not node.ready and node.session is not None:
+            # Silent for the timeout (a stalled controller or network), then heard again on its live stream.
+            log.info("node %s is Ready again: heartbeats resumed", name)
+            node.ready, node.not_ready_reason = True, ""
+            self.m.cache.queues.node_capacity_freed()
+            self.m.wake()
         node.usage = usage
         before = node.conditions
         node.conditions = tuple(sorted(conditions))
@@ -308,29 +340,56 @@ class Fleet:
 
     # ---------------------------------------------------------- node loss
 
+    def fencing_grace_for(self, node: NodeState) -> float:
+        """How long after the node timeout its workloads are requeued: the agent has stopped them by then.
+
+        At least ``fencing_grace``, and never less than the longest
+        termination grace of the node's pods plus FENCING_MARGIN.
+        """
+        longest = 0.0
+        for uid in node.pods:
+            key = self.pod_owner.get(uid)
+            wl = self.m.cache.workloads.get(key) if key else None
+            rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+            if wl is None or rec is None:
+                continue
+            grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == rec.pod_set), 30)
+            longest = max(longest, float(grace))
+        return max(self.fencing_grace, longest + FENCING_MARGIN)
+
     def check_nodes(self) -> None:
+        """NotReady at the node timeout; its workloads are requeued only after the fencing grace too.
+
+        Between the two the node's pods keep their records and their quota:
+        its agent, if alive but cut off, is stopping them (self-fencing), and
+        a node that comes back reports them as usual.  Without self-fencing a
+        lost node's workloads stay until it returns: nobody could tell that
+        its pods stopped.
+        """
         now = self.m.clock()
         for node in list(self.registry.nodes.values()):
-            if not node.ready or now - node.last_heartbeat <= self.node_timeout:
+            silent = now - node.last_heartbeat
+            if node.ready and silent > self.node_timeout:
+                node.ready = False
+                node.not_ready_reason = f"no heartbeat for {silent:.0f}s (timeout {self.node_timeout:g}s)"
+                log.warning("node %s is NotReady: %s; its workloads are requeued %s", node.name, node.not_ready_reason,
+                            f"if it stays silent for {self.fencing_grace_for(node):g}s more"
+                            if self.self_fencing else "only when it returns (selfFencing is off)")
+            if node.ready or not node.pods or not self.self_fencing:
                 continue
-            node.ready = False
-            node.not_ready_reason = f"no heartbeat for {now - node.last_heartbeat:.0f}s (timeout {self.node_timeout:g}s)"
-            log.warning("node %s is NotReady: %s", node.name, node.not_ready_reason)
-            lost = list(node.pods)
-            for uid in lost:
+            grace = self.fencing_grace_for(node)
+            if silent <= self.node_timeout + grace:
+                continue
+            msg = (f"node {node.name} stopped responding: no heartbeat for {silent:.0f}s (timeout {self.node_timeout:g}s "
+                   f"+ fencing grace {grace:g}s, within which its agent stops its pods by itself)")
+            for uid in list(node.pods):
                 key = self.pod_owner.get(uid)
                 wl = self.m.cache.workloads.get(key) if key else None
-                if wl is None:
+                rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+                if wl is None or rec is None or rec.terminal:
                     node.remove_pod(uid)
                     continue
-                msg = f"node {node.name} stopped responding: {node.not_ready_reason}"
-                if not wl.is_finished and not wl.status.is_true("Evicted"):
-                    wl = evict(wl, reason="NodeLost", message=msg, now=now)
-                pods = tuple(
-                    replace(p, phase=FAILED, reason="NodeLost", message=msg, finished_at=now) if p.uid == uid and not p.terminal else p
-                    for p in pods_of(wl)
-                )
-                self.apply(self.settle(with_pods(wl, pods)))
+                self._lose_pod(wl, rec, reason="NodeLost", message=msg)
 
     # ---------------------------------------------------------------- logs
 
@@ -378,6 +437,10 @@ NODE_EVICTION_REASONS = {
     "Preempting": "PreemptedOnNode",
     "Evicted": "NodePressure",
     "UnexpectedAdmissionError": "NodeRejected",
+    # Cut off from the controller for the node timeout: the agent stopped it (self-fencing).
+    "NodeFenced": "NodeLost",
+    # Found running in the agent's cgroups with no checkpoint record: killed.
+    "Orphaned": "PodLost",
 }
 
 
@@ -389,5 +452,6 @@ def _node_eviction(node: str, rec: PodRecord, rp: ReportedPod) -> tuple[str, str
         reason = "NodeRejected"
     if reason is None:
         return None
-    what = {"PreemptedOnNode": "was preempted", "NodePressure": "was evicted", "NodeRejected": "was rejected"}[reason]
+    what = {"PreemptedOnNode": "was preempted", "NodePressure": "was evicted", "NodeRejected": "was rejected",
+            "NodeLost": "was stopped", "PodLost": "was killed"}[reason]
     return reason, f"pod {rec.name} {what} by node {node}: {rp.reason}: {rp.message}"

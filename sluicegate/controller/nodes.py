@@ -60,6 +60,10 @@ class Session(Protocol):
 
     def send(self, command: Command) -> None: ...
 
+    def supersede(self, reason: str) -> None:
+        """A newer stream registered the same node: end this one (with ``reason``), sending nothing more."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ReportedPod:

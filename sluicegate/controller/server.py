@@ -135,6 +135,7 @@ async def serve(
     try:
         manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
                           node_timeout=settings.node_heartbeat_timeout,
+                          fencing_grace=settings.fencing_grace, self_fencing=settings.self_fencing,
                           finished_retention=settings.finished_retention)
         manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()

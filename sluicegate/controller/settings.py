@@ -8,6 +8,8 @@ Every key is optional; unknown keys are errors that name the key.
     storeSynchronous: NORMAL        # NORMAL survives kill -9; FULL also power loss
     configuration: /etc/sluicegate/configuration.yaml   # Kueue Configuration document
     nodeHeartbeatTimeout: 40s       # a node silent this long becomes NotReady
+    fencingGrace: 45s               # ... and its workloads are requeued this much later
+    selfFencing: true               # agents cut off for nodeHeartbeatTimeout stop their pods
     agentHeartbeatInterval: 2s      # how often agents report usage and pods
     placement: true                 # false: quota-only mode, admitted workloads are not run
     finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
@@ -27,6 +29,22 @@ the cluster CA (agents, and users with certificates), and ``tokenListen``
 serves TLS without one, for ``sluicegate-agent join`` and bearer tokens
 (grpcio can only require a client certificate or not ask for one, so the
 two kinds of caller get a port each).
+
+Node loss and self-fencing (no workload runs on two nodes at once).  A node
+whose heartbeats stop for ``nodeHeartbeatTimeout`` becomes NotReady: nothing
+new is placed there, but its workloads keep their quota and their pods.  With
+``selfFencing`` its agent, if alive but cut off, counts the same timeout
+(the controller sends it in Registered) from the last heartbeat the controller
+acknowledged, and then stops its non-static pods (reason NodeFenced).  The
+controller requeues the node's workloads (Evicted, reason NodeLost) only after
+``nodeHeartbeatTimeout`` + max(``fencingGrace``, the longest
+terminationGracePeriodSeconds of the node's pods + FENCING_MARGIN): by then the
+agent has stopped them.  Trade-off: a longer grace delays the recovery of a
+lost node's quota; a shorter one than the pods' termination grace would let
+a requeued copy start while the old one is still ending (it is therefore
+never shorter).  ``selfFencing: false``: agents never stop pods on their own
+and a lost node's workloads are not requeued automatically; they wait until
+the node returns or is deleted (safe but slow: an operator decides).
 """
 
 from __future__ import annotations
@@ -54,6 +72,9 @@ class ControllerSettings:
     store_synchronous: str = "NORMAL"
     configuration_path: str = ""
     node_heartbeat_timeout: float = 40.0
+    # Covers the default termination grace (30s) plus a margin; see the module docstring.
+    fencing_grace: float = 45.0
+    self_fencing: bool = True
     agent_heartbeat_interval: float = 2.0
     placement: bool = True
     finished_retention: float | None = 86400.0
@@ -75,6 +96,8 @@ _KEYS = {
     "storeSynchronous": ("store_synchronous", str),
     "configuration": ("configuration_path", str),
     "nodeHeartbeatTimeout": ("node_heartbeat_timeout", "duration"),
+    "fencingGrace": ("fencing_grace", "duration"),
+    "selfFencing": ("self_fencing", bool),
     "grpcGrace": ("grpc_grace", "duration"),
     "agentHeartbeatInterval": ("agent_heartbeat_interval", "duration"),
     "placement": ("placement", bool),
@@ -141,6 +164,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
             f"nodeHeartbeatTimeout ({s.node_heartbeat_timeout:g}s) must exceed agentHeartbeatInterval "
             f"({s.agent_heartbeat_interval:g}s), which must be positive"
         )
+    if s.fencing_grace < 0:
+        raise SettingsError(f"fencingGrace ({s.fencing_grace:g}s) must not be negative")
     split_hostport(s.listen, key="listen")
     split_hostport(s.health_listen, key="healthListen")
     if s.pki_dir:

@@ -245,12 +245,14 @@ class Register(_message.Message):
     def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodStatus, _Mapping]]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("usage", "pods")
+    __slots__ = ("usage", "pods", "seq")
     USAGE_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     usage: NodeUsage
     pods: _containers.RepeatedCompositeFieldContainer[PodStatus]
-    def __init__(self, usage: _Optional[_Union[NodeUsage, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodStatus, _Mapping]]] = ...) -> None: ...
+    seq: int
+    def __init__(self, usage: _Optional[_Union[NodeUsage, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodStatus, _Mapping]]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("request_id", "data", "eof", "error", "container")
@@ -287,12 +289,24 @@ class AgentBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[AgentMessage, _Mapping]]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("node_name", "heartbeat_interval_seconds")
+    __slots__ = ("node_name", "heartbeat_interval_seconds", "node_timeout_seconds", "fencing_grace_seconds", "self_fencing")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NODE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FENCING_GRACE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SELF_FENCING_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     heartbeat_interval_seconds: float
-    def __init__(self, node_name: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ...) -> None: ...
+    node_timeout_seconds: float
+    fencing_grace_seconds: float
+    self_fencing: bool
+    def __init__(self, node_name: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., node_timeout_seconds: _Optional[float] = ..., fencing_grace_seconds: _Optional[float] = ..., self_fencing: _Optional[bool] = ...) -> None: ...
+
+class HeartbeatAck(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
 
 class RunPod(_message.Message):
     __slots__ = ("pod",)
@@ -339,7 +353,7 @@ class CancelLogs(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("registered", "run_pod", "stop_pod", "log_request", "cancel_logs", "forget_pod", "batch")
+    __slots__ = ("registered", "run_pod", "stop_pod", "log_request", "cancel_logs", "forget_pod", "batch", "heartbeat_ack")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RUN_POD_FIELD_NUMBER: _ClassVar[int]
     STOP_POD_FIELD_NUMBER: _ClassVar[int]
@@ -347,6 +361,7 @@ class ControllerMessage(_message.Message):
     CANCEL_LOGS_FIELD_NUMBER: _ClassVar[int]
     FORGET_POD_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     run_pod: RunPod
     stop_pod: StopPod
@@ -354,7 +369,8 @@ class ControllerMessage(_message.Message):
     cancel_logs: CancelLogs
     forget_pod: ForgetPod
     batch: ControllerBatch
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., run_pod: _Optional[_Union[RunPod, _Mapping]] = ..., stop_pod: _Optional[_Union[StopPod, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_logs: _Optional[_Union[CancelLogs, _Mapping]] = ..., forget_pod: _Optional[_Union[ForgetPod, _Mapping]] = ..., batch: _Optional[_Union[ControllerBatch, _Mapping]] = ...) -> None: ...
+    heartbeat_ack: HeartbeatAck
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., run_pod: _Optional[_Union[RunPod, _Mapping]] = ..., stop_pod: _Optional[_Union[StopPod, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_logs: _Optional[_Union[CancelLogs, _Mapping]] = ..., forget_pod: _Optional[_Union[ForgetPod, _Mapping]] = ..., batch: _Optional[_Union[ControllerBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...
 
 class ControllerBatch(_message.Message):
     __slots__ = ("messages",)

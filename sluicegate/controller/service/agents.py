@@ -138,6 +138,14 @@ class _StreamSession:
         self.send_held()
         self._put(msg)
 
+    def ack(self, seq: int) -> None:
+        """The agent's heartbeat ``seq`` was processed: its self-fencing clock restarts from when it sent it."""
+        self.send_held()
+        self._put(agent_pb2.ControllerMessage(heartbeat_ack=agent_pb2.HeartbeatAck(seq=seq)))
+
+    def supersede(self, reason: str) -> None:
+        self.end(grpc.StatusCode.ABORTED, reason)
+
     def send_held(self) -> None:
         """Queue the held-back ForgetPods now."""
         for msg in self._take_held():
@@ -202,6 +210,13 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                           f"(join it with 'sluicegate-agent join')")
         return p.node, None
 
+    def _registered(self, name: str) -> agent_pb2.ControllerMessage:
+        fleet = self.m.fleet
+        return agent_pb2.ControllerMessage(registered=agent_pb2.Registered(
+            node_name=name, heartbeat_interval_seconds=self.heartbeat_interval,
+            node_timeout_seconds=fleet.node_timeout, fencing_grace_seconds=fleet.fencing_grace,
+            self_fencing=fleet.self_fencing))
+
     async def Connect(
         self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[agent_pb2.ControllerMessage]:
@@ -228,8 +243,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                                 f"it may not register as {info.name!r}")
             return
         session = _StreamSession(info.name)
-        yield agent_pb2.ControllerMessage(registered=agent_pb2.Registered(
-            node_name=info.name, heartbeat_interval_seconds=self.heartbeat_interval))
+        yield self._registered(info.name)
         self.m.fleet.register(
             name=info.name, labels=dict(info.labels), capacity=dict(info.capacity), allocatable=dict(info.allocatable),
             boot_id=info.boot_id, agent_version=info.agent_version, health_address=info.health_address,
@@ -247,6 +261,9 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
 
         def handle(msg: agent_pb2.AgentMessage) -> None:
             kind = msg.WhichOneof("kind")
+            if kind in ("heartbeat", "pod_status") and not self.m.fleet.current(info.name, session):
+                # A newer stream took the node over: this one's reports are stale.
+                return
             if kind == "heartbeat":
                 u = msg.heartbeat.usage
                 self.m.fleet.heartbeat(
@@ -255,6 +272,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                     list(u.conditions),
                     [reported_pod(p) for p in msg.heartbeat.pods],
                 )
+                session.ack(msg.heartbeat.seq)
             elif kind == "pod_status":
                 self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
             elif kind == "log_chunk":
