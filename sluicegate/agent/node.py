@@ -408,8 +408,10 @@ class AgentNode:
     def add_orphan(self, uid: str, message: str) -> None:
         """A pod whose processes ran in our cgroups without a checkpoint record, and were killed."""
         now = self.clock()
-        self.orphans[uid] = PodReport(uid, "", "", "", "Failed", "Orphaned", message, (), False, 0.0, now,
-                                      0, 0.0, False, {}, 0, "")
+        # Metadata without a runtime record would read as admitted and not started yet.
+        m = self._drop_meta(uid)
+        self.orphans[uid] = PodReport(uid, m.name if m else "", m.namespace if m else "", m.workload if m else "",
+                                      "Failed", "Orphaned", message, (), False, 0.0, now, 0, 0.0, False, {}, 0, "")
 
     def running_controller_pods(self) -> list[str]:
         """The controller's pods that have not finished (what self-fencing stops; static pods are not)."""

@@ -18,6 +18,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 def test_controller_example_loads() -> None:
     s = load_settings(str(DEPLOY / "controller.yaml.example"), {})
     assert (s.listen, s.node_heartbeat_timeout, s.placement) == ("127.0.0.1:7420", 40.0, True)
+    assert (s.fencing_grace, s.self_fencing) == (45.0, True)
 
 
 def test_policy_example_loads_and_settings_name_it(tmp_path: Path) -> None:
