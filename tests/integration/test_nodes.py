@@ -18,7 +18,9 @@ QUEUES = str(ROOT / "examples" / "queues.yaml")
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Controller, Agent, Agent]]:
-    c = Controller(tmp_path, extra=["--node-heartbeat-timeout", "2", "--agent-heartbeat-interval", "0.3"]).start()
+    (tmp_path / "controller.yaml").write_text("fencingGrace: 1s\n")
+    c = Controller(tmp_path, extra=["--node-heartbeat-timeout", "2", "--agent-heartbeat-interval", "0.3",
+                                    "--config", str(tmp_path / "controller.yaml")]).start()
     agents = [Agent(tmp_path, c.address, "node-a").start(), Agent(tmp_path, c.address, "node-b").start()]
     sluicectl(c.address, "apply", "-f", QUEUES)
     try:
@@ -76,9 +78,24 @@ def test_killing_an_agent_makes_its_node_not_ready_and_the_work_runs_elsewhere(c
     c, a, b = cluster
     s = c.address
     marker = f"sg-{uuid.uuid4().hex[:8]}"
-    # Fill node-a first (names sort, equal nodes are chosen by name).
-    sluicectl(s, "run", "--queue", "default", "--name", "survivor", "--cpu", "1", "--",
-              "sh", "-c", f"sleep 30 # {marker}")
+    # Fill node-a first (names sort, equal nodes are chosen by name).  A short termination
+    # grace: the lost node's workloads are requeued after the timeout + max(fencingGrace, grace + 2s).
+    (tmp_path / "survivor.yaml").write_text(f"""
+apiVersion: sluicegate.io/v1beta2
+kind: Workload
+metadata: {{name: survivor, namespace: default}}
+spec:
+  queueName: default
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        terminationGracePeriodSeconds: 1
+        containers:
+        - {{name: c, command: [sh, -c, "sleep 30 # {marker}"], resources: {{requests: {{cpu: "1"}}}}}}
+""")
+    sluicectl(s, "apply", "-f", str(tmp_path / "survivor.yaml"))
     wait_for("running on node-a", lambda: [p.get("phase") for p in pods_of(s, "survivor")] == ["Running"], timeout=20)
     first = pods_of(s, "survivor")[0]
     assert first["node"] == "node-a"
