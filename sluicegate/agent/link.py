@@ -198,6 +198,12 @@ class ControllerLink:
                 self.last_error = "the controller closed the stream"
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{exc.code().name}: {exc.details()}"
+                if exc.code() == grpc.StatusCode.ABORTED and "superseded" in (exc.details() or ""):
+                    # Another stream registered this node: a stale one of ours, or a second agent
+                    # with the same node name (misconfigured), which we would keep taking over.
+                    log.error("the controller closed our stream: %s; is another agent running as node %s?",
+                              exc.details(), self.node.name)
+                    self.backoff.attempt = 30  # the next delay comes from near the cap
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
             except Exception as exc:
