@@ -43,8 +43,10 @@ agent has stopped them.  Trade-off: a longer grace delays the recovery of a
 lost node's quota; a shorter one than the pods' termination grace would let
 a requeued copy start while the old one is still ending (it is therefore
 never shorter).  ``selfFencing: false``: agents never stop pods on their own
-and a lost node's workloads are not requeued automatically; they wait until
-the node returns or is deleted (safe but slow: an operator decides).
+and a lost node's workloads are not requeued automatically: they keep their
+quota until the node returns and reports what its pods did (safe against two
+copies, but a node that never returns holds them for good: there is no node
+deletion yet).
 """
 
 from __future__ import annotations
