@@ -161,6 +161,11 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     capacity, allocatable = node_resources(settings, monitor)
     node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
                      capacity=capacity, allocatable=allocatable, clock=time.time)
+    if previous is not None and previous.boot_id != read_boot_id():
+        # Its pods died with the machine: a fault of the node, which the controller
+        # answers by requeueing their workloads (not by failing them).
+        for uid in sorted({lost.uid for lost in report.lost}):
+            node.set_reason(uid, "NodeRebooted", f"node {settings.node_name} rebooted while the pod ran")
     for orphan in report.swept_cgroups:
         # Its workload is requeued by the controller (reason names the cause), not failed.
         node.add_orphan(orphan, f"pod {orphan} ran in node {settings.node_name}'s cgroups without a checkpoint "

@@ -441,6 +441,8 @@ NODE_EVICTION_REASONS = {
     "NodeFenced": "NodeLost",
     # Found running in the agent's cgroups with no checkpoint record: killed.
     "Orphaned": "PodLost",
+    # The machine rebooted under the pod.
+    "NodeRebooted": "NodeLost",
 }
 
 
@@ -453,5 +455,5 @@ def _node_eviction(node: str, rec: PodRecord, rp: ReportedPod) -> tuple[str, str
     if reason is None:
         return None
     what = {"PreemptedOnNode": "was preempted", "NodePressure": "was evicted", "NodeRejected": "was rejected",
-            "NodeLost": "was stopped", "PodLost": "was killed"}[reason]
+            "NodeLost": "was ended", "PodLost": "was killed"}[reason]
     return reason, f"pod {rec.name} {what} by node {node}: {rp.reason}: {rp.message}"

@@ -141,7 +141,8 @@ def test_without_self_fencing_a_lost_nodes_workloads_wait_for_it() -> None:
 
 
 @pytest.mark.parametrize(("reason", "evicted_reason", "words"), [
-    ("NodeFenced", "NodeLost", "was stopped by node n1"),
+    ("NodeFenced", "NodeLost", "was ended by node n1"),
+    ("NodeRebooted", "NodeLost", "was ended by node n1"),
     ("Orphaned", "PodLost", "was killed by node n1"),
 ])
 def test_a_pod_the_node_ended_by_itself_requeues_its_workload(reason: str, evicted_reason: str, words: str) -> None:
