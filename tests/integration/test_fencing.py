@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import textwrap
 import uuid
@@ -112,6 +113,23 @@ def test_a_cut_off_agent_stops_its_pods_and_the_requeued_job_runs_exactly_once(s
     assert ev["status"] == "False" and "NodeFenced" in ev["message"] and "by node node-a" in ev["message"]
     assert effect.read_text() == "done\n"
     assert "(self-fencing)" in agent.log.read_text()
+
+
+def test_a_frozen_controller_on_a_live_stream_gets_no_acks_so_the_agent_fences(setup, tmp_path: Path) -> None:
+    # SIGSTOP: the stream stays open (the agent still counts as connected) but nothing is
+    # acknowledged; after SIGCONT the controller reads the fenced pod's report and requeues.
+    c, agent, effect, marker = setup
+    run_job(c, tmp_path, "frozen", f"sleep 5; echo done >> {effect} # {marker}")
+    pid = running_pid(agent, "frozen")
+    assert c.proc is not None
+    c.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for("the agent to stop its pod (self-fencing)", lambda: gone(pid), timeout=NODE_TIMEOUT + 3)
+    finally:
+        c.proc.send_signal(signal.SIGCONT)
+    wait_for("the requeued job finished", lambda: workload_states(c.address).get("frozen") == "Finished", timeout=40)
+    assert "NodeFenced" in evicted(c, "frozen")["message"]
+    assert effect.read_text() == "done\n"
 
 
 def test_an_agent_restarted_without_its_checkpoint_kills_the_orphan_and_the_workload_is_requeued(
