@@ -203,7 +203,7 @@ class ControllerLink:
                     # with the same node name (misconfigured), which we would keep taking over.
                     log.error("the controller closed our stream: %s; is another agent running as node %s?",
                               exc.details(), self.node.name)
-                    self.backoff.attempt = 30  # the next delay comes from near the cap
+                    self.backoff.attempt = 30  # the next delay is drawn up to the cap
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
             except Exception as exc:
