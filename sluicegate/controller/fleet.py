@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -48,8 +48,10 @@ FENCING_MARGIN = 2.0
 
 class Fleet:
     def __init__(self, manager: Manager, *, node_timeout: float, fencing_grace: float = 45.0,
-                 self_fencing: bool = True) -> None:
+                 self_fencing: bool = True, monotonic: Callable[[], float] | None = None) -> None:
         self.m = manager
+        # Node timeouts count on this clock (the manager's clock when none is given: tests).
+        self.monotonic = monotonic or manager.clock
         self.registry = NodeRegistry()
         self.node_timeout = node_timeout
         self.fencing_grace = fencing_grace
@@ -78,7 +80,7 @@ class Fleet:
         for p in pods_of(wl):
             self.pod_owner[p.uid] = wl.key
             if not p.terminal:
-                self.registry.bind(p.node, p.uid, p.requests, now=now)
+                self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
 
     def launch(self, wl: Workload) -> None:
         """Tell the agents to start the (already stored) pods of an admitted workload."""
@@ -114,6 +116,7 @@ class Fleet:
         node.labels, node.capacity, node.allocatable = dict(labels), dict(capacity), dict(allocatable)
         node.boot_id, node.agent_version, node.health_address = boot_id, agent_version, health_address
         node.ready, node.not_ready_reason, node.last_heartbeat = True, "", now
+        node.heard_at = self.monotonic()
         node.session = session
         if old_session is not None and old_session is not session:
             # One stream per node: the older one ends (its agent, if it still
@@ -171,6 +174,7 @@ class Fleet:
         if node is None:
             return
         node.last_heartbeat = self.m.clock()
+        node.heard_at = self.monotonic()
         if not node.ready and node.session is not None:
             # Silent for the timeout (a stalled controller or network), then heard again on its live stream.
             log.info("node %s is Ready again: heartbeats resumed", name)
@@ -268,7 +272,7 @@ class Fleet:
             now = m.clock()
             for p in s.launch:
                 self.pod_owner[p.uid] = wl.key
-                self.registry.bind(p.node, p.uid, p.requests, now=now)
+                self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
                 node = self.registry.nodes.get(p.node)
                 if node is not None and node.session is not None:
                     node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
@@ -366,9 +370,9 @@ class Fleet:
         lost node's workloads stay until it returns: nobody could tell that
         its pods stopped.
         """
-        now = self.m.clock()
+        now = self.monotonic()
         for node in list(self.registry.nodes.values()):
-            silent = now - node.last_heartbeat
+            silent = now - node.heard_at
             if node.ready and silent > self.node_timeout:
                 node.ready = False
                 node.not_ready_reason = f"no heartbeat for {silent:.0f}s (timeout {self.node_timeout:g}s)"

@@ -184,6 +184,7 @@ class Manager:
         node_timeout: float = 40.0,
         fencing_grace: float = 45.0,
         self_fencing: bool = True,
+        monotonic: Callable[[], float] | None = None,
         finished_retention: float | None = None,
     ) -> None:
         """``placement=False`` is quota-only mode: workloads are admitted without
@@ -206,7 +207,8 @@ class Manager:
         self._wake = asyncio.Event()
         self._stopping = False
         self.placement = placement
-        self.fleet = Fleet(self, node_timeout=node_timeout, fencing_grace=fencing_grace, self_fencing=self_fencing)
+        self.fleet = Fleet(self, node_timeout=node_timeout, fencing_grace=fencing_grace, self_fencing=self_fencing,
+                           monotonic=monotonic)
         # Workloads waiting out a requeue backoff (requeueState.requeueAt), by key.
         self._backoff: dict[WorkloadKey, float] = {}
         # When each pending workload's "why it waits" message was last stored.

@@ -110,6 +110,9 @@ class NodeState:
     ready: bool = True
     not_ready_reason: str = ""
     last_heartbeat: float = 0.0
+    # When it was last heard, on the fleet's monotonic clock: what the node timeout counts from
+    # (a wall-clock step must not make a node look silent, and its workloads run twice).
+    heard_at: float = 0.0
     usage: NodeUsage = field(default_factory=NodeUsage)
     conditions: tuple[str, ...] = ()
     session: Session | None = None
@@ -164,12 +167,13 @@ class NodeRegistry:
     def views(self) -> list[NodeView]:
         return [n.view() for n in self.nodes.values()]
 
-    def bind(self, node: str, uid: str, requests: Mapping[str, int], *, now: float) -> None:
+    def bind(self, node: str, uid: str, requests: Mapping[str, int], *, now: float, heard_at: float | None = None) -> None:
         state = self.nodes.get(node)
         if state is None:
             # Known only from stored bindings (the controller restarted): the
             # node must register again within the heartbeat timeout.
             state = NodeState(node, {}, {}, {}, ready=False, last_heartbeat=now,
+                              heard_at=now if heard_at is None else heard_at,
                               not_ready_reason="its agent has not registered since the controller started")
             self.nodes[node] = state
         state.add_pod(uid, requests)

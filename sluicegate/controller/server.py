@@ -136,6 +136,7 @@ async def serve(
         manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
                           node_timeout=settings.node_heartbeat_timeout,
                           fencing_grace=settings.fencing_grace, self_fencing=settings.self_fencing,
+                          monotonic=time.monotonic if clock is time.time else None,
                           finished_retention=settings.finished_retention)
         manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()

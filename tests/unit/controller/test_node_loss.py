@@ -233,3 +233,17 @@ async def test_over_grpc_registered_carries_the_timing_heartbeats_are_acked_and_
             q1.put_nowait(None)
     finally:
         await server.stop(None)
+
+
+def test_a_wall_clock_step_does_not_make_a_node_look_silent() -> None:
+    wall, mono = ManualClock(), ManualClock()
+    m = Manager(MemoryStore(), clock=wall, monotonic=mono, node_timeout=TIMEOUT, fencing_grace=GRACE)
+    m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
+    register(m, Session())
+    running(m, "w")
+    wall.t += 3600  # NTP stepped the wall clock an hour ahead
+    m.fleet.check_nodes()
+    assert m.fleet.registry.nodes["n1"].ready
+    mono.t += TIMEOUT + 1
+    m.fleet.check_nodes()
+    assert not m.fleet.registry.nodes["n1"].ready
