@@ -57,7 +57,8 @@ class Fleet:
         self.fencing_grace = fencing_grace
         self.self_fencing = self_fencing
         self.pod_owner: dict[str, WorkloadKey] = {}
-        self._log_routes: dict[str, asyncio.Queue[tuple[str, bytes, bool, str]]] = {}
+        # Log requests in flight: the node asked, and where its chunks go.
+        self._log_routes: dict[str, tuple[str, asyncio.Queue[tuple[str, bytes, bool, str]]]] = {}
 
     # ------------------------------------------------------------ bindings
 
@@ -211,6 +212,10 @@ class Fleet:
             self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             if rp.phase in (FAILED, "Succeeded"):
                 self._tell(node_name, ForgetPodCommand(rp.uid))
+            return
+        if rec.node != node_name:
+            # A node reports only its own pods: another node's pod is not its to end or mark.
+            log.warning("node %s reported pod %s, which is bound to node %s; ignored", node_name, rec.name, rec.node)
             return
         if rec.terminal:
             if rp.phase in (FAILED, "Succeeded"):
@@ -414,7 +419,7 @@ class Fleet:
                 raise FailedPrecondition(f"pod {rec.name} ran on node {rec.node}, whose agent is not connected now")
             request_id = str(uuid.uuid4())
             queue: asyncio.Queue[tuple[str, bytes, bool, str]] = asyncio.Queue()
-            self._log_routes[request_id] = queue
+            self._log_routes[request_id] = (rec.node, queue)
             node.session.send(LogRequestCommand(request_id, rec.uid, container, follow))
             try:
                 while True:
@@ -430,10 +435,11 @@ class Fleet:
                 if node.session is not None:
                     node.session.send(CancelLogsCommand(request_id))
 
-    def log_chunk(self, request_id: str, container: str, data: bytes, eof: bool, error: str) -> None:
-        q = self._log_routes.get(request_id)
-        if q is not None:
-            q.put_nowait((container, data, eof, error))
+    def log_chunk(self, node_name: str, request_id: str, container: str, data: bytes, eof: bool, error: str) -> None:
+        route = self._log_routes.get(request_id)
+        # Only the node that was asked may answer: another cannot inject lines into someone's logs.
+        if route is not None and route[0] == node_name:
+            route[1].put_nowait((container, data, eof, error))
 
 
 # Pod reasons with which an agent ends a pod by itself, and the workload's Evicted reason for each.

@@ -277,7 +277,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
             elif kind == "log_chunk":
                 ch = msg.log_chunk
-                self.m.fleet.log_chunk(ch.request_id, ch.container, ch.data, ch.eof, ch.error)
+                self.m.fleet.log_chunk(info.name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)
             elif kind == "register":
                 log.warning("node %s sent Register twice on one stream; ignoring the second", info.name)
 

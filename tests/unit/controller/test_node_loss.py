@@ -247,3 +247,29 @@ def test_a_wall_clock_step_does_not_make_a_node_look_silent() -> None:
     mono.t += TIMEOUT + 1
     m.fleet.check_nodes()
     assert not m.fleet.registry.nodes["n1"].ready
+
+
+def test_a_node_cannot_report_or_answer_for_another_nodes_pods() -> None:
+    m, _, _ = cluster()
+    wl, pod = running(m, "theirs")
+    other = Session()
+    m.fleet.register(name="n2", labels={}, capacity={"cpu": 8000}, allocatable={"cpu": 8000}, boot_id="b2",
+                     agent_version="t", health_address="", pods=[], session=other)
+    # n2 claims n1's pod failed: nothing changes.
+    m.fleet.pod_status("n2", reported(pod, FAILED, "Error", "forged"))
+    after = m.get_workload("default", "theirs")
+    assert (workload_state(after), pods_of(after)[0].phase) == ("Admitted", RUNNING)
+
+    async def logs() -> list[tuple[str, str, bytes]]:
+        out: list[tuple[str, str, bytes]] = []
+        stream = m.fleet.logs("default", "theirs", "", "", False)
+        task = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)
+        (request_id,) = m.fleet._log_routes
+        m.fleet.log_chunk("n2", request_id, "c", b"forged\n", True, "")  # not the node that was asked
+        m.fleet.log_chunk("n1", request_id, "c", b"real\n", False, "")
+        out.append(await asyncio.wait_for(task, 5))
+        await stream.aclose()
+        return out
+
+    assert asyncio.run(logs()) == [(pod.name, "c", b"real\n")]
