@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -33,6 +34,7 @@ from sluicegate.agent.policy import (
     pod_qos,
 )
 from sluicegate.agent.runtime import (
+    DEFAULT_PATH,
     ContainerSpec,
     PodPhase,
     PodRuntime,
@@ -41,7 +43,9 @@ from sluicegate.agent.runtime import (
     PodStatus,
     Reason,
     RestartPolicy,
+    RunAs,
 )
+from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,16 @@ META_FILE = "pods-meta.json"
 # How long a metadata change nothing waits for (a forgotten pod, a reason
 # set before a stop) may stay unwritten; see "Metadata writes are batched".
 META_BATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedSecurity:
+    """A container's effective securityContext as the controller (or a static manifest) sends it (None: unset)."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    allow_privilege_escalation: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +77,7 @@ class ContainerWish:
     requests: Mapping[str, int] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)
     readiness_probe: ProbeSpec | None = None
+    security: RequestedSecurity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +173,10 @@ def _qos_and_requests(wish: PodWish) -> tuple[QOSClass, dict[str, int]]:
     return pod_qos(containers=containers), effective_requests(containers=containers)
 
 
+# The kubelet's reason for a pod whose security settings cannot be honoured.
+SECURITY_REJECTED = "CreateContainerConfigError"
+
+
 class AgentNode:
     def __init__(
         self,
@@ -169,8 +188,11 @@ class AgentNode:
         capacity: Mapping[str, int],
         allocatable: Mapping[str, int],
         clock: Any,
+        pod_users: PodUserPolicies | None = None,
     ) -> None:
         self.name = name
+        # Who pods run as, by namespace (the agent's own check; the controller checks its policy at creation).
+        self.pod_users = pod_users if pod_users is not None else PodUserPolicies()
         self.data_dir = Path(data_dir)
         self.runtime = runtime
         self.monitor = monitor
@@ -199,7 +221,7 @@ class AgentNode:
         self._forgetting: set[str] = set()
         self._meta_file_stale = False
         self._meta_flush: asyncio.TimerHandle | None = None
-        self._meta_file = AtomicFile(self._meta_path(), mode=0o644)
+        self._meta_file = AtomicFile(self._meta_path(), mode=0o600)
         self._load_meta()
         runtime.before_write = self._scheduled_meta_flush
 
@@ -213,8 +235,12 @@ class AgentNode:
         st = self.runtime.status(uid)
         if m is None or st is None or st.finished:
             return
+        # Exec probes run as the pod's user, from its HOME.
+        prefix = self.runtime.privilege_argv(uid)
+        home = str(self.runtime.home(uid))
         for container, spec in m.probes.items():
-            self.probes.start(uid, container, ProbeSpec.from_json(spec))
+            self.probes.start(uid, container, ProbeSpec.from_json(spec), prefix=prefix, cwd=home,
+                              env={"PATH": DEFAULT_PATH, "HOME": home})
 
     # ------------------------------------------------------------ metadata
 
@@ -292,6 +318,18 @@ class AgentNode:
 
     # ------------------------------------------------------------ admission
 
+    def _run_as(self, wish: PodWish) -> RunAs | None:
+        """The pod's user by this agent's policy; PodSecurityError naming the field otherwise."""
+        policy = self.pod_users.for_namespace(wish.namespace)
+        user = resolve_pod_user(
+            namespace=wish.namespace, policy=policy, pod_context=None, pod_path="spec.securityContext",
+            containers=[(f"spec.containers[{i}].securityContext", c.security) for i, c in enumerate(wish.containers)],
+        )
+        if os.geteuid() != 0:
+            # An unprivileged agent cannot switch users: its pods run as it does.
+            return None
+        return RunAs(uid=user.uid, gid=user.gid, no_new_privs=user.no_new_privs)
+
     def admitted_pods(self) -> list[PodInfo]:
         """Pods that hold node resources: everything not finished."""
         out = []
@@ -328,6 +366,13 @@ class AgentNode:
                 qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=wish.termination_grace_seconds,
                 containers=tuple(c.name for c in wish.containers), source=wish.source,
             )
+            try:
+                run_as = self._run_as(wish)
+            except PodSecurityError as exc:
+                log.warning("pod %s/%s refused: %s", wish.namespace, wish.name, exc)
+                self._put_meta(replace(meta, reason=SECURITY_REJECTED, message=str(exc), rejected=True))
+                self._flush_meta()  # reported as soon as we return
+                return False
             decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=self.admitted_pods())
             if not decision.admitted:
                 log.warning("pod %s rejected: %s: %s", wish.name, decision.reason, decision.message)
@@ -357,6 +402,7 @@ class AgentNode:
             uid=wish.uid,
             namespace=wish.namespace,
             name=wish.name,
+            run_as=run_as,
             restart_policy=RestartPolicy(wish.restart_policy),
             termination_grace_seconds=wish.termination_grace_seconds,
             containers=tuple(
@@ -427,6 +473,8 @@ class AgentNode:
         if purge:
             shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
             return
+        # The pod's HOME is scratch: it goes with the pod.
+        shutil.rmtree(self.runtime.home(uid), ignore_errors=True)
         # Only the logs stay (their directory tells the container names); keeping
         # the metadata would make every later save grow with every pod ever run.
         self._drop_meta(uid)

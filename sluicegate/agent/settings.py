@@ -18,6 +18,14 @@
     cgroupRoot: /sys/fs/cgroup
     cgroupBase: sluicegate            # this agent's cgroups live under <root>/<controller>/<base>
     reconnectBackoff: {base: 0.5s, cap: 30s}
+    # Who pods run as, by namespace (sluicegate.security.podsecurity); never
+    # root unless allowRoot.  The agent refuses a pod whose securityContext
+    # breaks its namespace's rule (Failed, CreateContainerConfigError).
+    podUsers:
+      team-a: {user: alice, group: alice}          # names or numbers
+      team-b: {uidRange: {min: 20000, max: 20999}, group: 20000}
+      ops: {user: root, allowRoot: true}
+    defaultPodUser: {user: nobody, group: nogroup}   # the default: 65534/65534
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import yaml
 
 from sluicegate.manifest.timefmt import parse_duration
 from sluicegate.quantity import QuantityError, parse_canonical
+from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
 
 
 class SettingsError(Exception):
@@ -65,6 +74,7 @@ class AgentSettings:
     reconnect_base: float = 0.5
     reconnect_cap: float = 30.0
     default_grace_seconds: float = 30.0
+    pod_users: PodUserPolicies = field(default_factory=PodUserPolicies)
 
 
 def _resources(value: Any, key: str) -> dict[str, int]:
@@ -105,6 +115,7 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
             raise SettingsError(f"{path}: expected a mapping of settings")
         raw = loaded
     values: dict[str, Any] = {}
+    pod_user_raw: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"{path}: {key}"
         if key in _STRINGS:
@@ -132,6 +143,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
                 values["restart_backoff_base"] = _duration(value["base"], f"{where}.base")
             if "cap" in value:
                 values["restart_backoff_cap"] = _duration(value["cap"], f"{where}.cap")
+        elif key in ("podUsers", "defaultPodUser"):
+            pod_user_raw[key] = value
         elif key == "defaultGracePeriod":
             values["default_grace_seconds"] = _duration(value, where)
         elif key == "reconnectBackoff":
@@ -144,8 +157,14 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         else:
             known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
                             "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
-                            "staticPodSyncInterval", "restartBackoff"])
+                            "staticPodSyncInterval", "restartBackoff", "podUsers", "defaultPodUser"])
             raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
+    if pod_user_raw:
+        try:
+            values["pod_users"] = parse_policies(pod_user_raw.get("podUsers"), pod_user_raw.get("defaultPodUser"),
+                                                 where=f"{path}: podUsers", default_where=f"{path}: defaultPodUser")
+        except PolicyError as exc:
+            raise SettingsError(str(exc)) from exc
     for k, v in overrides.items():
         if v is None:
             continue

@@ -88,7 +88,7 @@ async def serve(
     try:
         manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
                           node_timeout=settings.node_heartbeat_timeout,
-                          finished_retention=settings.finished_retention)
+                          finished_retention=settings.finished_retention, pod_security=settings.pod_security)
         manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()
         loaded = manager.load()

@@ -12,6 +12,16 @@ Every key is optional; unknown keys are errors that name the key.
     placement: true                 # false: quota-only mode, admitted workloads are not run
     finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
+    podSecurity:                    # who pods may run as (sluicegate.security.podsecurity)
+      default: {user: nobody}       # the default: nobody/nogroup (65534); never root
+      namespaces:
+        team-a: {uidRange: {min: 20000, max: 20999}}
+        ops: {user: root, allowRoot: true}
+
+A workload whose securityContext breaks its namespace's podSecurity rule is
+refused at creation (INVALID_ARGUMENT naming the field).  The agents apply
+their own podUsers/defaultPodUser settings (the same schema) when they start
+a pod: keep the two in step.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import yaml
 
 from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.manifest.timefmt import parse_duration
+from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
 
 
 class SettingsError(Exception):
@@ -43,6 +54,7 @@ class ControllerSettings:
     finished_retention: float | None = 86400.0
     grpc_grace: float = 5.0
     config: ControllerConfig = field(default_factory=ControllerConfig)
+    pod_security: PodUserPolicies = field(default_factory=PodUserPolicies)
 
 
 _KEYS = {
@@ -79,8 +91,11 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
         raw = loaded
     values: dict[str, Any] = {}
     for key, value in raw.items():
+        if key == "podSecurity":
+            values["pod_security"] = _pod_security(value, f"{path}: podSecurity")
+            continue
         if key not in _KEYS:
-            raise SettingsError(f"{path}: {key}: unknown setting (known: {', '.join(sorted(_KEYS))})")
+            raise SettingsError(f"{path}: {key}: unknown setting (known: {', '.join(sorted([*_KEYS, 'podSecurity']))})")
         attr, typ = _KEYS[key]
         if typ == "duration":
             try:
@@ -107,6 +122,18 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
     if s.configuration_path:
         s = replace(s, config=load_configuration(s.configuration_path))
     return s
+
+
+def _pod_security(value: Any, where: str) -> PodUserPolicies:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict) or set(value) - {"default", "namespaces"}:
+        raise SettingsError(f"{where}: expected {{default: POLICY, namespaces: {{NAMESPACE: POLICY}}}}, got {value!r}")
+    try:
+        return parse_policies(value.get("namespaces"), value.get("default"), where=f"{where}.namespaces",
+                              default_where=f"{where}.default")
+    except PolicyError as exc:
+        raise SettingsError(str(exc)) from exc
 
 
 def load_configuration(path: str) -> ControllerConfig:
