@@ -82,6 +82,12 @@ async def test_a_pod_runs_as_nobody_and_keeps_its_user_after_an_agent_restart(ma
     assert ok, (runs.exists() and runs.read_text(), log.read_text(), node.runtime.status("plain"))
     assert set(runs.read_text().split()) == {str(NOBODY)}
 
+    # HOME is scratch: it goes when the controller forgets the pod; the log stays.
+    await node.stop_pod("plain", grace_seconds=0, reason="Killed", message="")
+    await node.runtime.wait("plain", timeout=10)
+    await node.forget("plain")
+    assert not home.exists() and log.exists()
+
 
 async def test_root_where_the_namespace_allows_it(make_node: MakeNode) -> None:
     node = await make_node(pod_users=OPS)
