@@ -18,6 +18,8 @@
     cgroupRoot: /sys/fs/cgroup
     cgroupBase: sluicegate            # this agent's cgroups live under <root>/<controller>/<base>
     reconnectBackoff: {base: 0.5s, cap: 30s}
+    pkiDir: /var/lib/sluicegate/agent/pki   # the node's credentials from 'sluicegate-agent join' (default DATA_DIR/pki)
+    insecure: false                   # true: allow plaintext to a controller that is not on loopback
     # Who pods run as, by namespace (sluicegate.security.podsecurity); never
     # root unless allowRoot.  The agent refuses a pod whose securityContext
     # breaks its namespace's rule (Failed, CreateContainerConfigError).
@@ -26,6 +28,11 @@
       team-b: {uidRange: {min: 20000, max: 20999}, group: 20000}
       ops: {user: root, allowRoot: true}
     defaultPodUser: {user: nobody, group: nogroup}   # the default: 65534/65534
+
+Once the node has joined (``pkiDir`` holds ``node.pem``) the agent connects
+with mutual TLS and its node name is the one in its certificate.  Without
+credentials it connects in plaintext, which it does only to a loopback
+controller unless ``insecure: true``.
 """
 
 from __future__ import annotations
@@ -75,6 +82,12 @@ class AgentSettings:
     reconnect_cap: float = 30.0
     default_grace_seconds: float = 30.0
     pod_users: PodUserPolicies = field(default_factory=PodUserPolicies)
+    pki_dir: str = ""
+    insecure: bool = False
+
+    @property
+    def pki_path(self) -> Path:
+        return Path(self.pki_dir) if self.pki_dir else Path(self.data_dir) / "pki"
 
 
 def _resources(value: Any, key: str) -> dict[str, int]:
@@ -100,7 +113,7 @@ _STRINGS = {
     "controller": "controller", "nodeName": "node_name", "dataDir": "data_dir", "healthListen": "health_listen",
     "staticPodDir": "static_pod_dir", "evictionHard": "eviction_hard", "evictionSoft": "eviction_soft",
     "evictionSoftGracePeriod": "eviction_soft_grace_period", "cgroupRoot": "cgroup_root",
-    "cgroupBase": "cgroup_base",
+    "cgroupBase": "cgroup_base", "pkiDir": "pki_dir",
 }
 
 
@@ -145,6 +158,10 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
                 values["restart_backoff_cap"] = _duration(value["cap"], f"{where}.cap")
         elif key in ("podUsers", "defaultPodUser"):
             pod_user_raw[key] = value
+        elif key == "insecure":
+            if not isinstance(value, bool):
+                raise SettingsError(f"{where}: expected true or false, got {value!r}")
+            values["insecure"] = value
         elif key == "defaultGracePeriod":
             values["default_grace_seconds"] = _duration(value, where)
         elif key == "reconnectBackoff":
@@ -157,7 +174,7 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         else:
             known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
                             "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
-                            "staticPodSyncInterval", "restartBackoff", "podUsers", "defaultPodUser"])
+                            "staticPodSyncInterval", "restartBackoff", "insecure", "podUsers", "defaultPodUser"])
             raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
     if pod_user_raw:
         try:
