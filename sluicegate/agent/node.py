@@ -8,6 +8,11 @@ restarted agent reports its pods exactly as before.
 Node admission follows the kubelet: a pod must fit the node's allocatable
 minus the requests of pods already admitted; a critical pod that does not
 fit makes room by stopping the pods :mod:`sluicegate.agent.policy` chooses.
+
+Before admission, the pod's user is resolved from the agent's own
+``podUsers`` policy (:mod:`sluicegate.security.podsecurity`); a pod whose
+securityContext breaks it is Failed with reason CreateContainerConfigError
+and a message naming the field, and nothing of it starts.
 """
 
 from __future__ import annotations

@@ -7,6 +7,13 @@ own cgroups (see ``cgroups``).  Processes never hold a pipe to the agent,
 so they survive the agent dying; systemd's ``KillMode=process`` keeps the
 unit side from killing them.
 
+A pod with ``run_as`` runs as that user and group, without supplementary
+groups and (``no_new_privs``) unable to gain privileges through exec: the
+command is started through ``setpriv`` after it was placed in its cgroups.
+Its ``HOME`` is ``<data_dir>/pods/<uid>/home`` (0700, the pod user's, the
+default working directory); the data directory and ``pods/`` are 0711 and
+logs 0600 (root's), so no pod reads another's logs or the checkpoint.
+
 Status changes are delivered as frozen ``PodStatus`` values on
 ``PodRuntime.events``, an unbounded ``asyncio.Queue``: producing never
 blocks the runtime, and the consumer (the controller link) reads at its own
