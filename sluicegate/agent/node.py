@@ -131,6 +131,8 @@ class PodMeta:
     source: str = ""
     # Readiness probes by container name (ProbeSpec.to_json), restarted after an agent restart.
     probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The user the pod runs as (None: the agent's own); held until the pod is forgotten.
+    run_as_uid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,8 @@ class AgentNode:
         self.name = name
         # Who pods run as, by namespace (the agent's own check; the controller checks its policy at creation).
         self.pod_users = pod_users if pod_users is not None else PodUserPolicies()
+        # Per-pod uid ranges: where the next search starts (see _free_uid).
+        self._uid_cursor: dict[tuple[int, int], int] = {}
         self.data_dir = Path(data_dir)
         self.runtime = runtime
         self.monitor = monitor
@@ -333,7 +337,27 @@ class AgentNode:
         if os.geteuid() != 0:
             # An unprivileged agent cannot switch users: its pods run as it does.
             return None
-        return RunAs(uid=user.uid, gid=user.gid, no_new_privs=user.no_new_privs)
+        uid = user.uid
+        if user.allocate and policy.uid_range is not None:
+            uid = self._free_uid(policy.uid_range, wish.namespace)
+        return RunAs(uid=uid, gid=user.gid, no_new_privs=user.no_new_privs)
+
+    def _free_uid(self, uid_range: tuple[int, int], namespace: str) -> int:
+        """A uid of the range no pod here holds (a pod holds its uid until it is forgotten: its HOME is there).
+
+        Taken round-robin from after the last one given, so a uid is reused as late as the range allows.
+        """
+        held = {m.run_as_uid for m in self.meta.values() if m.run_as_uid is not None and not m.forgotten}
+        low, high = uid_range
+        start = self._uid_cursor.get(uid_range, low)
+        size = high - low + 1
+        for step in range(size):
+            uid = low + (start - low + step) % size
+            if uid not in held:
+                self._uid_cursor[uid_range] = uid + 1 if uid < high else low
+                return uid
+        raise PodSecurityError("spec.securityContext.runAsUser", f"every uid of namespace {namespace}'s uidRange "
+                                                                 f"{low}-{high} is held by a pod on this node")
 
     def admitted_pods(self) -> list[PodInfo]:
         """Pods that hold node resources: everything not finished."""
@@ -384,7 +408,7 @@ class AgentNode:
                 self._put_meta(replace(meta, reason=decision.reason, message=decision.message, rejected=True))
                 self._flush_meta()  # reported as soon as we return
                 return False
-            self._put_meta(meta)
+            self._put_meta(replace(meta, run_as_uid=run_as.uid if run_as is not None else None))
             victims = list(decision.victims)
         if victims:
             self._flush_meta()  # reported at once, next

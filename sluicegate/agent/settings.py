@@ -25,7 +25,7 @@
     # breaks its namespace's rule (Failed, CreateContainerConfigError).
     podUsers:
       team-a: {user: alice, group: alice}          # names or numbers
-      team-b: {uidRange: {min: 20000, max: 20999}, group: 20000}
+      team-b: {uidRange: {min: 20000, max: 20999}, group: 20000}   # a uid of its own per pod
       ops: {user: root, allowRoot: true}
     defaultPodUser: {user: nobody, group: nogroup}   # the default: 65534/65534
 

@@ -9,8 +9,11 @@ group its pods run as and which ones a pod may ask for::
     ops:    {user: root, allowRoot: true}        # root only with allowRoot
     # the default, where nothing else is said: nobody/nogroup (65534)
 
-A pod that sets no ``runAsUser`` runs as the policy's user (``user``, else
-the lowest uid of ``uidRange``).  A pod may ask for ``runAsUser`` equal to
+A pod that sets no ``runAsUser`` runs as the policy's ``user``; with a
+``uidRange`` and no ``user``, each such pod gets a uid of the range to
+itself (the agent picks one no other pod on the node holds), so pods of
+the namespace cannot read each other's HOME or signal each other's
+processes, as pods sharing one user could.  A pod may ask for ``runAsUser`` equal to
 that user, inside ``uidRange``, or 0 where ``allowRoot`` is true; likewise
 ``runAsGroup`` (the policy's group, a number inside ``uidRange``, or 0 with
 ``allowRoot``).  ``runAsNonRoot: true`` refuses a pod that would run as 0.
@@ -89,6 +92,8 @@ class PodUserPolicy:
     gid: int = NOBODY
     uid_range: tuple[int, int] | None = None
     allow_root: bool = False
+    # uidRange without user: the agent gives each pod a uid of the range to itself.
+    per_pod: bool = False
 
     def allows_uid(self, uid: int) -> bool:
         if uid == 0:
@@ -101,7 +106,7 @@ class PodUserPolicy:
         return gid == self.gid or (self.uid_range is not None and self.uid_range[0] <= gid <= self.uid_range[1])
 
     def describe(self) -> str:
-        allowed = [f"uid {self.uid}"]
+        allowed = [] if self.per_pod else [f"uid {self.uid}"]
         if self.uid_range is not None:
             allowed.append(f"uids {self.uid_range[0]}-{self.uid_range[1]}")
         if self.allow_root:
@@ -122,11 +127,16 @@ class PodUserPolicies:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedUser:
-    """Who a pod's processes run as; ``no_new_privs``: set PR_SET_NO_NEW_PRIVS before exec."""
+    """Who a pod's processes run as; ``no_new_privs``: set PR_SET_NO_NEW_PRIVS before exec.
+
+    ``allocate``: no container asked for a user and the policy is per pod:
+    the agent replaces ``uid`` with one of the range that no other pod holds.
+    """
 
     uid: int
     gid: int
     no_new_privs: bool
+    allocate: bool = False
 
 
 def _id(value: object, where: str, *, names: str) -> tuple[int, str | None]:
@@ -189,7 +199,8 @@ def parse_policy(raw: object, where: str) -> PodUserPolicy:
         gid = NOBODY
     if gid == 0 and not allow_root:
         raise PolicyError(f"{where}.group: root's group needs allowRoot: true")
-    return PodUserPolicy(uid=uid, gid=gid, uid_range=uid_range, allow_root=allow_root)
+    return PodUserPolicy(uid=uid, gid=gid, uid_range=uid_range, allow_root=allow_root,
+                         per_pod=uid_range is not None and "user" not in raw)
 
 
 def parse_policies(namespaces: object, default: object, *, where: str, default_where: str) -> PodUserPolicies:
@@ -266,15 +277,19 @@ def resolve_pod_user(
         if escalation is True and not policy.allow_root:
             raise PodSecurityError(escalation_path, f"true is not allowed in namespace {namespace}: its pods run "
                                                     "with no_new_privs (set false or leave it unset)")
-        resolved = ResolvedUser(uid=uid, gid=gid, no_new_privs=uid != 0 or escalation is False)
+        resolved = ResolvedUser(uid=uid, gid=gid, no_new_privs=uid != 0 or escalation is False,
+                                allocate=policy.per_pod and run_as_user is None)
         if chosen is None:
             chosen, chosen_path = resolved, cpath
-        elif (resolved.uid, resolved.gid) != (chosen.uid, chosen.gid):
+        elif (resolved.uid, resolved.gid, resolved.allocate) != (chosen.uid, chosen.gid, chosen.allocate):
+            def who(r: ResolvedUser) -> str:
+                return f"a uid of its own, group {r.gid}" if r.allocate else f"{r.uid}:{r.gid}"
+
             raise PodSecurityError(user_path if run_as_user is not None else group_path,
                                    f"all containers of a pod run as one user (the owner of its HOME); "
-                                   f"{chosen_path} runs as {chosen.uid}:{chosen.gid}, this one as {uid}:{gid}")
+                                   f"{chosen_path} runs as {who(chosen)}, this one as {who(resolved)}")
         elif resolved.no_new_privs and not chosen.no_new_privs:
             chosen = resolved
     if chosen is None:
-        return ResolvedUser(uid=policy.uid, gid=policy.gid, no_new_privs=policy.uid != 0)
+        return ResolvedUser(uid=policy.uid, gid=policy.gid, no_new_privs=policy.uid != 0, allocate=policy.per_pod)
     return chosen

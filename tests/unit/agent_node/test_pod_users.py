@@ -108,3 +108,33 @@ async def test_exec_probes_run_as_the_pods_user(make_node: MakeNode) -> None:
                       period_seconds=0.05, timeout_seconds=2.0)
     assert await node.run_pod(wish("probed", "sleep 30", probe=probe)) is True
     assert await wait_until(lambda: (r := node.report("probed")) is not None and r.ready, timeout=10)
+
+
+async def test_a_uid_range_gives_each_pod_a_uid_of_its_own(make_node: MakeNode) -> None:
+    team = PodUserPolicies(namespaces={"team-a": PodUserPolicy(uid=30000, gid=30000, uid_range=(30000, 30001),
+                                                               per_pod=True)})
+    node = await make_node(pod_users=team)
+    assert await node.run_pod(wish("one", "sleep 30")) is True
+    assert await node.run_pod(wish("two", "sleep 30")) is True
+    uids = []
+    for uid in ("one", "two"):
+        st = node.runtime.status(uid)
+        assert st is not None and st.containers[0].pid
+        uids.append(ids(st.containers[0].pid)["Uid"].split()[0])
+        assert node.runtime.home(uid).stat().st_uid == int(uids[-1])
+    assert sorted(uids) == ["30000", "30001"]
+    # The range is used up: the next pod is refused, naming the field.
+    assert await node.run_pod(wish("three", "sleep 30")) is False
+    report = node.report("three")
+    assert report is not None and (report.reason, report.message) == (
+        SECURITY_REJECTED, "spec.securityContext.runAsUser: every uid of namespace team-a's uidRange 30000-30001 "
+                           "is held by a pod on this node")
+    # A forgotten pod gives its uid back; a restarted agent knows who holds which.
+    await node.stop_pod("one", grace_seconds=0, reason="Killed", message="")
+    await node.runtime.wait("one", timeout=10)
+    await node.forget("one")
+    node = await make_node(pod_users=team)
+    assert await node.run_pod(wish("four", "sleep 30")) is True
+    st = node.runtime.status("four")
+    assert st is not None and st.containers[0].pid
+    assert ids(st.containers[0].pid)["Uid"].split()[0] == uids[0]

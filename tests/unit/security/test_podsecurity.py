@@ -35,6 +35,7 @@ class SC:
 DEFAULT = PodUserPolicy()
 RANGE = PodUserPolicy(uid=20000, gid=20000, uid_range=(20000, 20999))
 ROOT_OK = PodUserPolicy(allow_root=True)
+PER_POD = PodUserPolicy(uid=30000, gid=30000, uid_range=(30000, 30099), per_pod=True)
 
 
 def resolve(policy: PodUserPolicy, pod: SC | None = None, *containers: SC | None) -> ResolvedUser:
@@ -55,6 +56,9 @@ def resolve(policy: PodUserPolicy, pod: SC | None = None, *containers: SC | None
         (ROOT_OK, None, (SC(run_as_user=0, allow_privilege_escalation=False),), ResolvedUser(0, 0, True)),
         (ROOT_OK, None, (None,), ResolvedUser(NOBODY, NOBODY, True)),  # root only when asked for
         (DEFAULT, SC(run_as_non_root=True), (SC(allow_privilege_escalation=False),), ResolvedUser(NOBODY, NOBODY, True)),
+        # Per pod: unasked, the agent allocates; asked, the pod gets what it asked for inside the range.
+        (PER_POD, None, (None, SC()), ResolvedUser(30000, 30000, True, allocate=True)),
+        (PER_POD, SC(run_as_user=30050), (None,), ResolvedUser(30050, 30000, True)),
     ],
 )
 def test_resolves(policy: PodUserPolicy, pod: SC | None, containers: tuple[SC | None, ...], expected: ResolvedUser) -> None:
@@ -74,6 +78,9 @@ def test_resolves(policy: PodUserPolicy, pod: SC | None, containers: tuple[SC | 
         (ROOT_OK, SC(run_as_user=0), (SC(run_as_non_root=True),), f"{POD}.runAsUser", f"{C0}.runAsNonRoot is true"),
         (DEFAULT, None, (SC(allow_privilege_escalation=True),), f"{C0}.allowPrivilegeEscalation", "no_new_privs"),
         (RANGE, None, (SC(run_as_user=20001), SC(run_as_user=20002)), f"{C1}.runAsUser", "run as one user"),
+        (PER_POD, None, (None, SC(run_as_user=30000)), f"{C1}.runAsUser", "runs as a uid of its own, group 30000"),
+        (PER_POD, None, (SC(run_as_user=30100),), f"{C0}.runAsUser", "30100 is not allowed in namespace team-a "
+                                                                     "(allowed: uids 30000-30099)"),
     ],
 )
 def test_refusals_name_the_field(policy: PodUserPolicy, pod: SC | None, containers: tuple[SC | None, ...],
@@ -90,7 +97,8 @@ def test_parse_policy_by_name_and_number() -> None:
     assert parse_policy({"user": "nobody"}, "d").uid == NOBODY
     assert parse_policy({"user": 1234, "group": "65534"}, "d") == PodUserPolicy(uid=1234, gid=NOBODY)
     assert parse_policy({"user": "root", "allowRoot": True}, "d") == PodUserPolicy(uid=0, gid=0, allow_root=True)
-    assert parse_policy({"uidRange": {"min": 100, "max": 200}}, "d") == PodUserPolicy(uid=100, gid=NOBODY, uid_range=(100, 200))
+    assert parse_policy({"uidRange": {"min": 100, "max": 200}}, "d") == PodUserPolicy(uid=100, gid=NOBODY, uid_range=(100, 200), per_pod=True)
+    assert parse_policy({"user": 150, "uidRange": {"min": 100, "max": 200}}, "d").per_pod is False
 
 
 @pytest.mark.parametrize(
