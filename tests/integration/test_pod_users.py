@@ -52,12 +52,14 @@ apiVersion: sluicegate.io/v1beta2
 kind: LocalQueue
 metadata: {{name: q, namespace: {ns}}}
 spec: {{clusterQueue: main}}
-""" for ns in ("default", "ops", "lax"))
+""" for ns in ("default", "ops", "lax", "team"))
 
 # ops may run root on both sides; lax only in the controller's view: the agent's own check refuses it.
+# team: a uid of its own per pod.
+TEAM = {"uidRange": {"min": 30000, "max": 30099}}
 CONTROLLER_SETTINGS = {"podSecurity": {"namespaces": {"ops": {"user": "root", "allowRoot": True},
-                                                      "lax": {"allowRoot": True}}}}
-AGENT_SETTINGS = {"podUsers": {"ops": {"user": "root", "allowRoot": True}}}
+                                                      "lax": {"allowRoot": True}, "team": TEAM}}}
+AGENT_SETTINGS = {"podUsers": {"ops": {"user": "root", "allowRoot": True}, "team": TEAM}}
 
 
 class Cluster:
@@ -92,10 +94,11 @@ class Cluster:
         path.write_text(json.dumps(doc))
         return sluicectl(self.s, "apply", "-f", str(path), check=check)
 
-    def pod(self, name: str) -> dict[str, Any]:
+    def pod(self, name: str, namespace: str = "default") -> dict[str, Any]:
         assert self.agent is not None
         return wait_for(f"pod {name} running", lambda: next(
-            (p for p in self.agent.pods() if p["name"] == f"{name}-main-0" and p["phase"] == "Running"
+            (p for p in self.agent.pods() if p["name"] == f"{name}-main-0" and p["namespace"] == namespace
+             and p["phase"] == "Running"
              and p["containers"][0]["pid"]), None), timeout=20)
 
     def close(self) -> None:
@@ -186,7 +189,7 @@ def test_root_only_where_the_namespace_allows_it(cluster: Cluster) -> None:
 
     # ops allows root (controller and agent): asked for, it is granted.
     cluster.apply("root-ops", "sleep 60", namespace="ops", security={"runAsUser": 0})
-    st = proc_status(cluster.pod("root-ops")["containers"][0]["pid"])
+    st = proc_status(cluster.pod("root-ops", "ops")["containers"][0]["pid"])
     assert st["Uid"].split()[0] == "0", st
 
     # lax: the controller lets it through, the agent's own policy does not.
@@ -203,3 +206,21 @@ def test_root_only_where_the_namespace_allows_it(cluster: Cluster) -> None:
         "Failed", f"pod root-lax-main-0 failed (CreateContainerConfigError): {expected}")
     (pod,) = get_json(cluster.s, "workload", "root-lax", "-n", "lax")["status"]["extra"]["pods"]
     assert (pod["phase"], pod["reason"], pod["message"]) == ("Failed", "CreateContainerConfigError", expected)
+
+
+def test_pods_with_a_uid_each_cannot_reach_each_others_home_or_processes(cluster: Cluster) -> None:
+    cluster.apply("first", 'echo private > "$HOME/secret"; echo stored; sleep 60', namespace="team")
+    first = cluster.pod("first", "team")
+    assert cluster.agent is not None
+    first_home = cluster.agent.data_dir / "pods" / first["uid"] / "home"
+    first_pid = first["containers"][0]["pid"]
+    wait_for("first stored its secret", lambda: (first_home / "secret").exists(), timeout=10)
+    probe = (f"if cat {first_home}/secret; then echo READ-HOME; else echo NO-HOME; fi; "
+             f"if kill -0 {first_pid}; then echo CAN-SIGNAL; else echo NO-SIGNAL; fi; echo probes-done; sleep 60")
+    cluster.apply("second", probe, namespace="team")
+    second = cluster.pod("second", "team")
+    out = wait_for("second's probes done", lambda: "probes-done" in (t := log_of(cluster, second).read_text()) and t,
+                   timeout=10)
+    assert "NO-HOME" in out and "NO-SIGNAL" in out and "READ-HOME" not in out and "CAN-SIGNAL" not in out, out
+    uids = {proc_status(p["containers"][0]["pid"])["Uid"].split()[0] for p in (first, second)}
+    assert len(uids) == 2 and all(30000 <= int(u) <= 30099 for u in uids), uids
