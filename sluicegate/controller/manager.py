@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -136,14 +136,17 @@ class WatchEvent:
 
 
 class _Watcher:
-    def __init__(self, namespace: str, name: str) -> None:
+    def __init__(self, namespace: str, name: str, namespaces: Collection[str] | None = None) -> None:
         self.namespace = namespace
         self.name = name
+        # None: every namespace; else only these (what the watching caller may see).
+        self.namespaces = namespaces
         self.queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue(maxsize=100_000)
         self.overflowed = False
 
     def wants(self, wl: Workload) -> bool:
-        return (not self.namespace or wl.namespace == self.namespace) and (not self.name or wl.name == self.name)
+        return ((not self.namespace or wl.namespace == self.namespace) and (not self.name or wl.name == self.name)
+                and (self.namespaces is None or wl.namespace in self.namespaces))
 
 
 @dataclass(slots=True)
@@ -678,11 +681,14 @@ class Manager:
 
     def list_workloads(
         self, *, namespace: str = "", local_queue: str = "", cluster_queue: str = "", state: str = "",
-        labels: dict[str, str] | None = None, limit: int = 0,
+        labels: dict[str, str] | None = None, limit: int = 0, namespaces: Collection[str] | None = None,
     ) -> list[Workload]:
+        """``namespaces``: None for every namespace, else only workloads in these."""
         out: list[Workload] = []
         for wl in self.cache.workloads.values():
             if namespace and wl.namespace != namespace:
+                continue
+            if namespaces is not None and wl.namespace not in namespaces:
                 continue
             if local_queue and wl.queue_name != local_queue:
                 continue
@@ -705,16 +711,18 @@ class Manager:
                 yield ev
 
     async def watch_batches(
-        self, namespace: str, name: str, send_initial: bool, *, max_batch: int
+        self, namespace: str, name: str, send_initial: bool, *, max_batch: int,
+        namespaces: Collection[str] | None = None,
     ) -> AsyncIterator[list[WatchEvent]]:
         """Events in order, as lists of up to ``max_batch``: whatever is waiting, never held back.
 
         A sender that passes a list on in one message pays the transport's
         per-message cost once per list instead of once per event.
+        ``namespaces`` (None: all) limits events to workloads in those namespaces.
         """
-        w = _Watcher(namespace, name)
+        w = _Watcher(namespace, name, namespaces)
         if send_initial:
-            for wl in self.list_workloads(namespace=namespace):
+            for wl in self.list_workloads(namespace=namespace, namespaces=namespaces):
                 if w.wants(wl):
                     w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0),
                                                   self.encoded(wl)))

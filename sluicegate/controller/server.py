@@ -31,6 +31,7 @@ from sluicegate.controller.initcmd import main as init_main
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
+from sluicegate.controller.service.gate import gate_from_settings, install_sighup
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
@@ -150,18 +151,20 @@ async def serve(
                         "it can run commands on every node", settings.listen)
         else:
             log.info("serving plaintext gRPC on loopback %s without authentication (set pkiDir for TLS)", settings.listen)
+        gate = gate_from_settings(settings, authenticator)  # authz + audit; SIGHUP reloads policy and tokens
+        undo_sighup = install_sighup(gate)
 
         def build(*, agents: bool) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
             srv = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS])
-            objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager), srv)
-            workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager), srv)
+            objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager, gate), srv)
+            workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager, gate), srv)
             if agents:
                 agent_pb2_grpc.add_AgentLinkServicer_to_server(
                     AgentLinkServicer(manager, heartbeat_interval=settings.agent_heartbeat_interval,
                                       authenticator=authenticator), srv)
-            agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager), srv)
+            agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager, gate), srv)
             security_pb2_grpc.add_SecurityServicer_to_server(SecurityServicer(
-                authority, authenticator, node_connected=manager.fleet.node_connected,
+                authority, gate, node_connected=manager.fleet.node_connected,
                 node_revoked=manager.fleet.node_revoked,
                 serial_of=getattr(authenticator, "serial_of", None)), srv)
             hs = health.aio.HealthServicer()
@@ -235,6 +238,8 @@ async def serve(
             return await supervise(tasks, stop=stop, on_stopping=stopping)
         finally:
             await health_server.stop()
+            undo_sighup()
+            gate.close()
     finally:
         store.close()
 

@@ -16,6 +16,8 @@ Every key is optional; unknown keys are errors that name the key.
     tokenListen: 127.0.0.1:7423     # TLS without client certificates: agents joining, bearer-token users
     tokenFile: /etc/sluicegate/tokens.yaml   # bearer tokens (hashed) -> user and groups; reloaded on SIGHUP
     insecure: false                 # true: allow plaintext on a non-loopback listen address (warned at every start)
+    authorizationPolicy: /etc/sluicegate/policy.yaml   # role bindings (security/authz.py); none: only system:masters
+    auditLog: /var/lib/sluicegate/audit.log   # default: audit.log beside the store; "" turns it off
     podSecurity:                    # who pods may run as (sluicegate.security.podsecurity)
       default: {user: nobody}       # the default: nobody/nogroup (65534); never root
       namespaces:
@@ -72,6 +74,9 @@ class ControllerSettings:
     token_file: str = ""
     insecure: bool = False
     config: ControllerConfig = field(default_factory=ControllerConfig)
+    authorization_policy: str = ""
+    # None: audit.log in the store's directory; "": no audit log.
+    audit_log: str | None = None
     pod_security: PodUserPolicies = field(default_factory=PodUserPolicies)
 
 
@@ -90,6 +95,8 @@ _KEYS = {
     "tokenListen": ("token_listen", str),
     "tokenFile": ("token_file", str),
     "insecure": ("insecure", bool),
+    "authorizationPolicy": ("authorization_policy", str),
+    "auditLog": ("audit_log", str),
 }
 
 
@@ -161,6 +168,15 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
         raise SettingsError("tokenFile: bearer tokens are only accepted over TLS; set pkiDir too")
     if s.configuration_path:
         s = replace(s, config=load_configuration(s.configuration_path))
+    if s.authorization_policy:
+        from sluicegate.security.authz import PolicyError, load_policy
+
+        try:
+            load_policy(s.authorization_policy)
+        except PolicyError as exc:
+            raise SettingsError(f"authorizationPolicy: {exc}") from exc
+    if s.audit_log is None:
+        s = replace(s, audit_log=default_audit_log(s.store))
     return s
 
 
@@ -174,6 +190,14 @@ def _pod_security(value: Any, where: str) -> PodUserPolicies:
                               default_where=f"{where}.default")
     except PolicyError as exc:
         raise SettingsError(str(exc)) from exc
+
+
+def default_audit_log(store: str) -> str:
+    """audit.log beside the store's file; none for an in-memory store."""
+    path = store.removeprefix("sqlite://")
+    if not path or path == ":memory:" or "://" in path:
+        return ""
+    return str(Path(path).parent / "audit.log")
 
 
 def load_configuration(path: str) -> ControllerConfig:

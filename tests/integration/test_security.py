@@ -284,3 +284,18 @@ def test_an_agent_renews_its_certificate_when_due_and_reconnects_with_it(tls: Tl
         assert [n["name"] for n in tls.get("nodes")["items"]] == ["node-r"]
     finally:
         agent.stop()
+
+
+def test_joins_tokens_and_revocations_are_audited(tls: Tls, tmp_path: Path) -> None:
+    token = tls.token("--uses", "1")
+    assert tls.join("node-q", token, tmp_path / "q").returncode == 0
+    assert tls.join("node-q2", token, tmp_path / "q2").returncode == 1
+    tls.ctl("delete", "node", "node-q")
+    lines = [json.loads(x) for x in (tmp_path / "audit.log").read_text().splitlines()]
+    seen = [(x["user"], x["verb"], x["kind"], x["name"], x["outcome"]) for x in lines]
+    tid = token.split(".")[0]
+    assert ("admin", "create", "BootstrapToken", tid, "allowed") in seen
+    assert (f"bootstrap-token:{tid}", "join", "Node", "node-q", "allowed") in seen
+    assert (f"bootstrap-token:{tid}", "join", "Node", "node-q2", "denied") in seen
+    assert ("admin", "delete", "Node", "node-q", "allowed") in seen
+    assert token.split(".")[1] not in (tmp_path / "audit.log").read_text()

@@ -9,6 +9,8 @@ import pytest
 from sluicegate.agent.settings import SettingsError as AgentSettingsError
 from sluicegate.agent.settings import load_settings as load_agent
 from sluicegate.controller.settings import SettingsError, load_settings
+from sluicegate.security.authz import Authorizer
+from sluicegate.security.identity import Principal
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 
@@ -16,6 +18,25 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 def test_controller_example_loads() -> None:
     s = load_settings(str(DEPLOY / "controller.yaml.example"), {})
     assert (s.listen, s.node_heartbeat_timeout, s.placement) == ("127.0.0.1:7420", 40.0, True)
+
+
+def test_policy_example_loads_and_settings_name_it(tmp_path: Path) -> None:
+    a = Authorizer(str(DEPLOY / "policy.yaml.example"))
+    assert a.allowed(Principal("alice", frozenset()), "create", "LocalQueue", "team-a")
+    assert not a.allowed(Principal("alice", frozenset()), "get", "Workload", "team-b")
+    assert a.allowed(Principal("bob", frozenset({"auditors"})), "list", "Workload", "team-b")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"store: {tmp_path}/db/c.db\nauthorizationPolicy: {DEPLOY / 'policy.yaml.example'}\n")
+    s = load_settings(str(cfg), {})
+    assert (s.authorization_policy, s.audit_log) == (str(DEPLOY / "policy.yaml.example"), f"{tmp_path}/db/audit.log")
+    assert load_settings(None, {"store": "sqlite:///x/y.db"}).audit_log == "/x/audit.log"
+    cfg.write_text("auditLog: ''\n")
+    assert load_settings(str(cfg), {}).audit_log == ""
+    bad = tmp_path / "p.yaml"
+    bad.write_text("bindings:\n- {role: ops, users: [u]}\n")
+    cfg.write_text(f"authorizationPolicy: {bad}\n")
+    with pytest.raises(SettingsError, match=r'authorizationPolicy: .*p.yaml: bindings\[0\].role: unknown role "ops"'):
+        load_settings(str(cfg), {})
 
 
 def test_agent_example_loads() -> None:

@@ -24,6 +24,7 @@ from sluicegate.controller.nodes import (
     StopPodCommand,
 )
 from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.service.gate import Gate
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
@@ -282,11 +283,13 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
 
 
 class NodesServicer(agent_pb2_grpc.NodesServicer):
-    def __init__(self, manager: Manager) -> None:
+    def __init__(self, manager: Manager, gate: Gate | None = None) -> None:
         self.m = manager
+        self.gate = gate or Gate()
 
     @handled
     async def List(self, request: agent_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> agent_pb2.ListNodesResponse:
+        self.gate.authorize(self.gate.authenticate(context), "list", "Node", "", "", context)
         out = []
         for n in sorted(self.m.fleet.registry.nodes.values(), key=lambda n: n.name):
             u = n.usage
@@ -304,9 +307,17 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
 
     async def Logs(self, request: agent_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.LogLine]:
         try:
+            ns = request.namespace or "default"
+            p = self.gate.authenticate(context)
+            self.gate.authorize(p, "logs", "Workload", ns, request.workload, context)
+            authorizer = self.gate.authorizer
+            policy = authorizer.policy
             async for pod, container, data in self.m.fleet.logs(
-                request.namespace or "default", request.workload, request.pod, request.container, request.follow
+                ns, request.workload, request.pod, request.container, request.follow
             ):
+                if authorizer.policy is not policy:  # reloaded while following: ask again
+                    policy = authorizer.policy
+                    self.gate.authorize(p, "logs", "Workload", ns, request.workload, context)
                 yield agent_pb2.LogLine(pod=pod, container=container, data=data)
         except Exception as exc:  # mapped once, here
             if isinstance(exc, asyncio.CancelledError):

@@ -9,34 +9,35 @@ import grpc
 
 from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from sluicegate.controller.service.errors import handled
+from sluicegate.controller.service.gate import Gate
 from sluicegate.security import pki
 from sluicegate.security.authority import Authority, AuthorityError, TokenRecord, TokenRefused, check_node_name, serial_hex
-from sluicegate.security.identity import Authenticator, Principal
+from sluicegate.security.identity import Principal
 from sluicegate.v1 import security_pb2, security_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-
-def principal_of(auth: Authenticator, context: grpc.aio.ServicerContext) -> Principal:
-    return auth.authenticate(context.auth_context(), tuple(context.invocation_metadata() or ()))
+# Who joins: the token's id is all that is known of the caller.
+def _joiner(token: str) -> Principal:
+    return Principal(f"bootstrap-token:{token.split('.', 1)[0][:6]}", method="token")
 
 
 class SecurityServicer(security_pb2_grpc.SecurityServicer):
+    """Cluster-admin only, except Join (the token is the credential), Renew (a node, for itself) and WhoAmI."""
+
     def __init__(
         self,
         authority: Authority | None,
-        authenticator: Authenticator,
+        gate: Gate,
         *,
         node_connected: Callable[[str], bool],
         node_revoked: Callable[[str], None],
-        audit: Callable[[Principal | None, str, str, str, str], None] | None = None,
         serial_of: Callable[[dict[str, list[bytes]]], int | None] | None = None,
     ) -> None:
         self.authority = authority
-        self.auth = authenticator
+        self.gate = gate
         self.node_connected = node_connected
         self.node_revoked = node_revoked
-        self._audit = audit or (lambda *a: None)
         self._serial_of = serial_of
 
     def _ca(self) -> Authority:
@@ -44,11 +45,12 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             raise FailedPrecondition("the controller serves without TLS (no pkiDir): there is no cluster CA to join or issue from")
         return self.authority
 
-    def _admin(self, context: grpc.aio.ServicerContext, verb: str, what: str) -> Principal:
-        p = principal_of(self.auth, context)
+    def _admin(self, context: grpc.aio.ServicerContext, verb: str, what: str, name: str = "") -> Principal:
+        p = self.gate.authenticate(context)
         if not p.is_cluster_admin:
-            self._audit(p, verb, what, "", "denied")
-            raise PermissionDenied(f"user {p.user!r} may not {verb} {what}: it needs cluster-admin")
+            exc = PermissionDenied(f"user {p.user!r} may not {verb} {what}: it needs cluster-admin")
+            self.gate.audit(p, verb, what, "", name, context, exc=exc)
+            raise exc
         return p
 
     @handled
@@ -59,26 +61,29 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             key = pki.csr_public_key(request.csr)
         except (AuthorityError, pki.PkiError) as exc:
             raise InvalidArgument("", str(exc)) from exc
+        who = _joiner(request.token)
         try:
             rec = ca.spend_token(request.token)
         except TokenRefused as exc:
             log.warning("join as node %s refused: %s (peer %s)", request.node_name, exc, context.peer())
-            self._audit(None, "join", "Node", request.node_name, "denied")
-            raise PermissionDenied(f"join refused: {exc}") from exc
+            denied = PermissionDenied(f"join refused: {exc}")
+            self.gate.audit(who, "join", "Node", "", request.node_name, context, exc=denied)
+            raise denied from exc
         if self.node_connected(request.node_name):
             # A live agent holds that name: joining must not take it over.
-            self._audit(None, "join", "Node", request.node_name, "denied")
-            raise FailedPrecondition(f"node {request.node_name} is connected now; "
-                                     f"run 'sluicectl delete node {request.node_name}' first to replace it")
+            busy = FailedPrecondition(f"node {request.node_name} is connected now; "
+                                      f"run 'sluicectl delete node {request.node_name}' first to replace it")
+            self.gate.audit(who, "join", "Node", "", request.node_name, context, exc=busy)
+            raise busy
         cert = ca.issue_node(request.node_name, key)
         log.info("node %s joined with token %s; certificate serial %s", request.node_name, rec.id, serial_hex(cert.serial_number))
-        self._audit(Principal(f"token:{rec.id}"), "join", "Node", request.node_name, "allowed")
+        self.gate.audit(who, "join", "Node", "", request.node_name, context, detail=f"serial {serial_hex(cert.serial_number)}")
         return security_pb2.JoinResponse(certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem)
 
     @handled
     async def Renew(self, request: security_pb2.RenewRequest, context: grpc.aio.ServicerContext) -> security_pb2.RenewResponse:
         ca = self._ca()
-        p = principal_of(self.auth, context)
+        p = self.gate.authenticate(context)
         node = p.node
         if node is None or p.method != "certificate":
             raise PermissionDenied(f"user {p.user!r} may not renew: only a node renews its own certificate")
@@ -88,7 +93,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             raise InvalidArgument("csr", str(exc)) from exc
         cert = ca.issue_node(node, key)
         log.info("node %s renewed its certificate; new serial %s", node, serial_hex(cert.serial_number))
-        self._audit(p, "renew", "Node", node, "allowed")
+        self.gate.audit(p, "renew", "Node", "", node, context, detail=f"serial {serial_hex(cert.serial_number)}")
         return security_pb2.RenewResponse(certificate=pki.cert_pem(cert))
 
     @handled
@@ -100,7 +105,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
                                          created_by=p.user)
         except AuthorityError as exc:
             raise InvalidArgument(exc.field, str(exc).split(": ", 1)[-1]) from exc
-        self._audit(p, "create", "BootstrapToken", rec.id, "allowed")
+        self.gate.audit(p, "create", "BootstrapToken", "", rec.id, context)
         return security_pb2.CreateTokenResponse(token=token, info=_token(rec), ca_cert_hash=ca.ca_hash)
 
     @handled
@@ -114,7 +119,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         ca = self._ca()
         p = self._admin(context, "delete", "BootstrapToken")
         deleted = ca.delete_token(request.id)
-        self._audit(p, "delete", "BootstrapToken", request.id, "allowed")
+        self.gate.audit(p, "delete", "BootstrapToken", "", request.id, context)
         return security_pb2.DeleteTokenResponse(deleted=deleted)
 
     @handled
@@ -133,17 +138,17 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         serial = serial_hex(cert.serial_number)
         log.info("issued a certificate for user %s (groups %s), serial %s, by %s", request.user,
                  ",".join(request.groups) or "-", serial, p.user)
-        self._audit(p, "create", "UserCertificate", f"{request.user}#{serial}", "allowed")
+        self.gate.audit(p, "create", "UserCertificate", "", request.user, context, detail=f"serial {serial}")
         return security_pb2.IssueUserCertificateResponse(certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem, serial=serial)
 
     @handled
     async def RevokeNode(self, request: security_pb2.RevokeNodeRequest, context: grpc.aio.ServicerContext) -> security_pb2.RevokeResponse:
         ca = self._ca()
-        p = self._admin(context, "delete", "Node")
+        p = self._admin(context, "delete", "Node", request.name)
         serials = ca.revoke_node(request.name)
         self.node_revoked(request.name)
         log.warning("node %s revoked by %s: serials %s", request.name, p.user, ", ".join(serials) or "none")
-        self._audit(p, "delete", "Node", request.name, "allowed")
+        self.gate.audit(p, "delete", "Node", "", request.name, context, detail=f"revoked {', '.join(serials) or 'none'}")
         return security_pb2.RevokeResponse(serials=serials)
 
     @handled
@@ -155,12 +160,12 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             serials = ca.revoke_serial(request.serial)
         except AuthorityError as exc:
             raise InvalidArgument(exc.field, str(exc).split(": ", 1)[-1]) from exc
-        self._audit(p, "revoke", "Certificate", request.serial, "allowed")
+        self.gate.audit(p, "revoke", "Certificate", "", request.serial, context)
         return security_pb2.RevokeResponse(serials=serials)
 
     @handled
     async def WhoAmI(self, request: security_pb2.WhoAmIRequest, context: grpc.aio.ServicerContext) -> security_pb2.WhoAmIResponse:
-        p = principal_of(self.auth, context)
+        p = self.gate.authenticate(context)
         serial = self._serial_of(context.auth_context()) if self._serial_of else None
         return security_pb2.WhoAmIResponse(user=p.user, groups=sorted(p.groups), method=p.method,
                                            serial=serial_hex(serial) if serial is not None else "")

@@ -7,12 +7,15 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
+from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, PermissionDenied
 from sluicegate.controller.manager import Manager, parse_label_selector
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.security.audit import AuditRecord
+from sluicegate.security.identity import Principal
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -28,32 +31,59 @@ _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
 MAX_WATCH_BATCH = 1000
 
 
+def workload_ref(doc: RawDocument) -> tuple[str, str]:
+    """(namespace, name) of the Workload a document (a Workload or a batch/v1 Job) creates.
+
+    The decoder reads the same fields (an empty or missing namespace is
+    "default"); a namespace that is not a string fails decoding, so nothing
+    is created where this guessed.
+    """
+    meta = doc.body.get("metadata")
+    if not isinstance(meta, dict):
+        return "default", ""
+    ns, name = meta.get("namespace"), meta.get("name")
+    return (ns if isinstance(ns, str) and ns else "default"), (name if isinstance(name, str) else "")
+
+
 class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
-    def __init__(self, manager: Manager) -> None:
+    def __init__(self, manager: Manager, gate: Gate | None = None) -> None:
         self.m = manager
+        self.gate = gate or Gate()
 
     @handled
     async def Create(
         self, request: workloads_pb2.CreateWorkloadRequest, context: grpc.aio.ServicerContext
     ) -> workloads_pb2.CreateWorkloadResponse:
-        docs = documents_from_proto([request.document])
-        if len(docs) != 1:
-            raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
-        wl, created = self.m.create_workload(docs[0])
+        p = self.gate.authenticate(context)
+        try:
+            docs = documents_from_proto([request.document])
+            if len(docs) != 1:
+                raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
+        except InvalidArgument as exc:
+            self.gate.audit(p, "create", "Workload", "", "", context, exc=exc)
+            raise
+        with self.gate.mutation(p, "create", "Workload", *workload_ref(docs[0]), context) as mut:
+            wl, created = self.m.create_workload(docs[0])
+            mut.detail = "created" if created else "existing"
         return workloads_pb2.CreateWorkloadResponse(workload=object_to_proto(self.m, wl), created=created)
 
     @handled
     async def CreateMany(
         self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
     ) -> workloads_pb2.CreateWorkloadsResponse:
-        return self._create_many(request)
+        return self._create_many(request, self.gate.authenticate(context), context)
 
     async def CreateStream(
         self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[workloads_pb2.CreateWorkloadsResponse]:
+        try:
+            p = self.gate.authenticate(context)
+        except ControllerError as exc:
+            code, msg = status_for(exc)
+            await context.abort(code, msg)
         async for request in request_iterator:
             try:
-                response = self._create_many(request)
+                response = self._create_many(request, p, context)
             except Exception as exc:
                 # Only this request failed (a store failure stored none of it);
                 # the client's later requests still deserve their answers.
@@ -63,10 +93,17 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
             yield response
 
-    def _create_many(self, request: workloads_pb2.CreateWorkloadsRequest) -> workloads_pb2.CreateWorkloadsResponse:
+    def _create_many(
+        self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: grpc.aio.ServicerContext
+    ) -> workloads_pb2.CreateWorkloadsResponse:
+        gate = self.gate
+        grants = gate.authorizer.grants(p)
         # Per item: its result when it failed before reaching the manager, else None.
         out: list[workloads_pb2.CreateWorkloadResult | None] = []
         docs: list[RawDocument] = []
+        refs: list[tuple[str, str]] = []
+        # One audit line per item, written together once the outcome is known.
+        early: list[AuditRecord | None] = []
         for item in request.items:
             try:
                 parsed = documents_from_proto([item.document])
@@ -74,27 +111,63 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     raise InvalidArgument("document", f"expected exactly one Workload document, got {len(parsed)}")
             except InvalidArgument as exc:
                 out.append(_failed(exc))
+                early.append(gate.record(p, "create", "Workload", "", "", context, exc=exc))
+                continue
+            ns, name = workload_ref(parsed[0])
+            if not grants.allows("create", "Workload", ns):
+                denied = gate.denied_error(p, "create", "Workload", ns)
+                out.append(_failed(denied))
+                early.append(gate.record(p, "create", "Workload", ns, name, context, exc=denied))
                 continue
             out.append(None)
+            early.append(None)
             docs.append(parsed[0])
-        # A store failure raises here and fails the whole request: nothing was stored.
-        created = iter(self.m.create_workloads(docs))
+            refs.append((ns, name))
+        try:
+            # A store failure raises here and fails the whole request: nothing was stored.
+            created = iter(self.m.create_workloads(docs))
+        except Exception as exc:
+            gate.audit_many([r for r in early if r is not None]
+                            + [gate.record(p, "create", "Workload", ns, name, context, exc=exc) for ns, name in refs])
+            raise
+        ref_iter = iter(refs)
+        records: list[AuditRecord] = []
         results: list[workloads_pb2.CreateWorkloadResult] = []
-        for r in out:
+        for r, rec in zip(out, early):
             if r is None:
                 res = next(created)
+                ns, name = next(ref_iter)
                 if isinstance(res, Exception):
                     r = _failed(res)
+                    rec = gate.record(p, "create", "Workload", ns, name, context, exc=res)
                 else:
                     wl, was_new = res
                     r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
                         workload=object_to_proto(self.m, wl), created=was_new))
+                    rec = gate.record(p, "create", "Workload", ns, name, context,
+                                      detail="created" if was_new else "existing")
+            assert rec is not None
+            records.append(rec)
             results.append(r)
+        gate.audit_many(records)
         return workloads_pb2.CreateWorkloadsResponse(results=results)
 
     @handled
     async def Get(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
-        return object_to_proto(self.m, self.m.get_workload(request.namespace or "default", request.name))
+        p = self.gate.authenticate(context)
+        ns = request.namespace or "default"
+        self.gate.authorize(p, "get", "Workload", ns, request.name, context)
+        return object_to_proto(self.m, self.m.get_workload(ns, request.name))
+
+    def _visible(self, p: Principal, verb: str, namespace: str, name: str, context: grpc.aio.ServicerContext) -> frozenset[str] | None:
+        """None: the caller may see every namespace asked for; else only these (never empty)."""
+        if namespace:
+            self.gate.authorize(p, verb, "Workload", namespace, name, context)
+            return None
+        visible = self.gate.visible(p, verb, "Workload")
+        if visible is not None and not visible:
+            self.gate.authorize(p, verb, "Workload", "", name, context)
+        return visible
 
     @handled
     async def List(
@@ -104,7 +177,9 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {', '.join(s for s in _STATES if s)}")
         if request.limit < 0:
             raise InvalidArgument("limit", "must not be negative")
+        visible = self._visible(self.gate.authenticate(context), "list", request.namespace, "", context)
         wls = self.m.list_workloads(
+            namespaces=visible,
             namespace=request.namespace,
             local_queue=request.local_queue,
             cluster_queue=request.cluster_queue,
@@ -119,23 +194,49 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
         max_batch = min(max(request.max_batch, 1), MAX_WATCH_BATCH)
         try:
-            async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial, max_batch=max_batch):
+            p = self.gate.authenticate(context)
+            visible = self._visible(p, "watch", request.namespace, request.name, context)
+        except ControllerError as exc:
+            code, msg = status_for(exc)
+            await context.abort(code, msg)
+        authorizer = self.gate.authorizer
+        policy = authorizer.policy
+        # Set when a policy reload narrowed what this watch may see (the
+        # manager still filters by the set it was started with).
+        narrowed: frozenset[str] | None = None
+        try:
+            async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial,
+                                                    max_batch=max_batch, namespaces=visible):
+                if authorizer.policy is not policy:
+                    # SIGHUP changed the policy: ask again (PERMISSION_DENIED ends the watch).
+                    policy = authorizer.policy
+                    narrowed = self._visible(p, "watch", request.namespace, request.name, context)
+                if narrowed is not None:
+                    batch = [ev for ev in batch if ev.workload.namespace in narrowed]
+                    if not batch:
+                        continue
                 first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
                 if len(batch) > 1:
                     first.more.extend(
                         workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:])
                 yield first
-        except FailedPrecondition as exc:
+        except (FailedPrecondition, PermissionDenied) as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
 
     @handled
     async def Delete(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.DeleteResponse:
-        return objects_pb2.DeleteResponse(deleted=self.m.delete_workload(request.namespace or "default", request.name))
+        p = self.gate.authenticate(context)
+        ns = request.namespace or "default"
+        with self.gate.mutation(p, "delete", "Workload", ns, request.name, context):
+            return objects_pb2.DeleteResponse(deleted=self.m.delete_workload(ns, request.name))
 
     @handled
     async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
-        wl = self.m.set_active(request.namespace or "default", request.name, request.active)
+        p = self.gate.authenticate(context)
+        ns = request.namespace or "default"
+        with self.gate.mutation(p, "resume" if request.active else "stop", "Workload", ns, request.name, context):
+            wl = self.m.set_active(ns, request.name, request.active)
         return object_to_proto(self.m, wl)
 
 

@@ -1,0 +1,122 @@
+"""The audit log: one JSON line per mutating request (and per denied read).
+
+Each line::
+
+    {"time": "2026-11-24T22:41:07.123Z", "user": "alice", "groups": ["dev"],
+     "verb": "create", "kind": "Workload", "namespace": "team-a", "name": "train-1",
+     "outcome": "allowed", "source": "ipv4:127.0.0.1:50522"}
+
+``outcome`` is ``allowed`` (done), ``denied`` (PERMISSION_DENIED) or
+``error`` (authorized but failed); the last two carry ``code``, the gRPC
+status name, and ``message``.  ``detail`` says what an allowed request did
+where that is not obvious (apply: created/configured/unchanged; create:
+created/existing).
+
+The file is opened with O_APPEND and mode 0600 (its directory is created,
+mode 0700, when missing) and every record is one write(2) of whole lines:
+lines from concurrent writers never interleave, a crash loses at most the
+record being written, and nothing is buffered in the process.  A write is
+a few microseconds (the file lives on local disk; the kernel's page cache
+absorbs it).  :meth:`AuditLog.reopen` (on SIGHUP) follows a rotated file.
+A failing write is logged, at most once a minute, and does not fail the
+request: the store, not the audit log, decides what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sluicegate.security.identity import Principal
+
+log = logging.getLogger(__name__)
+
+ALLOWED, DENIED, ERROR = "allowed", "denied", "error"
+_ERROR_LOG_INTERVAL = 60.0
+
+
+def rfc3339(t: float) -> str:
+    ms = int(t * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{ms:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    principal: Principal
+    verb: str
+    kind: str
+    namespace: str
+    name: str
+    outcome: str
+    source: str = ""
+    code: str = ""
+    message: str = ""
+    detail: str = ""
+
+    def line(self, t: float) -> str:
+        p = self.principal
+        rec: dict[str, object] = {
+            "time": rfc3339(t), "user": p.user, "groups": sorted(p.groups), "verb": self.verb, "kind": self.kind,
+            "namespace": self.namespace, "name": self.name, "outcome": self.outcome,
+        }
+        if self.code:
+            rec["code"] = self.code
+        if self.message:
+            rec["message"] = self.message
+        if self.detail:
+            rec["detail"] = self.detail
+        rec["source"] = self.source
+        return json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+class AuditLog:
+    def __init__(self, path: str, *, clock: object = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._fd = -1
+        self._last_error = 0.0
+        self._open()
+
+    def _open(self) -> None:
+        d = Path(self.path).parent
+        if not d.exists():
+            d.mkdir(parents=True, mode=0o700, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        old, self._fd = self._fd, fd
+        if old >= 0:
+            os.close(old)
+
+    def reopen(self) -> None:
+        """Follow a rotated file (logrotate moved it away): SIGHUP calls this."""
+        try:
+            self._open()
+        except OSError as exc:
+            log.error("audit log %s: cannot reopen, still writing the old file: %s", self.path, exc)
+
+    def write(self, records: Iterable[AuditRecord]) -> None:
+        now = self._clock()  # type: ignore[operator]
+        data = "".join(r.line(now) for r in records).encode()
+        if not data or self._fd < 0:
+            return
+        try:
+            n = os.write(self._fd, data)
+            while n < len(data):  # only on a full disk or a signal; never split a line silently
+                n += os.write(self._fd, data[n:])
+        except OSError as exc:
+            mono = time.monotonic()
+            if mono - self._last_error >= _ERROR_LOG_INTERVAL:
+                self._last_error = mono
+                log.error("audit log %s: write failed, records lost: %s", self.path, exc)
+
+    def record(self, rec: AuditRecord) -> None:
+        self.write((rec,))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
