@@ -21,7 +21,7 @@ import grpc
 
 from sluicegate.agent import credentials as creds
 from sluicegate.agent.fencing import Contract, SelfFencing
-from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
+from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish, RequestedSecurity
 from sluicegate.agent.probes import ProbeSpec
 from sluicegate.common.channels import open_channel
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched
@@ -62,12 +62,19 @@ def wish_from_proto(p: agent_pb2.PodSpec) -> PodWish:
             ContainerWish(name=c.name, command=tuple(c.command), args=tuple(c.args),
                           env=tuple((e.name, e.value) for e in c.env), working_dir=c.working_dir,
                           requests=dict(c.requests), limits=dict(c.limits),
-                          readiness_probe=probe_from_proto(c.readiness_probe) if c.HasField("readiness_probe") else None)
+                          readiness_probe=probe_from_proto(c.readiness_probe) if c.HasField("readiness_probe") else None,
+                          security=_security_from_proto(c))
             for c in p.containers
         ),
         restart_policy=p.restart_policy or "Never", termination_grace_seconds=p.termination_grace_seconds,
         priority=p.priority, priority_class=p.priority_class,
     )
+
+
+def _security_from_proto(c: agent_pb2.Container) -> RequestedSecurity | None:
+    fields = {a: getattr(c, a) for a in ("run_as_user", "run_as_group", "run_as_non_root", "allow_privilege_escalation")
+              if c.HasField(a)}
+    return RequestedSecurity(**fields) if fields else None
 
 
 def probe_from_proto(p: agent_pb2.Probe) -> ProbeSpec:

@@ -8,6 +8,11 @@ restarted agent reports its pods exactly as before.
 Node admission follows the kubelet: a pod must fit the node's allocatable
 minus the requests of pods already admitted; a critical pod that does not
 fit makes room by stopping the pods :mod:`sluicegate.agent.policy` chooses.
+
+Before admission, the pod's user is resolved from the agent's own
+``podUsers`` policy (:mod:`sluicegate.security.podsecurity`); a pod whose
+securityContext breaks it is Failed with reason CreateContainerConfigError
+and a message naming the field, and nothing of it starts.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -33,6 +39,7 @@ from sluicegate.agent.policy import (
     pod_qos,
 )
 from sluicegate.agent.runtime import (
+    DEFAULT_PATH,
     ContainerSpec,
     PodPhase,
     PodRuntime,
@@ -41,7 +48,9 @@ from sluicegate.agent.runtime import (
     PodStatus,
     Reason,
     RestartPolicy,
+    RunAs,
 )
+from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,16 @@ META_FILE = "pods-meta.json"
 # How long a metadata change nothing waits for (a forgotten pod, a reason
 # set before a stop) may stay unwritten; see "Metadata writes are batched".
 META_BATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedSecurity:
+    """A container's effective securityContext as the controller (or a static manifest) sends it (None: unset)."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    allow_privilege_escalation: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +82,7 @@ class ContainerWish:
     requests: Mapping[str, int] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)
     readiness_probe: ProbeSpec | None = None
+    security: RequestedSecurity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +131,8 @@ class PodMeta:
     source: str = ""
     # Readiness probes by container name (ProbeSpec.to_json), restarted after an agent restart.
     probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The user the pod runs as (None: the agent's own); held until the pod is forgotten.
+    run_as_uid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +180,10 @@ def _qos_and_requests(wish: PodWish) -> tuple[QOSClass, dict[str, int]]:
     return pod_qos(containers=containers), effective_requests(containers=containers)
 
 
+# The kubelet's reason for a pod whose security settings cannot be honoured.
+SECURITY_REJECTED = "CreateContainerConfigError"
+
+
 class AgentNode:
     def __init__(
         self,
@@ -169,8 +195,13 @@ class AgentNode:
         capacity: Mapping[str, int],
         allocatable: Mapping[str, int],
         clock: Any,
+        pod_users: PodUserPolicies | None = None,
     ) -> None:
         self.name = name
+        # Who pods run as, by namespace (the agent's own check; the controller checks its policy at creation).
+        self.pod_users = pod_users if pod_users is not None else PodUserPolicies()
+        # Per-pod uid ranges: where the next search starts (see _free_uid).
+        self._uid_cursor: dict[tuple[int, int], int] = {}
         self.data_dir = Path(data_dir)
         self.runtime = runtime
         self.monitor = monitor
@@ -203,7 +234,7 @@ class AgentNode:
         # Failed/Orphaned until the controller forgets them.  Kept in memory only: after
         # another restart the controller finds them missing, which it treats the same way.
         self.orphans: dict[str, PodReport] = {}
-        self._meta_file = AtomicFile(self._meta_path(), mode=0o644)
+        self._meta_file = AtomicFile(self._meta_path(), mode=0o600)
         self._load_meta()
         runtime.before_write = self._scheduled_meta_flush
 
@@ -217,8 +248,12 @@ class AgentNode:
         st = self.runtime.status(uid)
         if m is None or st is None or st.finished:
             return
+        # Exec probes run as the pod's user, from its HOME.
+        prefix = self.runtime.privilege_argv(uid)
+        home = str(self.runtime.home(uid))
         for container, spec in m.probes.items():
-            self.probes.start(uid, container, ProbeSpec.from_json(spec))
+            self.probes.start(uid, container, ProbeSpec.from_json(spec), prefix=prefix, cwd=home,
+                              env={"PATH": DEFAULT_PATH, "HOME": home})
 
     # ------------------------------------------------------------ metadata
 
@@ -296,6 +331,38 @@ class AgentNode:
 
     # ------------------------------------------------------------ admission
 
+    def _run_as(self, wish: PodWish) -> RunAs | None:
+        """The pod's user by this agent's policy; PodSecurityError naming the field otherwise."""
+        policy = self.pod_users.for_namespace(wish.namespace)
+        user = resolve_pod_user(
+            namespace=wish.namespace, policy=policy, pod_context=None, pod_path="spec.securityContext",
+            containers=[(f"spec.containers[{i}].securityContext", c.security) for i, c in enumerate(wish.containers)],
+        )
+        if os.geteuid() != 0:
+            # An unprivileged agent cannot switch users: its pods run as it does.
+            return None
+        uid = user.uid
+        if user.allocate and policy.uid_range is not None:
+            uid = self._free_uid(policy.uid_range, wish.namespace)
+        return RunAs(uid=uid, gid=user.gid, no_new_privs=user.no_new_privs)
+
+    def _free_uid(self, uid_range: tuple[int, int], namespace: str) -> int:
+        """A uid of the range no pod here holds (a pod holds its uid until it is forgotten: its HOME is there).
+
+        Taken round-robin from after the last one given, so a uid is reused as late as the range allows.
+        """
+        held = {m.run_as_uid for m in self.meta.values() if m.run_as_uid is not None and not m.forgotten}
+        low, high = uid_range
+        start = self._uid_cursor.get(uid_range, low)
+        size = high - low + 1
+        for step in range(size):
+            uid = low + (start - low + step) % size
+            if uid not in held:
+                self._uid_cursor[uid_range] = uid + 1 if uid < high else low
+                return uid
+        raise PodSecurityError("spec.securityContext.runAsUser", f"every uid of namespace {namespace}'s uidRange "
+                                                                 f"{low}-{high} is held by a pod on this node")
+
     def admitted_pods(self) -> list[PodInfo]:
         """Pods that hold node resources: everything not finished."""
         out = []
@@ -332,13 +399,20 @@ class AgentNode:
                 qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=wish.termination_grace_seconds,
                 containers=tuple(c.name for c in wish.containers), source=wish.source,
             )
+            try:
+                run_as = self._run_as(wish)
+            except PodSecurityError as exc:
+                log.warning("pod %s/%s refused: %s", wish.namespace, wish.name, exc)
+                self._put_meta(replace(meta, reason=SECURITY_REJECTED, message=str(exc), rejected=True))
+                self._flush_meta()  # reported as soon as we return
+                return False
             decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=self.admitted_pods())
             if not decision.admitted:
                 log.warning("pod %s rejected: %s: %s", wish.name, decision.reason, decision.message)
                 self._put_meta(replace(meta, reason=decision.reason, message=decision.message, rejected=True))
                 self._flush_meta()  # reported as soon as we return
                 return False
-            self._put_meta(meta)
+            self._put_meta(replace(meta, run_as_uid=run_as.uid if run_as is not None else None))
             victims = list(decision.victims)
         if victims:
             self._flush_meta()  # reported at once, next
@@ -361,6 +435,7 @@ class AgentNode:
             uid=wish.uid,
             namespace=wish.namespace,
             name=wish.name,
+            run_as=run_as,
             restart_policy=RestartPolicy(wish.restart_policy),
             termination_grace_seconds=wish.termination_grace_seconds,
             containers=tuple(
@@ -450,6 +525,8 @@ class AgentNode:
         if purge:
             shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
             return
+        # The pod's HOME is scratch: it goes with the pod.
+        shutil.rmtree(self.runtime.home(uid), ignore_errors=True)
         # Only the logs stay (their directory tells the container names); keeping
         # the metadata would make every later save grow with every pod ever run.
         self._drop_meta(uid)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -49,12 +49,17 @@ class ProbeSpec:
         )
 
 
-async def check(spec: ProbeSpec, *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> bool:
-    """Run the probe once; True on success (exit 0, a TCP connect, HTTP 2xx/3xx)."""
+async def check(spec: ProbeSpec, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                prefix: Sequence[str] = ()) -> bool:
+    """Run the probe once; True on success (exit 0, a TCP connect, HTTP 2xx/3xx).
+
+    ``prefix`` goes before an exec probe's command: the pod's user switch
+    (see ``sluicegate.agent.runtime.privilege_argv``), so the probe runs as the pod does.
+    """
     try:
         if spec.exec_command:
             proc = await asyncio.create_subprocess_exec(
-                *spec.exec_command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                *prefix, *spec.exec_command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
                 env=dict(env) if env is not None else None, cwd=cwd or None, start_new_session=True,
             )
             try:
@@ -96,23 +101,24 @@ class ReadinessProbes:
         return self._ready.get((uid, container), False)
 
     def start(self, uid: str, container: str, spec: ProbeSpec, *, env: Mapping[str, str] | None = None,
-              cwd: str | None = None) -> None:
+              cwd: str | None = None, prefix: Sequence[str] = ()) -> None:
         key = (uid, container)
         if key in self._tasks:
             return
         self._ready[key] = False
-        self._tasks[key] = asyncio.create_task(self._run(key, spec, env, cwd), name=f"probe-{uid}-{container}")
+        self._tasks[key] = asyncio.create_task(self._run(key, spec, env, cwd, tuple(prefix)), name=f"probe-{uid}-{container}")
 
     def stop(self, uid: str) -> None:
         for key in [k for k in self._tasks if k[0] == uid]:
             self._tasks.pop(key).cancel()
             self._ready.pop(key, None)
 
-    async def _run(self, key: tuple[str, str], spec: ProbeSpec, env: Mapping[str, str] | None, cwd: str | None) -> None:
+    async def _run(self, key: tuple[str, str], spec: ProbeSpec, env: Mapping[str, str] | None, cwd: str | None,
+                   prefix: tuple[str, ...] = ()) -> None:
         await asyncio.sleep(spec.initial_delay_seconds)
         successes = failures = 0
         while True:
-            ok = await check(spec, env=env, cwd=cwd)
+            ok = await check(spec, env=env, cwd=cwd, prefix=prefix)
             if ok:
                 successes, failures = successes + 1, 0
             else:

@@ -7,6 +7,13 @@ own cgroups (see ``cgroups``).  Processes never hold a pipe to the agent,
 so they survive the agent dying; systemd's ``KillMode=process`` keeps the
 unit side from killing them.
 
+A pod with ``run_as`` runs as that user and group, without supplementary
+groups and (``no_new_privs``) unable to gain privileges through exec: the
+command is started through ``setpriv`` after it was placed in its cgroups.
+Its ``HOME`` is ``<data_dir>/pods/<uid>/home`` (0700, the pod user's, the
+default working directory); the data directory and ``pods/`` are 0711 and
+logs 0600 (root's), so no pod reads another's logs or the checkpoint.
+
 Status changes are delivered as frozen ``PodStatus`` values on
 ``PodRuntime.events``, an unbounded ``asyncio.Queue``: producing never
 blocks the runtime, and the consumer (the controller link) reads at its own
@@ -63,6 +70,8 @@ __all__ = [
     "EXIT_CODE_OOM",
     "ContainerSpec",
     "PodSpec",
+    "RunAs",
+    "privilege_argv",
     "Termination",
     "ContainerStatus",
     "PodStatus",
@@ -185,6 +194,18 @@ class PodSpec:
     name: str = ""
     restart_policy: RestartPolicy = RestartPolicy.NEVER
     termination_grace_seconds: float | None = None
+    # Who the processes run as (see sluicegate.security.podsecurity): None
+    # keeps the agent's own user (an agent that is not root cannot switch).
+    run_as: RunAs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """A pod's user and group; no supplementary groups; ``no_new_privs``: PR_SET_NO_NEW_PRIVS before exec."""
+
+    uid: int
+    gid: int
+    no_new_privs: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +279,7 @@ class AdoptionReport:
 
 
 def _default_env() -> tuple[tuple[str, str], ...]:
-    return (("PATH", os.environ.get("PATH", DEFAULT_PATH)),)
+    return (("PATH", DEFAULT_PATH),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,10 +306,12 @@ class RuntimeConfig:
       write creates and renames a file (a few hundred microseconds on a
       busy disk), so batching is what keeps the cost per pod small; the
       price is that statuses are published up to this much later.
-    * ``base_env``: the environment every container starts from (the agent's
-      PATH by default; nothing else of the agent's environment leaks in).
-    * ``default_working_dir``: used when a container names none, like a
-      container image without WORKDIR.
+    * ``base_env``: the environment every container starts from (a minimal
+      PATH by default, and HOSTNAME where the agent sets it; nothing of the
+      agent's own environment leaks in).  Each pod also gets ``HOME``: its
+      private directory ``<data_dir>/pods/<uid>/home`` (mode 0700, owned by
+      the pod's user), which is also the working directory of a container
+      that names none.
     """
 
     default_grace_seconds: float = 30.0
@@ -304,7 +327,6 @@ class RuntimeConfig:
     cgroup_remove_attempts: int = 50
     cgroup_remove_interval_seconds: float = 0.02
     base_env: tuple[tuple[str, str], ...] = field(default_factory=_default_env)
-    default_working_dir: str = "/"
 
 
 class Clock(Protocol):
@@ -567,6 +589,8 @@ def spec_to_json(spec: PodSpec) -> ckpt.JSONObject:
         "restartPolicy": str(spec.restart_policy),
         "terminationGracePeriodSeconds": spec.termination_grace_seconds,
         "containers": containers,
+        "runAs": None if spec.run_as is None else {
+            "uid": spec.run_as.uid, "gid": spec.run_as.gid, "noNewPrivs": spec.run_as.no_new_privs},
     }
 
 
@@ -602,7 +626,35 @@ def spec_from_json(obj: ckpt.JSONObject, *, path: str) -> PodSpec:
         restart_policy=policy,
         termination_grace_seconds=reader.get_opt_float("terminationGracePeriodSeconds"),
         containers=tuple(containers),
+        run_as=_run_as_from(reader.opt_obj("runAs")),
     )
+
+
+def _run_as_from(reader: ckpt.FieldReader | None) -> RunAs | None:
+    # Checkpoints from before pods had users have no runAs: those ran as the agent.
+    if reader is None:
+        return None
+    return RunAs(uid=reader.get_int("uid"), gid=reader.get_int("gid"), no_new_privs=reader.get_bool("noNewPrivs"))
+
+
+# setpriv (util-linux) drops to the pod's user right before the command: it
+# runs after placement (the v2 / fallback placement wrapper must still be
+# root to enter the cgroups) and is the one place no_new_privs is set
+# without preexec_fn (unsafe in the agent's threaded process, see cgroups).
+_SETPRIV: Final = shutil.which("setpriv", path=DEFAULT_PATH)
+
+
+def privilege_argv(run_as: RunAs | None) -> list[str]:
+    """What goes before a pod's command so it runs as ``run_as`` ([] when nothing changes)."""
+    if run_as is None:
+        return []
+    if _SETPRIV is None:
+        raise _StartFailure("starting a pod as its own user needs setpriv (util-linux), which is not on this node")
+    out = [_SETPRIV, f"--reuid={run_as.uid}", f"--regid={run_as.gid}", "--clear-groups"]
+    if run_as.no_new_privs:
+        out.append("--no-new-privs")
+    out.append("--")
+    return out
 
 
 def _termination_record(term: Termination | None) -> ckpt.TerminationRecord | None:
@@ -721,11 +773,15 @@ class _StartFailure(Exception):
     """A container cannot be started; the message says why (reported as StartError)."""
 
 
+HOME_DIR: Final = "home"
+
+
 def _append_line(path: Path, line: str) -> None:
     # Best effort: the log is where a user looks first, but failing to write
     # it must not hide the start error itself.
     try:
-        with open(path, "a") as log_file:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        with open(fd, "a") as log_file:
             log_file.write(line + "\n")
     except OSError:
         pass
@@ -890,6 +946,7 @@ class PodRuntime:
         self._adopt_called = False
         self._boot_id = read_boot_id()
         self._found_commands: dict[tuple[str, str], str] = {}
+        self._dirs_ready = False
         self._seq = 0
         self._pods: dict[str, _Pod] = {}
         # The checkpoint, kept encoded per pod: a write re-encodes only the
@@ -999,7 +1056,7 @@ class PodRuntime:
             raise PodExistsError(uid=spec.uid, phase=phase)
         directory = self._pod_dir(spec.uid)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            self._make_pod_dirs(directory, spec.run_as)
         except OSError as exc:
             raise PodDirectoryError(uid=spec.uid, path=str(directory), detail=exc.strerror or str(exc)) from exc
         pod = _Pod(
@@ -1202,6 +1259,32 @@ class PodRuntime:
     def _pod_dir(self, uid: str) -> Path:
         return self._data_dir / "pods" / uid
 
+    def home(self, uid: str) -> Path:
+        """A pod's private HOME (and default working directory)."""
+        return self._pod_dir(uid) / HOME_DIR
+
+    def privilege_argv(self, uid: str) -> list[str]:
+        """The prefix that runs a command as the pod's user (probes use it too); [] for an unknown pod."""
+        pod = self._pods.get(uid)
+        return privilege_argv(pod.spec.run_as) if pod is not None else []
+
+    def _make_pod_dirs(self, directory: Path, run_as: RunAs | None) -> None:
+        # The data dir, pods/ and the pod's dir can be passed through (0711)
+        # but not listed or read: the pod's user reaches its HOME, and no one
+        # else's logs (0600, root's) or files.
+        if not self._dirs_ready:
+            for d in (self._data_dir, self._data_dir / "pods"):
+                d.mkdir(mode=0o711, parents=True, exist_ok=True)
+                os.chmod(d, 0o711)
+            self._dirs_ready = True
+        directory.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(directory, 0o711)
+        home = directory / HOME_DIR
+        home.mkdir(mode=0o700, exist_ok=True)
+        if run_as is not None:
+            os.chown(home, run_as.uid, run_as.gid)
+        os.chmod(home, 0o700)
+
     def _snapshot(self, pod: _Pod) -> PodStatus:
         containers = tuple(container.status() for container in pod.containers)
         phase = pod_phase(containers, restart_policy=pod.spec.restart_policy, terminal=pod.finished)
@@ -1367,8 +1450,9 @@ class PodRuntime:
 
     # -- internals: processes --
 
-    def _environment(self, spec: ContainerSpec) -> dict[str, str]:
+    def _environment(self, spec: ContainerSpec, home: Path) -> dict[str, str]:
         env = dict(self._config.base_env)
+        env["HOME"] = str(home)
         for name, value in spec.env:
             env[name] = value
         return env
@@ -1378,19 +1462,23 @@ class PodRuntime:
         spec = container.spec
         now = self._clock.now()
         container.memory_killed = False
-        env = self._environment(spec)
+        home = pod.directory / HOME_DIR
+        env = self._environment(spec, home)
         argv = [*spec.command, *spec.args]
-        cwd = spec.working_dir or self._config.default_working_dir
+        cwd = spec.working_dir or str(home)
         try:
             problem = _command_problem(argv[0], env, cwd, found=self._found_commands)
             if problem is not None:
                 raise _StartFailure(problem)
+            argv = [*privilege_argv(pod.spec.run_as), *argv]
             if container.cgroup is None:
                 container.cgroup = self._cgroups.create(
                     pod_uid=pod.uid, container=spec.name, limits=spec.cgroup_limits()
                 )
             container.oom_baseline = self._cgroups.oom_kills(container.cgroup)
-            log_fd = os.open(container.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
+            # Root's and private: the pod writes through the fd it inherits,
+            # and no other pod can read it.
+            log_fd = os.open(container.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
 
             def start(launch: list[str]) -> subprocess.Popen[bytes]:
                 return subprocess.Popen(

@@ -31,7 +31,7 @@ from sluicegate.agent.monitor import Monitor, read_boot_id
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
 from sluicegate.agent.pressure import PressureLoop
-from sluicegate.agent.runtime import PodRuntime, RuntimeConfig
+from sluicegate.agent.runtime import DEFAULT_PATH, PodRuntime, RuntimeConfig
 from sluicegate.agent.static import StaticPods
 from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
 from sluicegate.common.health import HealthServer
@@ -138,7 +138,8 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     runtime = PodRuntime(data_dir=data_dir, cgroups=cgroups, monitor=monitor,
                          config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds,
                                               backoff_base_seconds=settings.restart_backoff_base,
-                                              backoff_cap_seconds=settings.restart_backoff_cap))
+                                              backoff_cap_seconds=settings.restart_backoff_cap,
+                                              base_env=(("PATH", DEFAULT_PATH), ("HOSTNAME", settings.node_name))))
     path = ckpt.path_for(data_dir)
     try:
         previous = ckpt.load(path)
@@ -160,6 +161,7 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
         log.warning("pod %s container %s could not be re-adopted: %s", lost.uid, lost.container, lost.why)
     capacity, allocatable = node_resources(settings, monitor)
     node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
+                     pod_users=settings.pod_users,
                      capacity=capacity, allocatable=allocatable, clock=time.time)
     if previous is not None and previous.boot_id != read_boot_id():
         # Its pods died with the machine: a fault of the node, which the controller

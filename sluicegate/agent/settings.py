@@ -20,6 +20,14 @@
     reconnectBackoff: {base: 0.5s, cap: 30s}
     pkiDir: /var/lib/sluicegate/agent/pki   # the node's credentials from 'sluicegate-agent join' (default DATA_DIR/pki)
     insecure: false                   # true: allow plaintext to a controller that is not on loopback
+    # Who pods run as, by namespace (sluicegate.security.podsecurity); never
+    # root unless allowRoot.  The agent refuses a pod whose securityContext
+    # breaks its namespace's rule (Failed, CreateContainerConfigError).
+    podUsers:
+      team-a: {user: alice, group: alice}          # names or numbers
+      team-b: {uidRange: {min: 20000, max: 20999}, group: 20000}   # a uid of its own per pod
+      ops: {user: root, allowRoot: true}
+    defaultPodUser: {user: nobody, group: nogroup}   # the default: 65534/65534
 
 Once the node has joined (``pkiDir`` holds ``node.pem``) the agent connects
 with mutual TLS and its node name is the one in its certificate.  Without
@@ -38,6 +46,7 @@ import yaml
 
 from sluicegate.manifest.timefmt import parse_duration
 from sluicegate.quantity import QuantityError, parse_canonical
+from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
 
 
 class SettingsError(Exception):
@@ -72,6 +81,7 @@ class AgentSettings:
     reconnect_base: float = 0.5
     reconnect_cap: float = 30.0
     default_grace_seconds: float = 30.0
+    pod_users: PodUserPolicies = field(default_factory=PodUserPolicies)
     pki_dir: str = ""
     insecure: bool = False
 
@@ -118,6 +128,7 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
             raise SettingsError(f"{path}: expected a mapping of settings")
         raw = loaded
     values: dict[str, Any] = {}
+    pod_user_raw: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"{path}: {key}"
         if key in _STRINGS:
@@ -145,6 +156,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
                 values["restart_backoff_base"] = _duration(value["base"], f"{where}.base")
             if "cap" in value:
                 values["restart_backoff_cap"] = _duration(value["cap"], f"{where}.cap")
+        elif key in ("podUsers", "defaultPodUser"):
+            pod_user_raw[key] = value
         elif key == "insecure":
             if not isinstance(value, bool):
                 raise SettingsError(f"{where}: expected true or false, got {value!r}")
@@ -161,8 +174,14 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         else:
             known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
                             "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
-                            "staticPodSyncInterval", "restartBackoff", "insecure"])
+                            "staticPodSyncInterval", "restartBackoff", "insecure", "podUsers", "defaultPodUser"])
             raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
+    if pod_user_raw:
+        try:
+            values["pod_users"] = parse_policies(pod_user_raw.get("podUsers"), pod_user_raw.get("defaultPodUser"),
+                                                 where=f"{path}: podUsers", default_where=f"{path}: defaultPodUser")
+        except PolicyError as exc:
+            raise SettingsError(str(exc)) from exc
     for k, v in overrides.items():
         if v is None:
             continue

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from sluicegate.agent.node import AgentNode, ContainerWish, PodWish
+from sluicegate.agent.node import AgentNode, ContainerWish, PodWish, RequestedSecurity
 from sluicegate.agent.policy import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.agent.runtime import PodRuntimeError, Reason
 from sluicegate.manifest.decode_workload import (
@@ -83,7 +83,7 @@ METADATA_UNSUPPORTED = {
 STATIC_SPEC_FIELDS = ("containers", "restartPolicy", "priorityClassName", "priority", "terminationGracePeriodSeconds")
 # Listed here rather than shared with workloads: a field workloads learn to
 # read must not become a field static pods silently ignore.
-STATIC_CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources")
+STATIC_CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources", "securityContext")
 STATIC_CONTAINER_UNSUPPORTED = {
     **CONTAINER_UNSUPPORTED,
     "readinessProbe": "readiness probes are not supported for static pods",
@@ -92,6 +92,7 @@ STATIC_SPEC_UNSUPPORTED = {
     **{k: v for k, v in POD_SPEC_UNSUPPORTED.items() if k != "priority"},
     "nodeSelector": "a static pod runs on the node whose directory holds its manifest",
     "initContainers": "init containers are not supported for static pods",
+    "securityContext": "set securityContext on each container of a static pod",
 }
 
 
@@ -137,6 +138,10 @@ def _container(raw: object, path: str, problems: Problems, names: dict[str, str]
     return ContainerWish(
         name=c.name, command=c.command, args=c.args, env=c.env, working_dir=c.working_dir,
         requests=dict(c.requests), limits=dict(c.limits),
+        # Checked against the agent's podUsers like any pod (AgentNode.run_pod).
+        security=None if (sc := c.security_context) is None else RequestedSecurity(
+            run_as_user=sc.run_as_user, run_as_group=sc.run_as_group, run_as_non_root=sc.run_as_non_root,
+            allow_privilege_escalation=sc.allow_privilege_escalation),
     )
 
 

@@ -49,6 +49,7 @@ from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.manifest.encode import EncodedObject, encode_json
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
 log = logging.getLogger(__name__)
 
@@ -186,11 +187,14 @@ class Manager:
         self_fencing: bool = True,
         monotonic: Callable[[], float] | None = None,
         finished_retention: float | None = None,
+        pod_security: PodUserPolicies | None = None,
     ) -> None:
         """``placement=False`` is quota-only mode: workloads are admitted without
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
         self.store = store
         self.clock = clock
+        # Who pods may run as, by namespace: checked when a workload is created.
+        self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
         # Called when a write group's commit fails (see write_group); the server
         # replaces it with one that exits the process.
         self.fatal: Callable[[StoreError], None] = lambda exc: None
@@ -514,6 +518,7 @@ class Manager:
     def _prepare_workload(self, wl: Workload) -> tuple[Workload, str]:
         old = self.cache.workloads.get(wl.key)
         if old is None:
+            self._check_pod_security(wl)
             now = self.clock()
             wl = replace(
                 wl,
@@ -544,6 +549,20 @@ class Manager:
         if old.active and not new.active:
             new = self._deactivated(new)
         return new, "configured"
+
+    def _check_pod_security(self, wl: Workload) -> None:
+        """InvalidArgument naming the field when a pod set's securityContext breaks its namespace's policy."""
+        policy = self.pod_security.for_namespace(wl.namespace)
+        for i, ps in enumerate(wl.pod_sets):
+            base = f"spec.podSets[{i}].template.spec"
+            containers = [(f"{base}.{kind}[{j}].securityContext", c.security_context)
+                          for kind, group in (("initContainers", ps.init_containers), ("containers", ps.containers))
+                          for j, c in enumerate(group)]
+            try:
+                resolve_pod_user(namespace=wl.namespace, policy=policy, pod_context=ps.security_context,
+                                 pod_path=f"{base}.securityContext", containers=containers)
+            except PodSecurityError as exc:
+                raise InvalidArgument(exc.field, exc.message) from None
 
     def _deactivated(self, wl: Workload) -> Workload:
         """active: false — evict without requeue (the status part; quota is released by the caller)."""

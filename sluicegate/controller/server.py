@@ -137,7 +137,7 @@ async def serve(
                           node_timeout=settings.node_heartbeat_timeout,
                           fencing_grace=settings.fencing_grace, self_fencing=settings.self_fencing,
                           monotonic=time.monotonic if clock is time.time else None,
-                          finished_retention=settings.finished_retention)
+                          finished_retention=settings.finished_retention, pod_security=settings.pod_security)
         manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()
         loaded = manager.load()

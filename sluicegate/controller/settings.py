@@ -20,6 +20,11 @@ Every key is optional; unknown keys are errors that name the key.
     insecure: false                 # true: allow plaintext on a non-loopback listen address (warned at every start)
     authorizationPolicy: /etc/sluicegate/policy.yaml   # role bindings (security/authz.py); none: only system:masters
     auditLog: /var/lib/sluicegate/audit.log   # default: audit.log beside the store; "" turns it off
+    podSecurity:                    # who pods may run as (sluicegate.security.podsecurity)
+      default: {user: nobody}       # the default: nobody/nogroup (65534); never root
+      namespaces:
+        team-a: {uidRange: {min: 20000, max: 20999}}
+        ops: {user: root, allowRoot: true}
 
 Without ``pkiDir`` the controller serves plaintext and authenticates nobody
 (every caller is the anonymous cluster admin), which it allows only on a
@@ -47,6 +52,11 @@ and a lost node's workloads are not requeued automatically: they keep their
 quota until the node returns and reports what its pods did (safe against two
 copies, but a node that never returns holds them for good: there is no node
 deletion yet).
+
+A workload whose securityContext breaks its namespace's podSecurity rule is
+refused at creation (INVALID_ARGUMENT naming the field).  The agents apply
+their own podUsers/defaultPodUser settings (the same schema) when they start
+a pod: keep the two in step.
 """
 
 from __future__ import annotations
@@ -60,6 +70,7 @@ import yaml
 
 from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.manifest.timefmt import parse_duration
+from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
 
 
 class SettingsError(Exception):
@@ -89,6 +100,7 @@ class ControllerSettings:
     authorization_policy: str = ""
     # None: audit.log in the store's directory; "": no audit log.
     audit_log: str | None = None
+    pod_security: PodUserPolicies = field(default_factory=PodUserPolicies)
 
 
 _KEYS = {
@@ -143,8 +155,11 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
         raw = loaded
     values: dict[str, Any] = {}
     for key, value in raw.items():
+        if key == "podSecurity":
+            values["pod_security"] = _pod_security(value, f"{path}: podSecurity")
+            continue
         if key not in _KEYS:
-            raise SettingsError(f"{path}: {key}: unknown setting (known: {', '.join(sorted(_KEYS))})")
+            raise SettingsError(f"{path}: {key}: unknown setting (known: {', '.join(sorted([*_KEYS, 'podSecurity']))})")
         attr, typ = _KEYS[key]
         if typ == "duration":
             try:
@@ -190,6 +205,18 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
     if s.audit_log is None:
         s = replace(s, audit_log=default_audit_log(s.store))
     return s
+
+
+def _pod_security(value: Any, where: str) -> PodUserPolicies:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict) or set(value) - {"default", "namespaces"}:
+        raise SettingsError(f"{where}: expected {{default: POLICY, namespaces: {{NAMESPACE: POLICY}}}}, got {value!r}")
+    try:
+        return parse_policies(value.get("namespaces"), value.get("default"), where=f"{where}.namespaces",
+                              default_where=f"{where}.default")
+    except PolicyError as exc:
+        raise SettingsError(str(exc)) from exc
 
 
 def default_audit_log(store: str) -> str:

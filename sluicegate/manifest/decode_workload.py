@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sluicegate.controller.model import Container, PodSet, Workload, WorkloadStatus
-from sluicegate.controller.model.workloads import Probe
+from sluicegate.controller.model.workloads import Probe, SecurityContext
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
 from sluicegate.manifest.dialect import Dialect, Meta
 from sluicegate.manifest.reader import Amount, Fields, Problems, keyed, read_quantity
@@ -31,6 +31,7 @@ KIND_FOR_SOURCE = {
     "scheduling.k8s.io/priorityclass": "PriorityClass",
 }
 RESTART_POLICIES = ("Never", "OnFailure")
+MAX_LINUX_ID = 2**32 - 2
 
 WORKLOAD_SPEC_FIELDS = (
     "podSets",
@@ -50,6 +51,7 @@ POD_SPEC_FIELDS = (
     "priorityClassName",
     "restartPolicy",
     "terminationGracePeriodSeconds",
+    "securityContext",
 )
 _NO_API = "there is no Kubernetes API server for a pod to talk to"
 _HOST_NET = "pods are processes on the node and use its own network and DNS"
@@ -68,14 +70,13 @@ POD_SPEC_UNSUPPORTED = {
     "hostNetwork": _HOST_NET,
     "hostPID": "pods are plain processes on the node already",
     "hostIPC": "pods are plain processes on the node already",
-    "hostUsers": "processes run as the user the agent is configured with",
+    "hostUsers": "pods run as the user their namespace's policy gives them; see securityContext",
     "dnsPolicy": _HOST_NET,
     "dnsConfig": _HOST_NET,
     "hostname": _HOST_NET,
     "subdomain": _HOST_NET,
     "hostAliases": _HOST_NET,
     "setHostnameAsFQDN": _HOST_NET,
-    "securityContext": "processes run as the user the agent is configured with",
     "imagePullSecrets": "sluicegate runs processes, not container images",
     "runtimeClassName": "sluicegate runs processes, not container images",
     "overhead": "pod overhead is not modelled",
@@ -89,7 +90,7 @@ POD_SPEC_UNSUPPORTED = {
     "schedulingGates": "scheduling gates are not supported; set spec.active=false to hold a workload",
     "resources": "pod-level resources are not supported; set them per container",
 }
-CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources", "readinessProbe")
+CONTAINER_FIELDS = ("name", "command", "args", "env", "workingDir", "resources", "readinessProbe", "securityContext")
 PROBE_FIELDS = ("exec", "tcpSocket", "httpGet", "initialDelaySeconds", "periodSeconds", "timeoutSeconds",
                 "successThreshold", "failureThreshold")
 PROBE_UNSUPPORTED = {
@@ -106,7 +107,6 @@ CONTAINER_UNSUPPORTED = {
     "livenessProbe": "probes are not implemented; a pod is running while its processes run",
     "startupProbe": "probes are not implemented; a pod is running while its processes run",
     "lifecycle": "lifecycle hooks are not implemented",
-    "securityContext": "processes run as the user the agent is configured with",
     "envFrom": "there are no ConfigMaps or Secrets; list the variables in env",
     "stdin": "pods are batch processes without a terminal",
     "stdinOnce": "pods are batch processes without a terminal",
@@ -115,6 +115,28 @@ CONTAINER_UNSUPPORTED = {
     "terminationMessagePolicy": "exit codes and logs are reported instead",
     "resizePolicy": "in-place resizing is not implemented",
     "restartPolicy": "per-container restart policies (sidecars) are not implemented; set the pod's restartPolicy",
+}
+# securityContext: who the processes run as (checked against the namespace's
+# policy, see sluicegate.security.podsecurity); nothing else of it applies to
+# plain processes on the node.
+SECURITY_CONTEXT_FIELDS = ("runAsUser", "runAsGroup", "runAsNonRoot")
+CONTAINER_SECURITY_CONTEXT_FIELDS = (*SECURITY_CONTEXT_FIELDS, "allowPrivilegeEscalation")
+_NOT_CONFINED = "pods are processes confined by their user and cgroups only; this is not applied"
+SECURITY_CONTEXT_UNSUPPORTED = {
+    "fsGroup": "there are no volumes whose group could be set",
+    "fsGroupChangePolicy": "there are no volumes whose group could be set",
+    "supplementalGroups": "supplementary groups are dropped: a pod has only its user's group",
+    "supplementalGroupsPolicy": "supplementary groups are dropped: a pod has only its user's group",
+    "seLinuxOptions": _NOT_CONFINED,
+    "seLinuxChangePolicy": _NOT_CONFINED,
+    "seccompProfile": _NOT_CONFINED,
+    "appArmorProfile": _NOT_CONFINED,
+    "windowsOptions": "pods run on the node's own (Linux) operating system",
+    "sysctls": "sysctls are the node's, not a pod's",
+    "capabilities": "capabilities are not granted; a pod runs as an unprivileged user with no_new_privs",
+    "privileged": "privileged pods are not supported; set runAsUser: 0 where the namespace allows root",
+    "readOnlyRootFilesystem": "pods share the node's file system",
+    "procMount": "pods share the node's /proc",
 }
 ENV_UNSUPPORTED = {"valueFrom": "there are no ConfigMaps, Secrets or downward API; give the value directly"}
 RESOURCES_UNSUPPORTED = {"claims": "dynamic resource allocation is not supported"}
@@ -255,6 +277,7 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
         restart_policy=restart,
         termination_grace_period_seconds=DEFAULT_GRACE_PERIOD_SECONDS if grace is None else grace,
         priority_class_name=pod.string("priorityClassName", check=dns_subdomain_problem),
+        security_context=read_security_context(pod, SECURITY_CONTEXT_FIELDS),
     )
 
 
@@ -328,7 +351,32 @@ def read_container(
         requests={k: a.canonical for k, a in requests.items()},
         limits={k: a.canonical for k, a in limits.items()},
         readiness_probe=_read_probe(c) if "readinessProbe" in known else None,
+        security_context=read_security_context(c, CONTAINER_SECURITY_CONTEXT_FIELDS) if "securityContext" in known else None,
     )
+
+
+def read_security_context(parent: Fields, known: tuple[str, ...]) -> SecurityContext | None:
+    """``parent.securityContext`` (pod or container): user and group ids, runAsNonRoot, allowPrivilegeEscalation."""
+    sc = parent.mapping("securityContext", known=known, unsupported=SECURITY_CONTEXT_UNSUPPORTED)
+    if sc is None:
+        return None
+    # Linux ids are 32-bit unsigned; (uid_t)-1 means "unchanged" to the kernel.
+    return SecurityContext(
+        run_as_user=sc.integer("runAsUser", minimum=0, maximum=MAX_LINUX_ID),
+        run_as_group=sc.integer("runAsGroup", minimum=0, maximum=MAX_LINUX_ID),
+        run_as_non_root=_optional_boolean(sc, "runAsNonRoot"),
+        allow_privilege_escalation=_optional_boolean(sc, "allowPrivilegeEscalation") if "allowPrivilegeEscalation" in known else None,
+    )
+
+
+def _optional_boolean(f: Fields, key: str) -> bool | None:
+    value = f.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        f.error(key, f"must be true or false, got {show(value)}")
+        return None
+    return value
 
 
 def _read_probe(c: Fields) -> Probe | None:

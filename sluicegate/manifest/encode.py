@@ -39,7 +39,7 @@ from sluicegate.controller.model import (
 )
 from sluicegate.controller.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.controller.model.queues import FlavorFungibility, Preemption
-from sluicegate.controller.model.workloads import Probe
+from sluicegate.controller.model.workloads import Probe, SecurityContext
 from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
 from sluicegate.manifest.decode_workload import POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
 from sluicegate.manifest.dialect import CORE_V1, SCHEDULING_V1, SLUICEGATE_V1BETA2
@@ -301,6 +301,8 @@ def _pod_set(ps: PodSet) -> Doc:
         pod["priorityClassName"] = ps.priority_class_name
     pod["restartPolicy"] = ps.restart_policy
     pod["terminationGracePeriodSeconds"] = ps.termination_grace_period_seconds
+    if ps.security_context is not None:
+        pod["securityContext"] = _security_context(ps.security_context)
     out: Doc = {"name": ps.name, "count": ps.count}
     if ps.min_count is not None:
         out["minCount"] = ps.min_count
@@ -327,6 +329,17 @@ def _container(c: Container) -> Doc:
         out["resources"] = resources
     if c.readiness_probe is not None:
         out["readinessProbe"] = _probe(c.readiness_probe)
+    if c.security_context is not None:
+        out["securityContext"] = _security_context(c.security_context)
+    return out
+
+
+def _security_context(sc: SecurityContext) -> Doc:
+    out: Doc = {}
+    for key, value in (("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group),
+                       ("runAsNonRoot", sc.run_as_non_root), ("allowPrivilegeEscalation", sc.allow_privilege_escalation)):
+        if value is not None:
+            out[key] = value
     return out
 
 

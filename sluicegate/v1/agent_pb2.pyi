@@ -37,7 +37,7 @@ class Probe(_message.Message):
     def __init__(self, exec: _Optional[_Iterable[str]] = ..., tcp_port: _Optional[int] = ..., http_get_path: _Optional[str] = ..., http_port: _Optional[int] = ..., initial_delay_seconds: _Optional[float] = ..., period_seconds: _Optional[float] = ..., timeout_seconds: _Optional[float] = ..., failure_threshold: _Optional[int] = ..., success_threshold: _Optional[int] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "command", "args", "env", "working_dir", "requests", "limits", "readiness_probe")
+    __slots__ = ("name", "command", "args", "env", "working_dir", "requests", "limits", "readiness_probe", "run_as_user", "run_as_group", "run_as_non_root", "allow_privilege_escalation")
     class RequestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,10 @@ class Container(_message.Message):
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     READINESS_PROBE_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_NON_ROOT_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_PRIVILEGE_ESCALATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     command: _containers.RepeatedScalarFieldContainer[str]
     args: _containers.RepeatedScalarFieldContainer[str]
@@ -68,7 +72,11 @@ class Container(_message.Message):
     requests: _containers.ScalarMap[str, int]
     limits: _containers.ScalarMap[str, int]
     readiness_probe: Probe
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., working_dir: _Optional[str] = ..., requests: _Optional[_Mapping[str, int]] = ..., limits: _Optional[_Mapping[str, int]] = ..., readiness_probe: _Optional[_Union[Probe, _Mapping]] = ...) -> None: ...
+    run_as_user: int
+    run_as_group: int
+    run_as_non_root: bool
+    allow_privilege_escalation: bool
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., working_dir: _Optional[str] = ..., requests: _Optional[_Mapping[str, int]] = ..., limits: _Optional[_Mapping[str, int]] = ..., readiness_probe: _Optional[_Union[Probe, _Mapping]] = ..., run_as_user: _Optional[int] = ..., run_as_group: _Optional[int] = ..., run_as_non_root: _Optional[bool] = ..., allow_privilege_escalation: _Optional[bool] = ...) -> None: ...
 
 class PodSpec(_message.Message):
     __slots__ = ("uid", "name", "namespace", "workload", "workload_uid", "pod_set", "index", "containers", "init_containers", "restart_policy", "termination_grace_seconds", "priority", "priority_class", "requests", "labels")

@@ -19,7 +19,7 @@ from sluicegate.agent.checkpoint import (
     StopRecord,
     TerminationRecord,
 )
-from sluicegate.agent.runtime import ContainerSpec, PodSpec, RestartPolicy, spec_from_json, spec_to_json
+from sluicegate.agent.runtime import ContainerSpec, PodSpec, RestartPolicy, RunAs, spec_from_json, spec_to_json
 
 
 def _record(uid: str = "pod-a") -> PodRecord:
@@ -171,6 +171,18 @@ def test_bad_checkpoint_names_the_problem(tmp_path: Path, mutate: str, detail: s
 )
 def test_spec_codec_round_trip(spec: PodSpec) -> None:
     assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
+
+
+def test_spec_codec_keeps_the_pods_user_and_reads_checkpoints_from_before_users() -> None:
+    spec = PodSpec(uid="u", containers=(ContainerSpec(name="main", command=("true",)),),
+                   run_as=RunAs(uid=65534, gid=65534, no_new_privs=True))
+    assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
+    old = spec_to_json(spec)
+    del old["runAs"]
+    assert spec_from_json(old, path="x").run_as is None
+    bad = {**spec_to_json(spec), "runAs": {"uid": "nobody", "gid": 1, "noNewPrivs": True}}
+    with pytest.raises(checkpoint.CheckpointError, match="runAs.uid"):
+        spec_from_json(bad, path="x")
 
 
 def test_checkpoint_file_is_plain_json(tmp_path: Path) -> None:

@@ -29,6 +29,9 @@ from .harness import (
 pytestmark = pytest.mark.integration
 
 Mi = 1 << 20
+# Pods run as nobody: the interpreter they run must be reachable by it (the
+# test's own venv may sit under a 0700 home, e.g. /root).
+POD_PYTHON = "/usr/bin/python3"
 
 QUEUES = """\
 apiVersion: sluicegate.io/v1beta2
@@ -183,7 +186,7 @@ def test_a_critical_static_pod_on_a_full_node_preempts_exactly_the_kubelets_choi
 def test_a_pod_allocating_past_its_memory_limit_is_oomkilled(cluster: Cluster) -> None:
     s = cluster.s
     cluster.agent("node-b", allocatable="cpu=2,memory=2Gi", extra=[])
-    hog = f"{sys.executable} -c \"b = b'x' * (256 << 20); import time; time.sleep(30)\""
+    hog = f"{POD_PYTHON} -c \"b = b'x' * (256 << 20); import time; time.sleep(30)\""
     cluster.run("oom", "--cpu", "100m", "--memory", "64Mi", "--limit-memory", "64Mi", command=hog)
     wait_for("oom finished", lambda: workload_states(s).get("oom") == "Finished", timeout=30)
     finished = condition(s, "oom", "Finished")
@@ -193,7 +196,7 @@ def test_a_pod_allocating_past_its_memory_limit_is_oomkilled(cluster: Cluster) -
     assert (pod["node"], pod["phase"], pod["reason"], pod["exitCode"]) == ("node-b", "Failed", "OOMKilled", 137)
 
 
-def test_memory_pressure_evicts_the_pod_above_its_request_and_nothing_else(cluster: Cluster, tmp_path: Path) -> None:
+def test_memory_pressure_evicts_the_pod_above_its_request_and_nothing_else(cluster: Cluster, pod_dir: Path) -> None:
     s = cluster.s
     margin = 768 * Mi
     threshold = psutil.virtual_memory().available - margin
@@ -206,11 +209,11 @@ def test_memory_pressure_evicts_the_pod_above_its_request_and_nothing_else(clust
     # The first run keeps growing (far above its 64Mi request) until it is evicted, so the
     # threshold is crossed even if other processes free memory meanwhile (bounded: 24 steps of
     # a third of the margin); once requeued and re-admitted it behaves and just sleeps.
-    flag = tmp_path / "hog-ran-once"
+    flag = pod_dir / "hog-ran-once"
     step = margin // 3
     code = (f"import os, time; first = not os.path.exists('{flag}'); open('{flag}', 'a').close(); b = []; "
             f"[(b.append(b'x' * {step}), time.sleep(0.2)) for _ in range(24 if first else 0)]; time.sleep(60)")
-    cluster.run("hog", "--cpu", "100m", "--memory", "64Mi", command=f"{sys.executable} -c \"{code}\"")
+    cluster.run("hog", "--cpu", "100m", "--memory", "64Mi", command=f"{POD_PYTHON} -c \"{code}\"")
 
     # The hog may be re-admitted before the condition is read: then Evicted is False and
     # keeps the eviction as "Previously: ...", as Kueue does.
@@ -234,13 +237,13 @@ def test_memory_pressure_evicts_the_pod_above_its_request_and_nothing_else(clust
 
 
 def test_static_pods_run_restart_count_against_placement_and_survive_an_agent_restart(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, pod_dir: Path
 ) -> None:
     s = cluster.s
     static_dir = tmp_path / "static-d"
     static_dir.mkdir()
-    starts = tmp_path / "keeper-starts"
-    runs = tmp_path / "blinker-runs"
+    starts = pod_dir / "keeper-starts"
+    runs = pod_dir / "blinker-runs"
     (static_dir / "keeper.yaml").write_text(static_manifest(
         "keeper", command=f"echo start >> {starts}; exec sleep 60 # {cluster.marker}", cpu="1500m", critical=False))
     (static_dir / "blinker.yaml").write_text(static_manifest(

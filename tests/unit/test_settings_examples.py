@@ -53,3 +53,24 @@ def test_unknown_keys_are_named(tmp_path: Path) -> None:
     bad.write_text("dataDr: /x\n")
     with pytest.raises(AgentSettingsError, match="dataDr: unknown setting"):
         load_agent(str(bad), {})
+
+
+def test_pod_user_settings_load_and_bad_ones_are_named(tmp_path: Path) -> None:
+    agent = tmp_path / "a.yaml"
+    agent.write_text("podUsers:\n  ops: {user: root, allowRoot: true}\n  team: {uidRange: {min: 20000, max: 20999}}\n"
+                     "defaultPodUser: {user: nobody}\n")
+    s = load_agent(str(agent), {})
+    assert (s.pod_users.for_namespace("ops").uid, s.pod_users.for_namespace("team").uid,
+            s.pod_users.for_namespace("other").uid) == (0, 20000, 65534)
+    agent.write_text("podUsers:\n  ops: {user: root}\n")
+    with pytest.raises(AgentSettingsError, match="podUsers.ops.user: root needs allowRoot: true"):
+        load_agent(str(agent), {})
+    controller = tmp_path / "c.yaml"
+    controller.write_text("podSecurity:\n  namespaces:\n    ops: {user: 0, allowRoot: true}\n")
+    assert load_settings(str(controller), {}).pod_security.for_namespace("ops").allow_root is True
+    controller.write_text("podSecurity:\n  default: {uidRange: {min: 10, max: 1}}\n")
+    with pytest.raises(SettingsError, match=r"podSecurity.default.uidRange: need 0 < min <= max"):
+        load_settings(str(controller), {})
+    controller.write_text("podSecurity:\n  namespace: {}\n")
+    with pytest.raises(SettingsError, match="podSecurity: expected"):
+        load_settings(str(controller), {})

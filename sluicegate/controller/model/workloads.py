@@ -25,6 +25,19 @@ class Probe:
 
 
 @dataclass(frozen=True, slots=True)
+class SecurityContext:
+    """The securityContext fields sluicegate honours (None: not set); see sluicegate.security.podsecurity.
+
+    ``allow_privilege_escalation`` exists on containers only.
+    """
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    allow_privilege_escalation: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Container:
     name: str
     command: tuple[str, ...] = ()
@@ -34,6 +47,7 @@ class Container:
     requests: Mapping[str, int] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)
     readiness_probe: Probe | None = None
+    security_context: SecurityContext | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +65,8 @@ class PodSet:
     restart_policy: str = "Never"
     termination_grace_period_seconds: int = 30
     priority_class_name: str = ""
+    # The pod-level securityContext; a container's own fields override it.
+    security_context: SecurityContext | None = None
 
     def total_requests(self, count: int | None = None) -> dict[str, int]:
         n = self.count if count is None else count

@@ -12,7 +12,7 @@ from sluicegate.common.streams import coalesced, unbatched
 from sluicegate.controller.errors import InvalidArgument, Unauthenticated
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
-from sluicegate.controller.model.workloads import Container
+from sluicegate.controller.model.workloads import Container, SecurityContext
 from sluicegate.controller.nodes import (
     CancelLogsCommand,
     Command,
@@ -53,12 +53,19 @@ def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
     )
 
 
-def _container(c: Container) -> agent_pb2.Container:
+def _container(c: Container, pod_sc: SecurityContext | None = None) -> agent_pb2.Container:
     out = agent_pb2.Container(
         name=c.name, command=list(c.command), args=list(c.args),
         env=[agent_pb2.EnvVar(name=k, value=v) for k, v in c.env], working_dir=c.working_dir,
         requests=dict(c.requests), limits=dict(c.limits),
     )
+    # The effective securityContext: the container's fields over the pod's (Kubernetes' merge rule).
+    for attr in ("run_as_user", "run_as_group", "run_as_non_root", "allow_privilege_escalation"):
+        value = getattr(c.security_context, attr, None)
+        if value is None:
+            value = getattr(pod_sc, attr, None)
+        if value is not None:
+            setattr(out, attr, value)
     p = c.readiness_probe
     if p is not None:
         out.readiness_probe.CopyFrom(agent_pb2.Probe(
@@ -72,7 +79,7 @@ def _container(c: Container) -> agent_pb2.Container:
 def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     if isinstance(cmd, RunPodCommand):
         wl, ps, p = cmd.workload, cmd.pod_set, cmd.pod
-        containers = [_container(c) for c in ps.containers]
+        containers = [_container(c, ps.security_context) for c in ps.containers]
         # What the downward API would tell a Kubernetes pod about itself; the
         # container's own env comes later and wins.
         identity = [("SLUICEGATE_NAMESPACE", wl.namespace), ("SLUICEGATE_WORKLOAD", wl.name),
@@ -89,7 +96,7 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
         spec = agent_pb2.PodSpec(
             uid=p.uid, name=p.name, namespace=wl.namespace, workload=wl.name, workload_uid=wl.uid,
             pod_set=ps.name, index=p.index, containers=containers,
-            init_containers=[_container(c) for c in ps.init_containers], restart_policy=ps.restart_policy,
+            init_containers=[_container(c, ps.security_context) for c in ps.init_containers], restart_policy=ps.restart_policy,
             termination_grace_seconds=float(ps.termination_grace_period_seconds), priority=wl.priority,
             priority_class=wl.priority_class[1] if wl.priority_class else "", requests=dict(p.requests),
             labels={"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)},

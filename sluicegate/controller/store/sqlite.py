@@ -38,7 +38,14 @@ class SqliteStore:
         self.path = path
         parent = os.path.dirname(os.path.abspath(path))
         try:
-            os.makedirs(parent, exist_ok=True)
+            # Readable by its owner only: the store holds every tenant's
+            # objects, and pods run on the same machines.  A directory made
+            # here is private too (an existing one is left as it is: it may
+            # hold other things).  SQLite gives -wal and -shm the file's mode.
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            if path != ":memory:":
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+                os.chmod(path, 0o600)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")

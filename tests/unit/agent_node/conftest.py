@@ -13,6 +13,7 @@ from sluicegate.agent.cgroups import NoCgroups
 from sluicegate.agent.monitor import Monitor
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.runtime import PodRuntime, RuntimeConfig
+from sluicegate.security.podsecurity import PodUserPolicies
 
 # Real-time knobs turned down so that stops and restarts take milliseconds.
 FAST = RuntimeConfig(
@@ -33,7 +34,8 @@ async def make_node(tmp_path: Path) -> AsyncIterator[MakeNode]:
     """Build an AgentNode; calling it again is an agent restart (the pods are re-adopted from the checkpoint)."""
     runtimes: list[PodRuntime] = []
 
-    async def make(*, name: str = "node-1", allocatable: Mapping[str, int] | None = None) -> AgentNode:
+    async def make(*, name: str = "node-1", allocatable: Mapping[str, int] | None = None,
+                   pod_users: PodUserPolicies | None = None) -> AgentNode:
         directory = tmp_path / "agent"
         directory.mkdir(parents=True, exist_ok=True)
         for old in runtimes:
@@ -45,7 +47,7 @@ async def make_node(tmp_path: Path) -> AsyncIterator[MakeNode]:
         runtimes.append(runtime)
         alloc = dict(allocatable or {"cpu": 4000, "memory": 4 << 30, "pods": 110})
         return AgentNode(name=name, data_dir=directory, runtime=runtime, monitor=monitor, capacity=alloc,
-                         allocatable=alloc, clock=time.time)
+                         allocatable=alloc, clock=time.time, pod_users=pod_users)
 
     yield make
     for runtime in runtimes:

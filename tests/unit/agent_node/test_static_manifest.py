@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.agent.node import ContainerWish, PodWish
+from sluicegate.agent.node import ContainerWish, PodWish, RequestedSecurity
 from sluicegate.agent.policy import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.agent.static import StaticPodManifestError, parse_manifest, scan_directory, static_uid
 
@@ -230,3 +230,14 @@ def test_scanning_a_directory_skips_hidden_files_and_reports_bad_and_duplicate_o
     assert [str(e) for e in scan.errors["b.yaml"].errors] == [
         "metadata.name: pod default/agent-sidecar-node-1 is already defined by a.yaml"]
     assert scan.errors["c.yaml"].file == str(tmp_path / "c.yaml")
+
+
+def test_a_static_containers_security_context_is_read_for_the_agents_own_check() -> None:
+    wish = parse(MINIMAL + b"    securityContext: {runAsUser: 1000, runAsNonRoot: true, allowPrivilegeEscalation: false}\n")
+    assert wish.containers[0].security == RequestedSecurity(run_as_user=1000, run_as_non_root=True,
+                                                             allow_privilege_escalation=False)
+    assert parse(MINIMAL).containers[0].security is None
+    assert problems_of(POD + "spec:\n  securityContext: {runAsUser: 1}\n  containers: [{name: a, command: [x]}]\n") == [
+        "spec.securityContext: not supported: set securityContext on each container of a static pod"]
+    assert problems_of(POD + "spec:\n  containers: [{name: a, command: [x], securityContext: {runAsUser: -1}}]\n") == [
+        "spec.containers[0].securityContext.runAsUser: must be non-negative, got -1"]

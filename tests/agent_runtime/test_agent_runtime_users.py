@@ -1,0 +1,62 @@
+"""A pod's processes run as its user, started through every placement path (thread, wrapper, none).
+
+The user switch (setpriv) comes after placement: the process is in its
+cgroups and runs as the pod's user, with no supplementary groups and
+no_new_privs, in its private HOME.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from agent_runtime_support import RuntimeFactory, eventually, pod
+
+from sluicegate.agent.cgroups import CgroupDriver, CgroupV1
+from sluicegate.agent.runtime import ContainerSpec, PodPhase, RunAs
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+NOBODY = 65534
+
+
+def proc_ids(pid: int) -> tuple[str, str, str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    status = {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return status["Uid"], status["Gid"], status["Groups"], status["NoNewPrivs"]
+
+
+async def _runs_as_nobody(make_runtime: RuntimeFactory, driver: CgroupDriver, *, cpu_limit: int | None = None) -> None:
+    runtime = make_runtime(driver)
+    container = ContainerSpec(name="main", command=("sleep", "30"), cpu_limit_millicores=cpu_limit)
+    spec = replace(pod(container),
+                   run_as=RunAs(uid=NOBODY, gid=NOBODY, no_new_privs=True))
+    status = await runtime.run(spec)
+    assert status.phase is PodPhase.RUNNING
+    pid = status.containers[0].pid
+    assert pid is not None
+    both = f"{NOBODY}\t{NOBODY}\t{NOBODY}\t{NOBODY}"
+    # After exec: setpriv has replaced itself with the command (same pid).
+    await eventually(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == "sleep", timeout=5)
+    assert proc_ids(pid) == (both, both, "", "1")
+    home = runtime.home(spec.uid)
+    info = home.stat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (NOBODY, 0o700)
+    assert os.readlink(f"/proc/{pid}/cwd") == str(home)
+    log = runtime.log_path(spec.uid, "main")
+    assert (log.stat().st_uid, stat.S_IMODE(log.stat().st_mode)) == (0, 0o600)
+    if driver.kind != "none":
+        assert spec.uid in Path(f"/proc/{pid}/cgroup").read_text()
+    await runtime.stop(spec.uid, grace_seconds=0)
+
+
+async def test_a_pod_runs_as_its_user_in_its_cgroups(make_runtime: RuntimeFactory, driver: CgroupDriver) -> None:
+    await _runs_as_nobody(make_runtime, driver)
+
+
+async def test_the_v1_wrapper_path_places_as_root_then_drops(make_runtime: RuntimeFactory, v1_driver: CgroupV1) -> None:
+    # A CPU limit under a tenth of a CPU starts through the sh wrapper, not the placer thread.
+    await _runs_as_nobody(make_runtime, v1_driver, cpu_limit=50)
