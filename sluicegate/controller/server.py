@@ -68,15 +68,6 @@ def controller_metrics(manager: Manager) -> Registry:
     return reg
 
 
-def _exit_on_lost_commit(exc: Exception) -> None:
-    # Memory is ahead of the store now; serving on would answer from state a
-    # restart would not have.  Exit at once (systemd restarts us; the store and
-    # the agents' reports rebuild everything).
-    log.critical("%s; exiting so that a restart rebuilds state from the store", exc)
-    logging.shutdown()
-    os._exit(70)
-
-
 async def serve(
     settings: ControllerSettings,
     *,
@@ -89,7 +80,6 @@ async def serve(
         manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
                           node_timeout=settings.node_heartbeat_timeout,
                           finished_retention=settings.finished_retention)
-        manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
@@ -114,7 +104,7 @@ async def serve(
         hhost, hport = split_hostport(settings.health_listen, key="healthListen")
         health_server = HealthServer(
             registry=controller_metrics(manager),
-            readiness=lambda: (True, f"{len(manager.cache.workloads)} workloads, cycle {manager.cycle}"),
+            readiness=manager.readiness,
             host=hhost,
             port=hport,
         )

@@ -24,6 +24,7 @@ from sluicegate.controller.nodes import (
     StopPodCommand,
 )
 from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.store import StoreError
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -196,9 +197,15 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             async for received in request_iterator:
                 # A batch of reports is one commit: nothing they cause leaves the
                 # process (commands, watch events are only queued) before it.
-                with self.m.write_group():
-                    for msg in unbatched(received, lambda m: m.batch.messages):
-                        handle(msg)
+                try:
+                    with self.m.write_group():
+                        for msg in unbatched(received, lambda m: m.batch.messages):
+                            handle(msg)
+                except StoreError:
+                    # The store refuses writes (logged once by the manager): the
+                    # reports that were not stored changed nothing, and the
+                    # agent's next heartbeat reports its pods again.
+                    pass
             await session.queue.put(None)
 
         def handle(msg: agent_pb2.AgentMessage) -> None:
