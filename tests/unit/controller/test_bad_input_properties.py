@@ -325,7 +325,7 @@ def test_every_streaming_request_is_answered_and_a_refusal_changes_nothing(
     before = server.snapshot()
     if which == "watch":
         request = data.draw(messages(workloads_pb2.WatchWorkloadsRequest))
-        call = server.workloads.Watch(request, timeout=1.0)
+        call = server.workloads.Watch(request, timeout=0.3)
     elif which == "logs":
         request = data.draw(messages(agent_pb2.LogsRequest))
         call = server.nodes.Logs(request, timeout=DEADLINE)
