@@ -113,12 +113,19 @@ async def test_a_document_holding_a_lone_surrogate_is_refused_naming_the_field(s
     assert versions(served) == {}
 
 
-async def test_a_full_store_refuses_the_write_keeps_serving_reads_and_recovers(served: Served) -> None:
+@pytest.mark.parametrize(("errorcode", "errorname", "text", "status"), [
+    (13, "SQLITE_FULL", "database or disk is full", grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (8, "SQLITE_READONLY", "attempt to write a readonly database", grpc.StatusCode.UNAVAILABLE),
+    (10, "SQLITE_IOERR", "disk I/O error", grpc.StatusCode.UNAVAILABLE),
+])
+async def test_a_store_that_cannot_write_refuses_keeps_serving_reads_and_recovers(
+    served: Served, errorcode: int, errorname: str, text: str, status: grpc.StatusCode
+) -> None:
     m, store = served.manager, served.store
     m.create_workload(parse_text(workload_body("kept", "1"), "kept.json", fmt="json")[0])
 
     class Full:
-        """The store's connection on a full disk: every write fails as SQLite's does."""
+        """The store's connection on a disk that fails every write, as SQLite reports it."""
 
         def __init__(self, db: sqlite3.Connection) -> None:
             self.db, self.full = db, True
@@ -129,9 +136,9 @@ async def test_a_full_store_refuses_the_write_keeps_serving_reads_and_recovers(s
 
         def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
             if self.full and not sql.startswith("SELECT") and sql not in ("ROLLBACK", "BEGIN IMMEDIATE"):
-                err = sqlite3.OperationalError("database or disk is full")
-                err.sqlite_errorcode = 13  # type: ignore[attr-defined]
-                err.sqlite_errorname = "SQLITE_FULL"  # type: ignore[attr-defined]
+                err = sqlite3.OperationalError(text)
+                err.sqlite_errorcode = errorcode  # type: ignore[attr-defined]
+                err.sqlite_errorname = errorname  # type: ignore[attr-defined]
                 raise err
             return self.db.execute(sql, *args)
 
@@ -144,11 +151,11 @@ async def test_a_full_store_refuses_the_write_keeps_serving_reads_and_recovers(s
         async with asyncio.timeout(DEADLINE):
             with pytest.raises(ClientError) as info:
                 await client.create_workload(Document(workload_body("lost", "1"), "lost.json"))
-            assert info.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "database or disk is full (SQLITE_FULL)" in info.value.message
+            assert info.value.code is status
+            assert f"{text} ({errorname})" in info.value.message
             assert "rollback" not in info.value.message
             ready, reason = m.readiness()
-            assert not ready and "SQLITE_FULL" in reason
+            assert not ready and errorname in reason
             # Reads are served; nothing was acknowledged, so nothing is there.
             assert [w["metadata"]["name"] for w in await client.list_workloads()] == ["kept"]
             m.tick()  # the timers' probe: still full, still degraded
