@@ -604,7 +604,11 @@ class Manager:
         return result
 
     def create_workloads(self, docs: Sequence[RawDocument]) -> list[tuple[Workload, bool] | ControllerError]:
-        """Create each document's workload (idempotent by name); one result per document, in order.
+        """Create each document's workload; one result per document, in order.
+
+        Idempotent by name and spec: a name that exists with the same spec
+        answers the existing workload (created False); with another spec,
+        AlreadyExists naming namespace/name and the first field that differs.
 
         A document that is invalid gets its error and changes nothing; the new
         workloads are stored in one transaction before any is queued, so each

@@ -29,6 +29,8 @@ from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 
+INT64_MAX = 2**63 - 1
+
 # Outgoing messages buffered per agent before the stream is considered stuck.
 SEND_BUFFER = 100_000
 # A ForgetPod (not a purge) waits up to this long to travel with the next
@@ -249,7 +251,8 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
                 node=agent_pb2.NodeInfo(name=n.name, labels=n.labels, capacity=n.capacity, allocatable=n.allocatable,
                                         agent_version=n.agent_version, boot_id=n.boot_id, health_address=n.health_address),
                 ready=n.ready, not_ready_reason=n.not_ready_reason, last_heartbeat=n.last_heartbeat,
-                requested=n.requested(),
+                # Each pod's requests are within Kubernetes' bound; their sum must still fit int64.
+                requested={r: min(q, INT64_MAX) for r, q in n.requested().items()},
                 usage=agent_pb2.NodeUsage(memory_total=u.memory_total, memory_available=u.memory_available,
                                           cpu_usage_cores=u.cpu_usage_cores, nodefs_available=u.nodefs_available,
                                           conditions=list(n.conditions), observed_at=u.observed_at),
