@@ -17,7 +17,18 @@ from typing import Any
 
 import grpc
 
-from sluicegate.v1 import agent_pb2, agent_pb2_grpc, objects_pb2, objects_pb2_grpc, workloads_pb2, workloads_pb2_grpc
+from sluicegate.clientconfig import ClientConfig
+from sluicegate.common.channels import open_channel
+from sluicegate.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    objects_pb2,
+    objects_pb2_grpc,
+    security_pb2,
+    security_pb2_grpc,
+    workloads_pb2,
+    workloads_pb2_grpc,
+)
 
 DEFAULT_SERVER = "127.0.0.1:7420"
 # Watch events the server may put in one message when several are waiting;
@@ -25,8 +36,14 @@ DEFAULT_SERVER = "127.0.0.1:7420"
 WATCH_BATCH = 256
 
 
-def default_server() -> str:
-    return os.environ.get("SLUICEGATE_SERVER", DEFAULT_SERVER)
+def default_server(config: ClientConfig | None = None) -> str:
+    """$SLUICEGATE_SERVER, else the config's first server, else 127.0.0.1:7420."""
+    env = os.environ.get("SLUICEGATE_SERVER")
+    if env:
+        return env
+    if config is not None and config.servers:
+        return config.servers[0]
+    return DEFAULT_SERVER
 
 
 class ClientError(Exception):
@@ -174,13 +191,17 @@ def _obj(o: objects_pb2.Object) -> dict[str, Any]:
 class Client:
     """Async client; use as ``async with Client(addr) as c: ...``."""
 
-    def __init__(self, server: str | None = None, *, timeout: float = 30.0) -> None:
-        self.server = server or default_server()
+    def __init__(self, server: str | None = None, *, timeout: float = 30.0, config: ClientConfig | None = None) -> None:
+        """``config``: credentials and servers (see :mod:`sluicegate.clientconfig`); None is plaintext."""
+        self.server = server or default_server(config)
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(
+        self._channel = open_channel(
             self.server,
+            ca=config.ca if config else None, cert=config.cert if config else None,
+            key=config.key if config else None, token=config.token if config else None,
             options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)],
         )
+        self._security = security_pb2_grpc.SecurityStub(self._channel)
         self._admin = objects_pb2_grpc.AdminStub(self._channel)
         self._workloads = workloads_pb2_grpc.WorkloadsStub(self._channel)
         # Creations waiting to go out together (see create_workload).
@@ -415,3 +436,40 @@ class Client:
             raise ClientError(exc.code(), exc.details() or "") from None
         finally:
             call.cancel()
+
+    # ------------------------------------------------------------ security
+
+    async def whoami(self) -> dict[str, Any]:
+        r = await self._call(self._security.WhoAmI, security_pb2.WhoAmIRequest())
+        return {"user": r.user, "groups": list(r.groups), "method": r.method, "serial": r.serial}
+
+    async def create_token(self, *, ttl: float = 0.0, uses: int = 0, description: str = "") -> dict[str, Any]:
+        r = await self._call(self._security.CreateToken, security_pb2.CreateTokenRequest(
+            ttl_seconds=ttl, uses=uses, description=description))
+        return {"token": r.token, "caCertHash": r.ca_cert_hash, **_token_dict(r.info)}
+
+    async def list_tokens(self) -> list[dict[str, Any]]:
+        r = await self._call(self._security.ListTokens, security_pb2.ListTokensRequest())
+        return [_token_dict(t) for t in r.tokens]
+
+    async def delete_token(self, token_id: str) -> bool:
+        r = await self._call(self._security.DeleteToken, security_pb2.DeleteTokenRequest(id=token_id))
+        return bool(r.deleted)
+
+    async def issue_user_certificate(self, user: str, groups: list[str], csr: bytes, *, ttl: float = 0.0) -> tuple[bytes, bytes, str]:
+        r = await self._call(self._security.IssueUserCertificate, security_pb2.IssueUserCertificateRequest(
+            user=user, groups=groups, csr=csr, ttl_seconds=ttl))
+        return r.certificate, r.ca_certificate, r.serial
+
+    async def revoke_node(self, name: str) -> list[str]:
+        r = await self._call(self._security.RevokeNode, security_pb2.RevokeNodeRequest(name=name))
+        return list(r.serials)
+
+    async def revoke_certificate(self, serial: str) -> list[str]:
+        r = await self._call(self._security.RevokeCertificate, security_pb2.RevokeCertificateRequest(serial=serial))
+        return list(r.serials)
+
+
+def _token_dict(t: security_pb2.BootstrapToken) -> dict[str, Any]:
+    return {"id": t.id, "expiresAt": t.expires_at, "usesLeft": t.uses_left, "description": t.description,
+            "createdBy": t.created_by, "createdAt": t.created_at}

@@ -44,6 +44,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from sluicegate import clientconfig  # noqa: E402
 from sluicegate.client import Client, Document  # noqa: E402
 
 QUEUE = """
@@ -185,7 +186,26 @@ def workload(i: int) -> str:
     })
 
 
-async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: str) -> dict:
+def init_tls(tmp: Path) -> tuple[list[str], Path]:
+    """A cluster PKI and admin credential in tmp (as 'sluicegate-controller init'); the controller's TLS flags."""
+    admin = tmp / "admin.conf"
+    subprocess.run([sys.executable, "-m", "sluicegate.controller.server", "init", "--data-dir", str(tmp),
+                    "--admin-config", str(admin)], check=True, capture_output=True, cwd=ROOT)
+    return ["--pki-dir", str(tmp / "pki"), "--token-listen", "127.0.0.1:0"], admin
+
+
+def join(info: dict, admin: Path, name: str, data_dir: Path) -> None:
+    """Join an agent as a real node would: a bootstrap token, the CA pinned by hash."""
+    async def token() -> str:
+        async with Client(info["grpc"], config=clientconfig.load(str(admin))) as c:
+            return str((await c.create_token(description=name))["token"])
+
+    subprocess.run([sys.executable, "-m", "sluicegate.agent.server", "join", "--controller", info["token"],
+                    "--token", asyncio.run(token()), "--ca-cert-hash", info["caCertHash"], "--node-name", name,
+                    "--data-dir", str(data_dir)], check=True, capture_output=True, cwd=ROOT)
+
+
+async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: str, config: Path | None = None) -> dict:
     submitted: dict[str, float] = {}
     acknowledged: dict[str, float] = {}
     reserved: dict[str, float] = {}
@@ -193,7 +213,7 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: 
     started: dict[str, float] = {}
     finished: dict[str, float] = {}
     done = asyncio.Event()
-    async with Client(server, timeout=60) as c:
+    async with Client(server, timeout=60, config=clientconfig.load(str(config)) if config else None) as c:
         await c.apply([Document(QUEUE, "bench-queue")])
 
         def record(wl: dict) -> None:
@@ -309,6 +329,8 @@ def main() -> None:
     ap.add_argument("--agent-data-root", metavar="DIR", default=default_agent_data_root(),
                     help="where the agents' data directories go (default: /dev/shm when writable, else the "
                          "temporary directory); ignored with --keep")
+    ap.add_argument("--tls", action="store_true",
+                    help="a secure cluster: mutual TLS for the client and the agents, which join with bootstrap tokens")
     ns = ap.parse_args()
     with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory(dir=ns.agent_data_root) as agent_root:
         tmp = Path(ns.keep or d)
@@ -316,12 +338,15 @@ def main() -> None:
         agents_dir = tmp if ns.keep else Path(agent_root)
         procs = []
         try:
+            tls_flags, admin = init_tls(tmp) if ns.tls else ([], None)
             ctl, info = start(["sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
-                               "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", "1"],
+                               "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", "1", *tls_flags],
                               tmp / "controller.log", tmp / "c.ready")
             procs.append(ctl)
             pids = {"controller": ctl.pid}
             for name in ("bench-a", "bench-b"):
+                if admin is not None:
+                    join(info, admin, name, agents_dir / name)
                 a, _ = start(["sluicegate.agent.server", "--controller", info["grpc"], "--node-name", name,
                               "--data-dir", str(agents_dir / name), "--health-listen", "127.0.0.1:0",
                               "--allocatable", "cpu=16,memory=32Gi",
@@ -332,7 +357,8 @@ def main() -> None:
                 procs.append(a)
                 pids[name] = a.pid
             with PeakRSS(pids) as rss:
-                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency, ns.rate, ns.observe))
+                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency, ns.rate, ns.observe, admin))
+            result["tls"] = bool(ns.tls)
             import urllib.request
 
             with urllib.request.urlopen(f"http://{info['health']}/metrics", timeout=5) as r:

@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from pathlib import Path
 
 import grpc
 
+from sluicegate.agent import credentials as creds
 from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish
 from sluicegate.agent.probes import ProbeSpec
+from sluicegate.common.channels import open_channel
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched
-from sluicegate.v1 import agent_pb2, agent_pb2_grpc
+from sluicegate.security import pki
+from sluicegate.v1 import agent_pb2, agent_pb2_grpc, security_pb2, security_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +102,11 @@ class ControllerLink:
         boot_id: str,
         health_address: str,
         backoff: Backoff,
+        pki_dir: Path | None = None,
     ) -> None:
         self.address = address
+        # Where the node's credentials live (None: plaintext, authentication off).
+        self.pki_dir = pki_dir
         self.node = node
         self.labels = labels
         self.boot_id = boot_id
@@ -176,8 +183,9 @@ class ControllerLink:
     async def run(self) -> None:
         """Stay connected for as long as the agent runs."""
         while True:
+            renewed = False
             try:
-                await self._session()
+                renewed = await self._session()
                 self.last_error = "the controller closed the stream"
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{exc.code().name}: {exc.details()}"
@@ -194,13 +202,39 @@ class ControllerLink:
                 for t in self._log_tasks.values():
                     t.cancel()
                 self._log_tasks.clear()
+            if renewed:
+                continue
             delay = self.backoff.next()
             log.warning("controller %s unreachable (%s); reconnecting in %.1fs; pods keep running",
                         self.address, self.last_error, delay)
             await asyncio.sleep(delay)
 
-    async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.address, options=STREAM_WINDOW_OPTIONS) as channel:
+    def _channel(self) -> tuple[grpc.aio.Channel, creds.NodeCredentials | None]:
+        # Read for every session: a renewed certificate is used from the next connection on.
+        node_creds = creds.load(self.pki_dir) if self.pki_dir is not None else None
+        if node_creds is None:
+            return open_channel(self.address, options=STREAM_WINDOW_OPTIONS), None
+        return open_channel(self.address, ca=node_creds.ca, cert=node_creds.cert, key=node_creds.key,
+                            options=STREAM_WINDOW_OPTIONS), node_creds
+
+    async def _renew_when_due(self, channel: grpc.aio.Channel, node_creds: creds.NodeCredentials) -> None:
+        """Renew the node certificate once it is due; then end the session so the next one uses it."""
+        delay = node_creds.renew_due(time.time()) - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        key = pki.new_key()
+        stub = security_pb2_grpc.SecurityStub(channel)
+        resp = await stub.Renew(security_pb2.RenewRequest(csr=pki.make_csr(key, f"system:node:{node_creds.node}")),
+                                timeout=30)
+        assert self.pki_dir is not None
+        creds.save(self.pki_dir, ca=node_creds.ca, key=pki.key_pem(key), cert=resp.certificate)
+        log.info("renewed the node certificate (valid until %s); reconnecting with it",
+                 time.strftime("%Y-%m-%d", time.gmtime(pki.info(pki.load_cert(resp.certificate)).not_after)))
+
+    async def _session(self) -> bool:
+        """One stream, until it ends; True when it ended to reconnect with a renewed certificate."""
+        channel, node_creds = self._channel()
+        async with channel:
             stub = agent_pb2_grpc.AgentLinkStub(channel)
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
@@ -216,16 +250,30 @@ class ControllerLink:
             self.backoff.reset()
             log.info("registered with controller %s as node %s", self.address, self.node.name)
             beat = asyncio.create_task(self._beat(out), name="heartbeat")
+            renew = (asyncio.create_task(self._renew_when_due(channel, node_creds), name="renew-certificate")
+                     if node_creds is not None else None)
             try:
                 while True:
-                    msg = await call.read()
+                    if renew is None:
+                        msg = await call.read()
+                    else:
+                        read = asyncio.ensure_future(call.read())
+                        await asyncio.wait({read, renew}, return_when=asyncio.FIRST_COMPLETED)
+                        if not read.done():
+                            read.cancel()
+                            renew.result()  # a failed renewal is this session's error; the next one retries
+                            return True
+                        msg = read.result()
                     if msg is grpc.aio.EOF:
                         break
                     for one in unbatched(msg, lambda m: m.batch.messages):
                         self._handle(one)
             finally:
                 beat.cancel()
+                if renew is not None:
+                    renew.cancel()
                 out.put_nowait(None)
+        return False
 
     async def _beat(self, out: asyncio.Queue[agent_pb2.AgentMessage | None]) -> None:
         while True:
@@ -310,3 +358,20 @@ class ControllerLink:
             chunk(eof=True, error=str(exc))
         finally:
             self._log_tasks.pop(request_id, None)
+
+
+async def join(*, address: str, token: str, ca_hash: str, node_name: str, pki_dir: Path, timeout: float = 30.0) -> creds.NodeCredentials:
+    """Join the cluster: pin the CA by hash, trade the bootstrap token and a CSR for a node certificate."""
+    ca = await asyncio.to_thread(creds.fetch_ca, address, ca_hash, timeout=timeout)
+    key = pki.new_key()
+    csr = pki.make_csr(key, f"system:node:{node_name}")
+    async with open_channel(address, ca=ca) as channel:
+        stub = security_pb2_grpc.SecurityStub(channel)
+        resp = await stub.Join(security_pb2.JoinRequest(token=token, node_name=node_name, csr=csr), timeout=timeout)
+    cert = pki.load_cert(resp.certificate)
+    if not pki.signed_by(cert, pki.load_cert(ca)):
+        raise creds.CredentialsError("the controller returned a certificate the pinned CA did not sign")
+    creds.save(pki_dir, ca=ca, key=pki.key_pem(key), cert=resp.certificate)
+    loaded = creds.load(pki_dir)
+    assert loaded is not None
+    return loaded

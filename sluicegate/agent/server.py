@@ -17,11 +17,15 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import grpc
+
 from sluicegate.agent import checkpoint as ckpt
+from sluicegate.agent import credentials
 from sluicegate.agent.cgroups import detect
-from sluicegate.agent.link import Backoff, ControllerLink
+from sluicegate.agent.link import Backoff, ControllerLink, join
 from sluicegate.agent.monitor import Monitor, read_boot_id
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
@@ -33,7 +37,7 @@ from sluicegate.common.health import HealthServer
 from sluicegate.common.metrics import Registry
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.supervise import DEFAULT_HARD_DEADLINE, arm_hard_deadline, new_stop_future, stop_on_signals, supervise
-from sluicegate.controller.settings import split_hostport
+from sluicegate.controller.settings import is_loopback, split_hostport
 
 log = logging.getLogger("sluicegate.agent")
 
@@ -103,7 +107,28 @@ def eviction_thresholds(settings: AgentSettings) -> tuple[Threshold, ...]:
         raise SettingsError(str(exc)) from exc
 
 
+def node_identity(settings: AgentSettings) -> AgentSettings:
+    """Settings with the node name the certificate gives, after checking plaintext is allowed."""
+    node_creds = credentials.load(settings.pki_path)
+    if node_creds is None:
+        host = split_hostport(settings.controller, key="controller")[0]
+        if not is_loopback(host) and not settings.insecure:
+            raise SettingsError(
+                f"controller: {settings.controller} is not a loopback address and this node has no credentials in "
+                f"{settings.pki_path}: join it first ('sluicegate-agent join'), or set 'insecure: true' to send pods' "
+                f"commands in plaintext")
+        return settings
+    if node_creds.node != settings.node_name:
+        log.info("node name %s comes from the node certificate (settings said %s)", node_creds.node, settings.node_name)
+    remaining = node_creds.not_after - time.time()
+    if remaining <= 0:
+        raise SettingsError(f"the node certificate in {settings.pki_path} expired; join the node again")
+    return replace(settings, node_name=node_creds.node)
+
+
 async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_file: str | None = None) -> str:
+    settings = node_identity(settings)
+    tls = credentials.load(settings.pki_path) is not None
     thresholds = eviction_thresholds(settings)
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +172,7 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     link = ControllerLink(
         address=settings.controller, node=node, labels=settings.labels, boot_id=read_boot_id(),
         health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
+        pki_dir=settings.pki_path if tls else None,
     )
 
     def readiness() -> tuple[bool, str]:
@@ -220,7 +246,38 @@ async def _main(ns: argparse.Namespace) -> int:
     return 0
 
 
+def join_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="sluicegate-agent join",
+                                description="Join this node to a cluster: get a node certificate with a bootstrap token.")
+    p.add_argument("--controller", required=True, help="the controller's token port HOST:PORT (tokenListen, e.g. :7423)")
+    p.add_argument("--token", required=True, help="a bootstrap token from 'sluicectl token create'")
+    p.add_argument("--ca-cert-hash", required=True, help="sha256:... of the cluster CA ('sluicegate-controller init' prints it)")
+    p.add_argument("--config", help="the agent's settings YAML (for dataDir, pkiDir, nodeName)")
+    p.add_argument("--node-name")
+    p.add_argument("--data-dir")
+    p.add_argument("--pki-dir")
+    ns = p.parse_args(argv)
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        settings = load_settings(ns.config, {"node_name": ns.node_name, "data_dir": ns.data_dir, "pki_dir": ns.pki_dir})
+        joined = asyncio.run(join(address=ns.controller, token=ns.token.strip(), ca_hash=ns.ca_cert_hash.strip(),
+                                  node_name=settings.node_name, pki_dir=settings.pki_path))
+    except (SettingsError, credentials.CredentialsError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except grpc.aio.AioRpcError as exc:
+        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return 1
+    print(f"node {joined.node} joined; credentials in {settings.pki_path} (valid until "
+          f"{time.strftime('%Y-%m-%d', time.gmtime(joined.not_after))}); start the agent with the controller's "
+          f"API address (listen, e.g. :7420)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "join":
+        return join_main(args[1:])
     p = argparse.ArgumentParser(prog="sluicegate-agent", description="The sluicegate node agent.")
     p.add_argument("--config", help="settings YAML (see deploy/systemd/agent.yaml.example)")
     p.add_argument("--controller", help="controller gRPC HOST:PORT")
@@ -242,12 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="first crash-loop back-off of restarting containers (doubles up to the cap)")
     p.add_argument("--ready-file", help="write {health, pid, node} JSON here once registered")
     p.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
-    ns = p.parse_args(argv)
+    ns = p.parse_args(args)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
         return asyncio.run(_main(ns))
-    except SettingsError as exc:
+    except (SettingsError, credentials.CredentialsError) as exc:
         log.error("%s", exc)
         return 2
     except BaseExceptionGroup as group:

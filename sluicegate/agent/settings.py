@@ -18,6 +18,13 @@
     cgroupRoot: /sys/fs/cgroup
     cgroupBase: sluicegate            # this agent's cgroups live under <root>/<controller>/<base>
     reconnectBackoff: {base: 0.5s, cap: 30s}
+    pkiDir: /var/lib/sluicegate/agent/pki   # the node's credentials from 'sluicegate-agent join' (default DATA_DIR/pki)
+    insecure: false                   # true: allow plaintext to a controller that is not on loopback
+
+Once the node has joined (``pkiDir`` holds ``node.pem``) the agent connects
+with mutual TLS and its node name is the one in its certificate.  Without
+credentials it connects in plaintext, which it does only to a loopback
+controller unless ``insecure: true``.
 """
 
 from __future__ import annotations
@@ -65,6 +72,12 @@ class AgentSettings:
     reconnect_base: float = 0.5
     reconnect_cap: float = 30.0
     default_grace_seconds: float = 30.0
+    pki_dir: str = ""
+    insecure: bool = False
+
+    @property
+    def pki_path(self) -> Path:
+        return Path(self.pki_dir) if self.pki_dir else Path(self.data_dir) / "pki"
 
 
 def _resources(value: Any, key: str) -> dict[str, int]:
@@ -90,7 +103,7 @@ _STRINGS = {
     "controller": "controller", "nodeName": "node_name", "dataDir": "data_dir", "healthListen": "health_listen",
     "staticPodDir": "static_pod_dir", "evictionHard": "eviction_hard", "evictionSoft": "eviction_soft",
     "evictionSoftGracePeriod": "eviction_soft_grace_period", "cgroupRoot": "cgroup_root",
-    "cgroupBase": "cgroup_base",
+    "cgroupBase": "cgroup_base", "pkiDir": "pki_dir",
 }
 
 
@@ -132,6 +145,10 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
                 values["restart_backoff_base"] = _duration(value["base"], f"{where}.base")
             if "cap" in value:
                 values["restart_backoff_cap"] = _duration(value["cap"], f"{where}.cap")
+        elif key == "insecure":
+            if not isinstance(value, bool):
+                raise SettingsError(f"{where}: expected true or false, got {value!r}")
+            values["insecure"] = value
         elif key == "defaultGracePeriod":
             values["default_grace_seconds"] = _duration(value, where)
         elif key == "reconnectBackoff":
@@ -144,7 +161,7 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         else:
             known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
                             "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
-                            "staticPodSyncInterval", "restartBackoff"])
+                            "staticPodSyncInterval", "restartBackoff", "insecure"])
             raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
     for k, v in overrides.items():
         if v is None:

@@ -19,10 +19,11 @@ from typing import Any
 import grpc
 import yaml
 
+from sluicegate import clientconfig
 from sluicegate.client import Client, ClientError, Document, default_server
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, load_documents
-from sluicegate.manifest.timefmt import parse_rfc3339
+from sluicegate.manifest.timefmt import parse_duration, parse_rfc3339
 
 
 class UsageError(Exception):
@@ -321,9 +322,73 @@ async def cmd_delete(c: Client, ns: argparse.Namespace) -> int:
         return 0
     if not ns.kind or not ns.names:
         raise UsageError("delete needs KIND NAME... or -f FILE")
+    if ns.kind.lower() in ("node", "nodes", "no"):
+        # A node is its certificates: revoking them cuts its stream and keeps it out.
+        for name in ns.names:
+            serials = await c.revoke_node(name)
+            print(f"node/{name} deleted (certificates revoked: {', '.join(serials) or 'none'})")
+        return 0
     for name in ns.names:
         await c.delete(ns.kind, name, ns.namespace)
         print(f"{ns.kind.lower()}/{name} deleted")
+    return 0
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+async def cmd_token(c: Client, ns: argparse.Namespace) -> int:
+    if ns.action == "create":
+        ttl = parse_duration(ns.ttl) if ns.ttl else 0.0
+        t = await c.create_token(ttl=ttl, uses=ns.uses, description=ns.description)
+        if ns.print_join_command:
+            print(f"sluicegate-agent join --controller {ns.join_address or c.server} --token {t['token']} "
+                  f"--ca-cert-hash {t['caCertHash']}")
+        else:
+            print(t["token"])
+            print(f"# expires {_when(t['expiresAt'])}, {t['usesLeft']} use(s); join with:", file=sys.stderr)
+            print(f"#   sluicegate-agent join --controller TOKEN_PORT_ADDRESS --token {t['token']} "
+                  f"--ca-cert-hash {t['caCertHash']}", file=sys.stderr)
+        return 0
+    if ns.action == "list":
+        rows = [[t["id"], _when(t["expiresAt"]), str(t["usesLeft"]), t["createdBy"], t["description"]]
+                for t in await c.list_tokens()]
+        print(_table(["ID", "EXPIRES", "USES-LEFT", "CREATED-BY", "DESCRIPTION"], rows))
+        return 0
+    if not ns.id:
+        raise UsageError("token delete needs a token ID")
+    for tid in ns.id:
+        print(f"token/{tid} {'deleted' if await c.delete_token(tid) else 'not found'}")
+    return 0
+
+
+async def cmd_auth(c: Client, ns: argparse.Namespace) -> int:
+    me = await c.whoami()
+    print(f"user: {me['user']}\ngroups: {', '.join(me['groups']) or '-'}\nauthenticated by: {me['method']}"
+          + (f"\ncertificate serial: {me['serial']}" if me["serial"] else ""))
+    return 0
+
+
+async def cmd_certs(c: Client, ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sluicegate import clientconfig
+    from sluicegate.security import pki
+
+    if ns.action == "revoke":
+        for serial in ns.serial:
+            done = await c.revoke_certificate(serial)
+            print(f"certificate {serial} {'revoked' if done else 'was already revoked'}")
+        return 0
+    if not ns.user or not ns.out:
+        raise UsageError("certs issue needs --user and --out")
+    key = pki.new_key()
+    csr = pki.make_csr(key, ns.user, tuple(ns.group))
+    ttl = parse_duration(ns.ttl) if ns.ttl else 0.0
+    cert, ca, serial = await c.issue_user_certificate(ns.user, list(ns.group), csr, ttl=ttl)
+    clientconfig.write(Path(ns.out), servers=[ns.for_server or c.server], ca=ca, cert=cert, key=pki.key_pem(key))
+    print(f"wrote a client config for user {ns.user} (groups: {', '.join(ns.group) or '-'}; serial {serial}) to {ns.out}")
     return 0
 
 
@@ -400,7 +465,10 @@ def cmd_simulate(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sluicectl", description="Talk to a sluicegate controller.")
-    p.add_argument("--server", default=default_server(), help="controller gRPC address (env SLUICEGATE_SERVER; default %(default)s)")
+    p.add_argument("--server", default=None,
+                   help="controller gRPC address (default: $SLUICEGATE_SERVER, the config's first server, 127.0.0.1:7420)")
+    p.add_argument("--config", default=None,
+                   help="client config file (default: $SLUICEGATE_CONFIG, ~/.config/sluicegate/config)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each request (default %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -465,13 +533,36 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("-f", "--follow", action="store_true")
     lg.add_argument("--prefix", action="store_true", help="prefix each line with [pod/container]")
 
+    tk = sub.add_parser("token", help="bootstrap tokens for joining nodes (cluster-admin)")
+    tk.add_argument("action", choices=["create", "list", "delete"])
+    tk.add_argument("id", nargs="*", help="delete: token IDs")
+    tk.add_argument("--ttl", default="", help="create: lifetime, e.g. 1h (default 1h, at most 30d)")
+    tk.add_argument("--uses", type=int, default=0, help="create: how many joins it allows (default 1)")
+    tk.add_argument("--description", default="")
+    tk.add_argument("--print-join-command", action="store_true", help="create: print the whole join command")
+    tk.add_argument("--join-address", default="", help="create: the token port address for the join command")
+
+    au = sub.add_parser("auth", help="who the controller thinks you are")
+    au.add_argument("action", choices=["whoami"])
+
+    ce = sub.add_parser("certs", help="issue user credentials, revoke certificates (cluster-admin)")
+    ce.add_argument("action", choices=["issue", "revoke"])
+    ce.add_argument("serial", nargs="*", help="revoke: hexadecimal serials")
+    ce.add_argument("--user")
+    ce.add_argument("--group", action="append", default=[])
+    ce.add_argument("--ttl", default="", help="issue: lifetime, e.g. 2160h (default 365 days)")
+    ce.add_argument("--out", help="issue: write the user's client config here")
+    ce.add_argument("--for-server", default="", help="issue: server address written into the config")
+
     sm = sub.add_parser("simulate", help="run one scheduling cycle over YAML files, no server needed")
     sm.add_argument("-f", "--filename", action="append", default=[])
     return p
 
 
 async def _dispatch(ns: argparse.Namespace) -> int:
-    async with Client(ns.server, timeout=ns.timeout) as c:
+    config = clientconfig.load(ns.config)
+    ns.server = ns.server or default_server(config)
+    async with Client(ns.server, timeout=ns.timeout, config=config) as c:
         cmd = ns.command
         if cmd == "apply":
             return await cmd_apply(c, ns)
@@ -487,6 +578,12 @@ async def _dispatch(ns: argparse.Namespace) -> int:
             return await cmd_stop_resume(c, ns, active=cmd == "resume")
         if cmd == "logs":
             return await cmd_logs(c, ns)
+        if cmd == "token":
+            return await cmd_token(c, ns)
+        if cmd == "auth":
+            return await cmd_auth(c, ns)
+        if cmd == "certs":
+            return await cmd_certs(c, ns)
         if cmd == "run":
             if ns.argv and ns.argv[0] == "--":
                 ns.argv = ns.argv[1:]
@@ -507,6 +604,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ManifestError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 1
+    except clientconfig.ConfigError as exc:
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
     except ClientError as exc:
         if exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and "store" not in exc.message:
             print(f"error: cannot reach the controller at {ns.server}: {_one_line(exc.message)}", file=sys.stderr)

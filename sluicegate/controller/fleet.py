@@ -285,6 +285,18 @@ class Fleet:
         now = self.m.clock()
         self.apply(self.settle(evict(wl, reason=reason, message=message, now=now)))
 
+    def node_connected(self, name: str) -> bool:
+        node = self.registry.nodes.get(name)
+        return node is not None and node.session is not None
+
+    def node_revoked(self, name: str) -> None:
+        """The node's certificates were revoked: end its stream; it cannot come back on them."""
+        node = self.registry.nodes.get(name)
+        if node is not None and node.session is not None:
+            revoke = getattr(node.session, "revoke", None)
+            if revoke is not None:
+                revoke(f"node {name} has been revoked")
+
     def purge(self, wl: Workload) -> None:
         """A finished workload is gone for good: its pods' logs may go too."""
         records = list(pods_or_last(wl))

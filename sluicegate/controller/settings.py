@@ -12,10 +12,24 @@ Every key is optional; unknown keys are errors that name the key.
     placement: true                 # false: quota-only mode, admitted workloads are not run
     finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
+    pkiDir: /var/lib/sluicegate/pki # TLS on: the cluster CA and serving certificate ('sluicegate-controller init')
+    tokenListen: 127.0.0.1:7423     # TLS without client certificates: agents joining, bearer-token users
+    tokenFile: /etc/sluicegate/tokens.yaml   # bearer tokens (hashed) -> user and groups; reloaded on SIGHUP
+    insecure: false                 # true: allow plaintext on a non-loopback listen address (warned at every start)
+
+Without ``pkiDir`` the controller serves plaintext and authenticates nobody
+(every caller is the anonymous cluster admin), which it allows only on a
+loopback address: anything else needs TLS, or ``insecure: true``.
+With ``pkiDir`` the ``listen`` port requires a client certificate signed by
+the cluster CA (agents, and users with certificates), and ``tokenListen``
+serves TLS without one, for ``sluicegate-agent join`` and bearer tokens
+(grpcio can only require a client certificate or not ask for one, so the
+two kinds of caller get a port each).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +56,10 @@ class ControllerSettings:
     placement: bool = True
     finished_retention: float | None = 86400.0
     grpc_grace: float = 5.0
+    pki_dir: str = ""
+    token_listen: str = "127.0.0.1:7423"
+    token_file: str = ""
+    insecure: bool = False
     config: ControllerConfig = field(default_factory=ControllerConfig)
 
 
@@ -56,6 +74,10 @@ _KEYS = {
     "agentHeartbeatInterval": ("agent_heartbeat_interval", "duration"),
     "placement": ("placement", bool),
     "finishedRetention": ("finished_retention", "duration"),
+    "pkiDir": ("pki_dir", str),
+    "tokenListen": ("token_listen", str),
+    "tokenFile": ("token_file", str),
+    "insecure": ("insecure", bool),
 }
 
 
@@ -64,6 +86,16 @@ def split_hostport(value: str, *, key: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not host:
         raise SettingsError(f"{key}: expected HOST:PORT, got {value!r}")
     return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for a host that only this machine can reach (a name that resolves elsewhere is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSettings:
@@ -104,6 +136,14 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
         )
     split_hostport(s.listen, key="listen")
     split_hostport(s.health_listen, key="healthListen")
+    if s.pki_dir:
+        split_hostport(s.token_listen, key="tokenListen")
+    elif not is_loopback(split_hostport(s.listen, key="listen")[0]) and not s.insecure:
+        raise SettingsError(
+            f"listen: {s.listen} is not a loopback address, and without TLS anyone who can reach it could run "
+            f"commands on every node; set pkiDir (run 'sluicegate-controller init'), or 'insecure: true' to accept that")
+    if s.token_file and not s.pki_dir:
+        raise SettingsError("tokenFile: bearer tokens are only accepted over TLS; set pkiDir too")
     if s.configuration_path:
         s = replace(s, config=load_configuration(s.configuration_path))
     return s

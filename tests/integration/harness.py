@@ -41,6 +41,9 @@ class Controller:
         self.proc: subprocess.Popen[bytes] | None = None
         self.address = ""
         self.health = ""
+        # With --pki-dir: the token port and the CA's hash.
+        self.token_address = ""
+        self.ca_hash = ""
 
     def start(self) -> Controller:
         self.ready_file.unlink(missing_ok=True)
@@ -54,6 +57,7 @@ class Controller:
             )
         info = wait_for("controller ready file", self._ready)
         self.address, self.health = info["grpc"], info["health"]
+        self.token_address, self.ca_hash = info.get("token", ""), info.get("caCertHash", "")
         return self
 
     def _ready(self) -> dict[str, Any] | None:
@@ -76,10 +80,18 @@ class Controller:
         return self.proc.wait(timeout=30)
 
 
-def sluicectl(server: str, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+# Tests never read a developer's own client config: sluicectl looks for one under here only.
+_NO_HOME_CONFIG = {"XDG_CONFIG_HOME": "/nonexistent/sluicegate-tests"}
+
+
+def sluicectl(server: str, *args: str, check: bool = True, input: str | None = None,
+              config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SLUICEGATE_CONFIG", "SLUICEGATE_SERVER")}
+    env.update(_NO_HOME_CONFIG)
     res = subprocess.run(
-        [sys.executable, "-m", "sluicegate.cli.main", "--server", server, *args],
-        capture_output=True, text=True, timeout=60, input=input, cwd=ROOT,
+        [sys.executable, "-m", "sluicegate.cli.main", "--server", server,
+         *(["--config", str(config)] if config else []), *args],
+        capture_output=True, text=True, timeout=60, input=input, cwd=ROOT, env=env,
     )
     if check and res.returncode != 0:
         raise AssertionError(f"sluicectl {' '.join(args)} failed ({res.returncode}): {res.stderr}")

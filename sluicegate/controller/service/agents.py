@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from sluicegate.common.streams import coalesced, unbatched
-from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.errors import InvalidArgument, Unauthenticated
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.model.workloads import Container
@@ -25,6 +25,7 @@ from sluicegate.controller.nodes import (
 )
 from sluicegate.controller.service.errors import handled, status_for
 from sluicegate.controller.store import StoreError
+from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ class _StreamSession:
         self.node = node
         self.queue: asyncio.Queue[agent_pb2.ControllerMessage | None] = asyncio.Queue(maxsize=SEND_BUFFER)
         self.broken = False
+        # Set when the controller ends the stream on purpose (the node was revoked): the status the agent gets.
+        self.ended: tuple[grpc.StatusCode, str] | None = None
         # ForgetPods held back (FORGET_DELAY), and the timer that sends them.
         self._later: list[agent_pb2.ControllerMessage] = []
         self._later_timer: asyncio.TimerHandle | None = None
@@ -141,6 +144,19 @@ class _StreamSession:
         """Queue the held-back ForgetPods now."""
         for msg in self._take_held():
             self._put(msg)
+
+    def end(self, code: grpc.StatusCode, message: str) -> None:
+        """End the stream from the controller's side with this status; nothing more is sent."""
+        if self.ended is None:
+            self.ended = (code, message)
+            self._take_held()
+            self.broken = True
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.queue.put_nowait(None)
+
+    def revoke(self, message: str) -> None:
+        self.end(grpc.StatusCode.UNAUTHENTICATED, message)
 
     def close(self) -> None:
         """The stream is over: held messages are dropped with it."""
@@ -169,13 +185,33 @@ class _StreamSession:
 
 
 class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
-    def __init__(self, manager: Manager, *, heartbeat_interval: float) -> None:
+    def __init__(self, manager: Manager, *, heartbeat_interval: float, authenticator: Authenticator | None = None) -> None:
         self.m = manager
         self.heartbeat_interval = heartbeat_interval
+        self.auth: Authenticator = authenticator or OpenAuthenticator()
+
+    def _node_identity(self, context: grpc.aio.ServicerContext) -> tuple[str | None, tuple[grpc.StatusCode, str] | None]:
+        """(the node the caller is, or None where authentication is off; or the status refusing it)."""
+        try:
+            p = self.auth.authenticate(context.auth_context(), tuple(context.invocation_metadata() or ()))
+        except Unauthenticated as exc:
+            return None, (grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        if p.method == "none":
+            return None, None
+        if p.node is None:
+            return None, (grpc.StatusCode.PERMISSION_DENIED,
+                          f"user {p.user!r} is not a node: only an agent with a node certificate may connect "
+                          f"(join it with 'sluicegate-agent join')")
+        return p.node, None
 
     async def Connect(
         self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[agent_pb2.ControllerMessage]:
+        node, refused = self._node_identity(context)
+        if refused is not None:
+            log.warning("agent stream from %s refused: %s", context.peer(), refused[1])
+            await context.abort(*refused)
+            return
         first = await anext(aiter(request_iterator), None)
         if first is None or first.WhichOneof("kind") != "register":
             code, msg = status_for(InvalidArgument("register", "the first message on an agent stream must be Register"))
@@ -185,6 +221,13 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         if not info.name:
             code, msg = status_for(InvalidArgument("register.node.name", "must not be empty"))
             await context.abort(code, msg)
+            return
+        if node is not None and info.name != node:
+            # The name comes from the certificate, never from what the agent claims.
+            log.warning("node %s tried to register as node %s (peer %s); refused", node, info.name, context.peer())
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"register.node.name: this agent's certificate is for node {node!r}; "
+                                f"it may not register as {info.name!r}")
             return
         session = _StreamSession(info.name)
         yield agent_pb2.ControllerMessage(registered=agent_pb2.Registered(
@@ -236,6 +279,8 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             read_task.cancel()
             session.close()
             self.m.fleet.disconnected(info.name, session)
+        if session.ended is not None:
+            await context.abort(*session.ended)
 
 
 class NodesServicer(agent_pb2_grpc.NodesServicer):
