@@ -1,7 +1,7 @@
 """Bad input stays harmless: property-based tests over manifests and every gRPC request message.
 
 A real Manager on a real SQLite store behind a real gRPC server (the
-Admin, Workloads, AgentLink and Nodes services) runs on its own event loop in
+Admin, Workloads, AgentLink, Nodes and Security services, with a cluster CA) runs on its own event loop in
 a thread; hypothesis sends it generated requests over a plain channel on
 127.0.0.1.  For each: an answer (a status, or the messages of a stream)
 arrives within a short deadline, input errors are never INTERNAL or
@@ -29,10 +29,22 @@ from hypothesis import strategies as st
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
+from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store.sqlite import SqliteStore
 from sluicegate.manifest.loader import parse_text
-from sluicegate.v1 import agent_pb2, agent_pb2_grpc, objects_pb2, objects_pb2_grpc, workloads_pb2, workloads_pb2_grpc
+from sluicegate.security.authority import Authority, init_pki
+from sluicegate.security.identity import OpenAuthenticator
+from sluicegate.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    objects_pb2,
+    objects_pb2_grpc,
+    security_pb2,
+    security_pb2_grpc,
+    workloads_pb2,
+    workloads_pb2_grpc,
+)
 
 from .served import workload_body
 from .test_manager import QUEUES, Clock
@@ -55,6 +67,8 @@ class Server:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
+        init_pki(tmp / "pki", addresses=["127.0.0.1"])
+        self.authority = Authority(tmp / "pki")
         self.store = SqliteStore(str(tmp / "store.db"))
         self.manager = Manager(self.store, clock=Clock(), placement=False)
         self.manager.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
@@ -64,6 +78,7 @@ class Server:
         self.workloads = workloads_pb2_grpc.WorkloadsStub(self.channel)
         self.agents = agent_pb2_grpc.AgentLinkStub(self.channel)
         self.nodes = agent_pb2_grpc.NodesStub(self.channel)
+        self.security = security_pb2_grpc.SecurityStub(self.channel)
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
@@ -75,6 +90,9 @@ class Server:
         workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(m), self.server)
         agent_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkServicer(m, heartbeat_interval=1.0), self.server)
         agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(m), self.server)
+        security_pb2_grpc.add_SecurityServicer_to_server(SecurityServicer(
+            self.authority, OpenAuthenticator(), node_connected=m.fleet.node_connected,
+            node_revoked=m.fleet.node_revoked), self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
         return f"127.0.0.1:{port}"
@@ -218,7 +236,7 @@ def _code(call: Any) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=100)
 @given(bodies=st.lists(MANIFESTS, min_size=1, max_size=3), rpc=st.sampled_from(["Apply", "Create", "CreateMany", "CreateStream"]))
 def test_any_manifest_is_answered_in_time_and_a_refusal_changes_nothing(server: Server, bodies: list[bytes], rpc: str) -> None:
     before = server.snapshot()
@@ -299,10 +317,12 @@ UNARY = [
     ("workloads.Delete", workloads_pb2.WorkloadRef), ("workloads.SetActive", workloads_pb2.SetActiveRequest),
     ("workloads.Create", workloads_pb2.CreateWorkloadRequest),
     ("workloads.CreateMany", workloads_pb2.CreateWorkloadsRequest), ("nodes.List", agent_pb2.ListNodesRequest),
+    *((f"security.{m.name}", message_factory.GetMessageClass(m.input_type))
+      for m in security_pb2.DESCRIPTOR.services_by_name["Security"].methods),
 ]
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=200)
 @given(data=st.data(), which=st.sampled_from(UNARY))
 def test_every_unary_request_is_answered_in_time_and_a_refusal_changes_nothing(
     server: Server, data: st.DataObject, which: tuple[str, Any]
