@@ -906,8 +906,12 @@ class Manager:
         try:
             if updated:
                 self._write([wl for _, wl in updated])
-        except Exception:
-            log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
+        except Exception as exc:
+            if isinstance(exc, StoreError):
+                # _write logged the episode's one ERROR already.
+                log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
+            else:
+                log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
             for e in entries:
                 e.status = EntryStatus.SKIPPED
                 c.queues.requeue(e)
