@@ -24,7 +24,7 @@ import pytest
 
 from sluicegate.client import Client, ClientError, Document
 
-from .harness import Controller, wait_for
+from .harness import Controller, get_json, sluicectl, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +151,19 @@ async def test_a_full_store_degrades_and_recovers_without_a_restart(tmp_path: Pa
         assert names == sorted(acknowledged)
     finally:
         c.stop()
+
+
+def test_sluicectl_reports_a_reused_name_with_another_spec_in_one_line(controller: Controller, tmp_path: Path) -> None:
+    first, other = tmp_path / "first.json", tmp_path / "other.json"
+    first.write_text(body("same-name"))
+    doc = json.loads(body("same-name"))
+    doc["spec"]["podSets"][0]["count"] = 2
+    other.write_text(json.dumps(doc))
+    assert "created" in sluicectl(controller.address, "create", "-f", str(first)).stdout
+    assert "unchanged (already exists)" in sluicectl(controller.address, "create", "-f", str(first)).stdout
+    res = sluicectl(controller.address, "create", "-f", str(other), check=False)
+    assert res.returncode != 0
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith(
+        "error: Workload default/same-name already exists with a different spec (spec.podSets differs)"), res.stderr
+    (stored,) = get_json(controller.address, "workloads")["items"]
+    assert stored["spec"]["podSets"][0]["count"] == 1
