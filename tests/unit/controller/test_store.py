@@ -189,3 +189,45 @@ def test_writes_after_a_lost_group_commit_store_the_group_first(tmp_path: Path) 
         store.write([put("c")])
     assert stored(path) == {"a": 1, "c": 2} and store.pending == 0
     store.close()
+
+
+def test_a_scheduling_cycle_whose_commit_is_lost_is_stored_on_recovery_and_survives_a_restart(tmp_path: Path) -> None:
+    from sluicegate.controller.manager import Manager, workload_state
+    from sluicegate.manifest.loader import parse_text
+
+    from .test_manager import QUEUES, Clock, workload
+
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    disk = _Disk(store._db)
+    store._db = disk  # type: ignore[assignment]
+    m = Manager(store, clock=Clock(), placement=False)
+    m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
+    m.create_workload(workload("a", "1"))
+
+    class CommitFails(_Disk):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql == "COMMIT":  # the cycle's writes enter the transaction; only its commit fails
+                err = sqlite3.OperationalError("database or disk is full")
+                err.sqlite_errorcode = 13  # type: ignore[attr-defined]
+                err.sqlite_errorname = "SQLITE_FULL"  # type: ignore[attr-defined]
+                raise err
+            return self._db.execute(sql, *args)
+
+    store._db = CommitFails(disk._db)  # type: ignore[assignment]
+    with pytest.raises(StoreFull, match="commit of a write group failed"):
+        m.schedule_once()
+    # Memory admitted it (agents may have been told); the store keeps the write to redo it.
+    assert workload_state(m.get_workload("default", "a")) == "Admitted"
+    assert store.pending == 1 and not m.readiness()[0]
+    m.tick()  # the probe cannot commit either: still degraded, still kept
+    assert store.pending == 1 and not m.readiness()[0]
+    store._db = disk  # type: ignore[assignment]
+    m.tick()
+    assert m.readiness()[0] and store.pending == 0
+    store.close()
+
+    again = Manager(SqliteStore(path), clock=Clock(), placement=False)
+    again.load()
+    assert workload_state(again.get_workload("default", "a")) == "Admitted"
+    assert again.versions == m.versions
