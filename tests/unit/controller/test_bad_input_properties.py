@@ -205,6 +205,28 @@ def mutated(draw: st.DrawFn) -> Any:
     return doc
 
 
+@st.composite
+def with_surrogate(draw: st.DrawFn) -> Any:
+    """A valid document with one string value or key given a lone surrogate (as JSON's "\\ud800" decodes)."""
+    doc = json.loads(json.dumps(draw(st.sampled_from(VALID))))
+    odd = draw(st.sampled_from(["\ud800", "\udfff", "a\udc80b"]))
+    strings = [p for p in _paths(doc) if p and isinstance(_get(doc, p), str)]
+    keyed = [p for p in _paths(doc) if p and isinstance(p[-1], str)]
+    if draw(st.booleans()) and strings:
+        path = draw(st.sampled_from(strings))
+        return _set(doc, path, _get(doc, path) + odd, False)
+    path = draw(st.sampled_from(keyed))
+    parent = _get(doc, path[:-1])
+    parent[path[-1] + odd] = parent.pop(path[-1])
+    return doc
+
+
+def _get(doc: Any, path: tuple[Any, ...]) -> Any:
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
 def _encode(tree: Any, how: str) -> bytes:
     if how == "yaml":
         try:
@@ -218,6 +240,7 @@ def _encode(tree: Any, how: str) -> bytes:
 
 MANIFESTS = st.one_of(
     st.tuples(st.one_of(mutated(), TREES), st.sampled_from(["json", "yaml"])).map(lambda t: _encode(*t)),
+    with_surrogate().map(lambda t: _encode(t, "json")),
     st.binary(max_size=64),
     st.sampled_from([b"[" * 5000, b'{"a":' * 5000, b"a: &a [*a]", b"a: &s xxxxxxxx\nb: &l [*s,*s,*s,*s,*s,*s,*s,*s]\nc: [*l,*l,*l]",
                      b"\xff\xfe", b"--- \n---\n", b"{\"a\": 1, \"a\": 2}", b"!!python/object:os.system x"]),
