@@ -221,6 +221,21 @@ def with_surrogate(draw: st.DrawFn) -> Any:
     return doc
 
 
+QUANTITY_KEYS = {"cpu", "memory", "nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
+HUGE = st.sampled_from(["8Ei", "9223372036854775808m", "9223372036854776", "1e19", "1e999999999", "-1e999999999",
+                        "1e-999999999", "1" + "0" * 100, 10**19, 2**63, 1e308, "9223372036854775807m", "8Pi"])
+
+
+@st.composite
+def with_huge_quantity(draw: st.DrawFn) -> Any:
+    """A valid document with one quantity at, above or far beyond Kubernetes' bound."""
+    doc = json.loads(json.dumps(draw(st.sampled_from(VALID))))
+    paths = [p for p in _paths(doc) if p and p[-1] in QUANTITY_KEYS and not isinstance(_get(doc, p), (dict, list))]
+    if not paths:
+        return doc
+    return _set(doc, draw(st.sampled_from(paths)), draw(HUGE), False)
+
+
 def _get(doc: Any, path: tuple[Any, ...]) -> Any:
     for p in path:
         doc = doc[p]
@@ -241,6 +256,7 @@ def _encode(tree: Any, how: str) -> bytes:
 MANIFESTS = st.one_of(
     st.tuples(st.one_of(mutated(), TREES), st.sampled_from(["json", "yaml"])).map(lambda t: _encode(*t)),
     with_surrogate().map(lambda t: _encode(t, "json")),
+    st.tuples(with_huge_quantity(), st.sampled_from(["json", "yaml"])).map(lambda t: _encode(*t)),
     st.binary(max_size=64),
     st.sampled_from([b"[" * 5000, b'{"a":' * 5000, b"a: &a [*a]", b"a: &s xxxxxxxx\nb: &l [*s,*s,*s,*s,*s,*s,*s,*s]\nc: [*l,*l,*l]",
                      b"\xff\xfe", b"--- \n---\n", b"{\"a\": 1, \"a\": 2}", b"!!python/object:os.system x"]),
