@@ -25,6 +25,7 @@ __all__ = [
     "parse_canonical",
     "format_canonical",
     "MILLI_RESOURCES",
+    "MAX_MILLI_VALUE",
 ]
 
 # Resources whose canonical unit is the milli-unit.  Kubernetes' scheduler and
@@ -54,31 +55,69 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+# Kubernetes' bound: a Quantity's value in milli-units must fit a signed
+# 64-bit integer (MilliValue() is an int64), so no magnitude above
+# (2**63 - 1) / 1000 is representable.  Every canonical amount (millicores,
+# bytes, counts) is then at most 2**63 - 1 and fits protobuf's int64.
+MAX_MILLI_VALUE = 2**63 - 1
+# Exponents beyond these change nothing a bounded quantity can hold: a larger
+# one is refused as out of range, a smaller one is below every unit's
+# resolution.  Clamping first keeps "1e999999999" from computing 10**999999999.
+_MAX_EXPONENT = 40
+# No quantity within the bound needs more characters than this to be written.
+_MAX_TEXT = 64
+
+
+def _out_of_range(text: object) -> QuantityError:
+    return QuantityError(
+        f"quantity {text!r} is out of range: Kubernetes quantities are limited to "
+        f"{MAX_MILLI_VALUE // 1000} units (a milli-value of 2^63-1)"
+    )
+
+
 def parse_quantity(text: str | int | float) -> Fraction:
     """Return the exact value of a quantity string (or a plain YAML number)."""
     if isinstance(text, bool):
         raise QuantityError(f"quantity must be a string or number, got {text!r}")
     if isinstance(text, int):
-        return Fraction(text)
+        return _bounded(Fraction(text), text)
     if isinstance(text, float):
-        return Fraction(repr(text))
+        if text != text or text in (float("inf"), float("-inf")):
+            raise QuantityError(f"quantity must be a finite number, got {text!r}")
+        return _bounded(Fraction(repr(text)), text)
     if not isinstance(text, str):
         raise QuantityError(f"quantity must be a string or number, got {type(text).__name__}")
+    if len(text) > _MAX_TEXT:
+        raise QuantityError(f"quantity {text[:20]!r}... is not valid: longer than {_MAX_TEXT} characters")
     m = _RE.match(text.strip())
     if m is None or text.strip() == "":
         raise QuantityError(
             f"quantity {text!r} is not valid: expected a number with an optional suffix "
             "such as 500m, 2, 1.5Gi, 256Mi or 1e3"
         )
-    value = Fraction(m.group("num"))
+    num = m.group("num")
+    value = Fraction(num)
     if m.group("bin"):
         value *= _BINARY[m.group("bin")]
     elif m.group("exp"):
-        exp = int(m.group("exp")[1:])
-        value *= Fraction(10) ** exp
+        exp_text = m.group("exp")[1:].lstrip("+-").lstrip("0") or "0"
+        if len(exp_text) > 6:
+            exp_text = "999999"  # clamped below either way
+        exp = int(exp_text) * (-1 if m.group("exp")[1:2] == "-" else 1)
+        if value != 0:
+            # Clamp so the power stays small: the result is out of range or
+            # below any resolution the same way as with the real exponent.
+            exp = max(-(len(num) + _MAX_EXPONENT), min(exp, len(num) + _MAX_EXPONENT))
+            value *= Fraction(10) ** exp
     else:
         value *= _DECIMAL[m.group("dec") or ""]
-    return -value if m.group("sign") == "-" else value
+    return _bounded(-value if m.group("sign") == "-" else value, text)
+
+
+def _bounded(value: Fraction, text: object) -> Fraction:
+    if abs(value) * 1000 > MAX_MILLI_VALUE:
+        raise _out_of_range(text)
+    return value
 
 
 def _ceil(value: Fraction) -> int:

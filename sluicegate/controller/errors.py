@@ -32,3 +32,13 @@ class Unauthenticated(ControllerError):
 
 class PermissionDenied(ControllerError):
     """The caller is known but may not do this; the message names user, verb, kind and namespace."""
+
+
+class AlreadyExists(ControllerError):
+    """An object with this name exists with a different spec (an identical one is an idempotent success)."""
+
+    def __init__(self, kind: str, namespace: str, name: str, detail: str = "") -> None:
+        self.kind, self.namespace, self.name = kind, namespace, name
+        where = f"{namespace}/{name}" if namespace else name
+        super().__init__(f"{kind} {where} already exists with a different spec" + (f" ({detail})" if detail else "")
+                         + "; delete it first or choose another name")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, NotFound
+from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.model.conditions import set_condition
 from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
@@ -195,9 +195,12 @@ class Manager:
         self.clock = clock
         # Who pods may run as, by namespace: checked when a workload is created.
         self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
-        # Called when a write group's commit fails (see write_group); the server
-        # replaces it with one that exits the process.
-        self.fatal: Callable[[StoreError], None] = lambda exc: None
+        # The store's last write failure while writes fail (disk full,
+        # read-only, I/O error): the controller is degraded, refuses writes,
+        # serves reads, and probes the store until a write succeeds.
+        self.store_problem: StoreError | None = None
+        self._group_depth = 0
+        self._group_wrote = False
         self.cache = Cache(config=config or ControllerConfig())
         self.preemptor: Preemptor = preemptor or DefaultPreemptor()
         self.versions: dict[tuple[str, str, str], int] = {}
@@ -266,13 +269,51 @@ class Manager:
         deletes = list(deletes)
         for kind, ns, name in deletes:
             changes.append(Delete(kind, ns, name))
-        version = self.store.write(changes)
+        try:
+            version = self.store.write(changes)
+        except StoreError as exc:
+            self._store_failed(exc)
+            raise
+        if self._group_depth:
+            self._group_wrote = True  # known durable only once the group commits
+        elif self.store_problem is not None:
+            self._store_recovered()
         for ref, obj, enc in written:
             self.versions[ref] = version
             self._remember(ref, obj, enc)
         for r in deletes:
             self.versions.pop(r, None)
         return version
+
+    def _store_failed(self, exc: StoreError) -> None:
+        if self.store_problem is None:
+            log.error("store writes fail; refusing writes, serving reads, retrying until a write succeeds: %s", exc)
+        self.store_problem = exc
+
+    def _store_recovered(self) -> None:
+        if self.store_problem is not None:
+            log.warning("store writes succeed again; ready (was: %s)", self.store_problem)
+            self.store_problem = None
+            self._wake.set()
+
+    def readiness(self) -> tuple[bool, str]:
+        """What /readyz answers: not ready while the store refuses writes, with the cause."""
+        if self.store_problem is not None:
+            return False, f"store refuses writes (reads are served): {self.store_problem}"
+        return True, f"{len(self.cache.workloads)} workloads, cycle {self.cycle}"
+
+    def check_store(self) -> bool:
+        """While degraded, probe the store with a real write (which also commits writes a failed
+        group commit left to redo); True once writes succeed."""
+        if self.store_problem is None:
+            return True
+        try:
+            self.store.flush()
+        except StoreError as exc:
+            self.store_problem = exc
+            return False
+        self._store_recovered()
+        return True
 
     def _remember(self, ref: tuple[str, str, str], obj: Obj, enc: EncodedObject) -> None:
         cache = self._encoded
@@ -589,7 +630,11 @@ class Manager:
         return result
 
     def create_workloads(self, docs: Sequence[RawDocument]) -> list[tuple[Workload, bool] | ControllerError]:
-        """Create each document's workload (idempotent by name); one result per document, in order.
+        """Create each document's workload; one result per document, in order.
+
+        Idempotent by name and spec: a name that exists with the same spec
+        answers the existing workload (created False); with another spec,
+        AlreadyExists naming namespace/name and the first field that differs.
 
         A document that is invalid gets its error and changes nothing; the new
         workloads are stored in one transaction before any is queued, so each
@@ -609,8 +654,13 @@ class Manager:
                 continue
             existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
             if existing is not None:
-                # Idempotent by name: a retried submission is the same workload.
-                results.append((existing, False))
+                # Idempotent by name: a retried submission (the same spec) is
+                # the same workload; another spec under that name is a conflict.
+                differs = spec_difference(existing, obj)
+                if differs:
+                    results.append(AlreadyExists("Workload", obj.namespace, obj.name, f"{differs} differs"))
+                else:
+                    results.append((existing, False))
                 continue
             try:
                 wl, _ = self._prepare_workload(obj)
@@ -833,16 +883,26 @@ class Manager:
     def write_group(self) -> Iterator[None]:
         """Writes inside share one commit (``Store.group``); no ``await`` inside.
 
-        A failed commit leaves memory ahead of the store, which nothing can
-        repair in place: ``fatal`` is called (the server exits, and a restart
-        rebuilds from the store; agents re-report their pods).
+        Every mutation writes before it changes memory, so a write refused
+        inside the group leaves memory as it was.  A failed commit leaves
+        memory ahead of the store by the group's writes: the store keeps them
+        and redoes them first in the next transaction that commits (a later
+        write or ``check_store``'s probe), so the process stays up, degraded,
+        instead of exiting into a restart loop while the disk stays full.
         """
+        if self._group_depth == 0:
+            self._group_wrote = False
+        self._group_depth += 1
         try:
             with self.store.group():
                 yield
         except StoreError as exc:
-            self.fatal(exc)
+            self._store_failed(exc)
             raise
+        finally:
+            self._group_depth -= 1
+        if self._group_depth == 0 and self._group_wrote and self.store_problem is not None:
+            self._store_recovered()
 
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
@@ -877,8 +937,12 @@ class Manager:
         try:
             if updated:
                 self._write([wl for _, wl in updated])
-        except Exception:
-            log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
+        except Exception as exc:
+            if isinstance(exc, StoreError):
+                # _write logged the episode's one ERROR already.
+                log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
+            else:
+                log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
             for e in entries:
                 e.status = EntryStatus.SKIPPED
                 c.queues.requeue(e)
@@ -994,7 +1058,12 @@ class Manager:
             self._wake.clear()
             backoff = 0.0
             while self.cache.queues.has_heads():
-                stats = self.schedule_once()
+                if self.store_problem is not None:
+                    break  # degraded: decisions could not be stored; recovery wakes us
+                try:
+                    stats = self.schedule_once()
+                except StoreError:
+                    break  # the cycle's commit failed (logged once); the store redoes it on recovery
                 if not stats.made_progress:
                     # Nothing changed: wait for an event (quota released, new
                     # workload, queue changed) instead of spinning on the same heads.
@@ -1042,8 +1111,13 @@ class Manager:
 
     def tick(self) -> None:
         """Timers: backoffs that expired, pods-ready and execution-time limits, retention, node loss."""
-        with self.write_group():
-            self._tick()
+        if not self.check_store():
+            return  # degraded: every write would be refused; the timers fire once the store recovers
+        try:
+            with self.write_group():
+                self._tick()
+        except StoreError:
+            pass  # logged once per episode by _store_failed; the next tick probes the store
 
     def _tick(self) -> None:
         now = self.clock()
@@ -1055,11 +1129,11 @@ class Manager:
                 continue
             if at > now:
                 continue
-            del self._backoff[key]
             conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
                                   message="The workload backoff was finished", now=now)
             new = replace(wl, status=replace(wl.status, conditions=conds))
             self._write([new])
+            del self._backoff[key]  # only once stored: a refused write leaves it to the next tick
             c.workloads[key] = new
             self._enqueue(new)
             self._publish("MODIFIED", new)
@@ -1104,6 +1178,32 @@ class Manager:
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
+
+
+def spec_difference(existing: Workload, submitted: Workload) -> str:
+    """The first spec field in which a submission differs from the stored workload ("" if none).
+
+    Only what the submitter writes counts: status, uid, timestamps,
+    generation, labels and annotations are metadata or filled by the server,
+    the resolved priority comes from the class when one is named, and
+    ``active`` is the operator's switch (SetActive), not the submission's.
+    """
+    if existing.queue_name != submitted.queue_name:
+        return "spec.queueName"
+    if existing.pod_sets != submitted.pod_sets:
+        return "spec.podSets"
+    if submitted.priority_class is not None:
+        if existing.priority_class != submitted.priority_class:
+            return "spec.priorityClassRef"
+    elif not any(ps.priority_class_name for ps in submitted.pod_sets):
+        # (A pod template's priorityClassName is part of podSets, compared above.)
+        if existing.priority_class is not None:
+            return "spec.priorityClassRef"
+        if existing.priority != submitted.priority:
+            return "spec.priority"
+    if existing.maximum_execution_time_seconds != submitted.maximum_execution_time_seconds:
+        return "spec.maximumExecutionTimeSeconds"
+    return ""
 
 
 def replace_entry_workload(e: Entry, wl: Workload) -> Entry:

@@ -76,15 +76,6 @@ def controller_metrics(manager: Manager) -> Registry:
     return reg
 
 
-def _exit_on_lost_commit(exc: Exception) -> None:
-    # Memory is ahead of the store now; serving on would answer from state a
-    # restart would not have.  Exit at once (systemd restarts us; the store and
-    # the agents' reports rebuild everything).
-    log.critical("%s; exiting so that a restart rebuilds state from the store", exc)
-    logging.shutdown()
-    os._exit(70)
-
-
 def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.ServerCredentials:
     """TLS from the PKI directory; a renewed serving certificate is used from the next handshake on."""
     p = pki_paths(pki_dir)
@@ -138,7 +129,6 @@ async def serve(
                           fencing_grace=settings.fencing_grace, self_fencing=settings.self_fencing,
                           monotonic=time.monotonic if clock is time.time else None,
                           finished_retention=settings.finished_retention, pod_security=settings.pod_security)
-        manager.fatal = _exit_on_lost_commit
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
@@ -192,7 +182,7 @@ async def serve(
         hhost, hport = split_hostport(settings.health_listen, key="healthListen")
         health_server = HealthServer(
             registry=controller_metrics(manager),
-            readiness=lambda: (True, f"{len(manager.cache.workloads)} workloads, cycle {manager.cycle}"),
+            readiness=manager.readiness,
             host=hhost,
             port=hport,
         )

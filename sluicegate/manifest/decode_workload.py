@@ -8,7 +8,8 @@ from sluicegate.controller.model import Container, PodSet, Workload, WorkloadSta
 from sluicegate.controller.model.workloads import Probe, SecurityContext
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
 from sluicegate.manifest.dialect import Dialect, Meta
-from sluicegate.manifest.reader import Amount, Fields, Problems, keyed, read_quantity
+from sluicegate.manifest.reader import INT64_MAX, Amount, Fields, Problems, keyed, read_quantity
+from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
 from sluicegate.manifest.syntax import (
     container_resource_name_problem,
     dns_label_problem,
@@ -265,12 +266,18 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
         )
     else:
         restart = pod.choice("restartPolicy", {p: p for p in RESTART_POLICIES}, default="Never")
-    grace = pod.integer("terminationGracePeriodSeconds", default=DEFAULT_GRACE_PERIOD_SECONDS, minimum=0, maximum=None)
+    requests = effective_requests(containers, init)
+    for res, qty in requests.items():
+        if qty > MAX_MILLI_VALUE // (1000 if res in MILLI_RESOURCES else 1):
+            # Each container's quantity is bounded; their sum must be too.
+            pod.error("containers", f"the pod's {res} requests add up to more than Kubernetes' bound "
+                      f"({MAX_MILLI_VALUE // 1000} units, a milli-value of 2^63-1)")
+    grace = pod.integer("terminationGracePeriodSeconds", default=DEFAULT_GRACE_PERIOD_SECONDS, minimum=0, maximum=INT64_MAX)
     return PodSet(
         name=name,
         count=count,
         min_count=min_count,
-        requests=effective_requests(containers, init),
+        requests=requests,
         node_selector=pod.string_map("nodeSelector", key_check=qualified_name_problem, value_check=label_value_problem),
         containers=containers,
         init_containers=init,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sluicegate.manifest.reader import Fields
+from sluicegate.manifest.reader import INT64_MAX, Fields
 from sluicegate.manifest.syntax import (
     dns_label_problem,
     dns_subdomain_problem,
@@ -117,7 +117,7 @@ def read_metadata(doc: Fields, kind: str) -> Meta:
             created = parse_rfc3339(stamp)
         except ValueError as exc:
             meta.error("creationTimestamp", str(exc))
-    generation = meta.integer("generation", default=1, minimum=0, maximum=None)
+    generation = meta.integer("generation", default=1, minimum=0, maximum=INT64_MAX)
     # resourceVersion is the API server's optimistic-concurrency token: text
     # exported from a cluster carries it, and it means nothing to us.
     meta.optional_string("resourceVersion")

@@ -181,6 +181,8 @@ def _parse_json(text: str, source: str) -> list[RawDocument]:
         data = json.loads(text, object_pairs_hook=_reject_duplicate_json_keys, parse_constant=_reject_non_json_constant)
     except json.JSONDecodeError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc.msg}")], line=exc.lineno) from None
+    except RecursionError:
+        raise ManifestError(source, [FieldError("", f"could not parse JSON: nested deeper than {MAX_DEPTH} levels")]) from None
     except ValueError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc}")]) from None
     return _documents_of(data, f"{source}#1", 1)
@@ -189,6 +191,10 @@ def _parse_json(text: str, source: str) -> list[RawDocument]:
 def _documents_of(data: object, source: str, line: int) -> list[RawDocument]:
     if data is None:
         return []
+    try:
+        _measure(data, "", 1, {}, set())
+    except _TreeProblem as exc:
+        raise ManifestError(source, [FieldError(exc.path, exc.message)], line=line) from None
     if not isinstance(data, dict):
         raise ManifestError(
             source,
@@ -219,3 +225,70 @@ def _list_items(data: dict[object, object], source: str, line: int) -> list[RawD
             )
         docs.append(RawDocument(source=item_source, body=item, line=line))
     return docs
+
+
+# Bounds on a parsed document, whatever its text: no Kubernetes object nests
+# this deep, and YAML aliases must not expand a small text into a huge tree
+# ("billion laughs") or into one that contains itself.
+MAX_DEPTH = 100
+MAX_NODES = 4_000_000
+MAX_CHARS = 64 * 1024 * 1024
+
+
+class _TreeProblem(Exception):
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path.encode("utf-8", "backslashreplace").decode("utf-8")
+        self.message = message
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _measure(value: object, path: str, depth: int, memo: dict[int, tuple[int, int]], on_path: set[int]) -> tuple[int, int]:
+    """(nodes, characters) of the tree as expanded; raises _TreeProblem for a tree no manifest may be.
+
+    Shared subtrees (YAML aliases) are measured once (``memo``), so this is
+    linear in the text even when the expansion would not be.  A string must
+    be Unicode text UTF-8 can encode: a lone surrogate (JSON "\\ud800") can
+    be neither stored nor sent on.
+    """
+    if isinstance(value, str):
+        if not _encodable(value):
+            raise _TreeProblem(path, "contains a lone surrogate code point, which is not valid Unicode text")
+        return 1, len(value)
+    if not isinstance(value, (dict, list)):
+        return 1, 0
+    key = id(value)
+    done = memo.get(key)
+    if done is not None:
+        return done
+    if key in on_path:
+        raise _TreeProblem(path, "contains itself (a recursive YAML alias)")
+    if depth > MAX_DEPTH:
+        raise _TreeProblem(path, f"nested deeper than {MAX_DEPTH} levels")
+    on_path.add(key)
+    nodes, chars = 1, 0
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, item in items:
+        if isinstance(value, dict):
+            name = k if isinstance(k, str) else str(k)
+            sub = f"{path}.{name}" if path else name
+            if not _encodable(name):
+                raise _TreeProblem(sub, "the key contains a lone surrogate code point, which is not valid Unicode text")
+            chars += len(name)
+        else:
+            sub = f"{path}[{k}]"
+        n, c = _measure(item, sub, depth + 1, memo, on_path)
+        nodes, chars = nodes + n, chars + c
+        if nodes > MAX_NODES or chars > MAX_CHARS:
+            raise _TreeProblem(path, f"too large once YAML aliases are expanded (more than {MAX_NODES} values "
+                               f"or {MAX_CHARS} characters)")
+    on_path.discard(key)
+    memo[key] = (nodes, chars)
+    return nodes, chars

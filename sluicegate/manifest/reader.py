@@ -17,11 +17,12 @@ from typing import TypeVar
 
 from sluicegate.manifest.errors import FieldError
 from sluicegate.manifest.syntax import show
-from sluicegate.quantity import QuantityError, parse_quantity, to_canonical
+from sluicegate.quantity import MAX_MILLI_VALUE, QuantityError, parse_quantity, to_canonical
 
 __all__ = ["Problems", "Fields", "Amount", "join", "index", "keyed", "INT32_MAX", "INT32_MIN"]
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 INT32_MIN = -(2**31)
 
 T = TypeVar("T")
@@ -327,7 +328,11 @@ def read_quantity(value: object, path: str, resource: str, problems: Problems) -
     text = value if isinstance(value, str) else repr(value)
     try:
         exact = parse_quantity(value)
-    except QuantityError:
+    except QuantityError as exc:
+        if "out of range" in str(exc) or "finite" in str(exc):
+            problems.add(path, f"{text} is out of range: Kubernetes quantities hold at most "
+                         f"{MAX_MILLI_VALUE // 1000} (a milli-value of 2^63-1)")
+            return None
         problems.add(
             path,
             f'not a valid quantity: "{text}" (expected a number with an optional suffix such as '

@@ -187,10 +187,9 @@ def _threshold_from_value(
         return Threshold(signal=signal, percentage=percent / 100, grace_period=grace_period)
     try:
         quantity = parse_canonical(_SIGNAL_RESOURCE[signal], value)
-    except QuantityError:
-        raise EvictionConfigError(
-            setting=setting, value=statement, problem=f"{value!r} is neither a quantity nor a percentage"
-        ) from None
+    except QuantityError as exc:
+        problem = str(exc) if "out of range" in str(exc) else f"{value!r} is neither a quantity nor a percentage"
+        raise EvictionConfigError(setting=setting, value=statement, problem=problem) from None
     if quantity <= 0:
         raise EvictionConfigError(setting=setting, value=statement, problem=f"threshold {value} must be positive")
     return Threshold(signal=signal, quantity=quantity, grace_period=grace_period)

@@ -25,10 +25,13 @@ from sluicegate.controller.nodes import (
 )
 from sluicegate.controller.service.errors import handled, status_for
 from sluicegate.controller.service.gate import Gate
+from sluicegate.controller.store import StoreError
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+INT64_MAX = 2**63 - 1
 
 # Outgoing messages buffered per agent before the stream is considered stuck.
 SEND_BUFFER = 100_000
@@ -261,9 +264,15 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             async for received in request_iterator:
                 # A batch of reports is one commit: nothing they cause leaves the
                 # process (commands, watch events are only queued) before it.
-                with self.m.write_group():
-                    for msg in unbatched(received, lambda m: m.batch.messages):
-                        handle(msg)
+                try:
+                    with self.m.write_group():
+                        for msg in unbatched(received, lambda m: m.batch.messages):
+                            handle(msg)
+                except StoreError:
+                    # The store refuses writes (logged once by the manager): the
+                    # reports that were not stored changed nothing, and the
+                    # agent's next heartbeat reports its pods again.
+                    pass
             await session.queue.put(None)
 
         def handle(msg: agent_pb2.AgentMessage) -> None:
@@ -315,7 +324,8 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
                 node=agent_pb2.NodeInfo(name=n.name, labels=n.labels, capacity=n.capacity, allocatable=n.allocatable,
                                         agent_version=n.agent_version, boot_id=n.boot_id, health_address=n.health_address),
                 ready=n.ready, not_ready_reason=n.not_ready_reason, last_heartbeat=n.last_heartbeat,
-                requested=n.requested(),
+                # Each pod's requests are within Kubernetes' bound; their sum must still fit int64.
+                requested={r: min(q, INT64_MAX) for r, q in n.requested().items()},
                 usage=agent_pb2.NodeUsage(memory_total=u.memory_total, memory_available=u.memory_available,
                                           cpu_usage_cores=u.cpu_usage_cores, nodefs_available=u.nodefs_available,
                                           conditions=list(n.conditions), observed_at=u.observed_at),

@@ -9,7 +9,11 @@ from typing import Protocol
 
 
 class StoreError(Exception):
-    """The store could not be opened or written."""
+    """The store could not be opened or written (read-only, I/O error, ...): nothing was changed."""
+
+
+class StoreFull(StoreError):
+    """The store's disk is full: nothing was changed; writes succeed again once space returns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +65,15 @@ class Store(Protocol):
         a command to an agent, a watch event on the wire) before the group
         ends: in practice, no ``await`` inside a group.  If the body raises,
         what it wrote is still committed (the caller's memory already has
-        it), then the exception goes on.  A failed commit raises StoreError.
+        it), then the exception goes on.  A failed commit raises StoreError;
+        the store keeps the group's writes (memory already has them) and
+        commits them first, in order, with their versions, at the next write
+        or ``flush`` that succeeds.
         """
+        ...
+
+    def flush(self) -> None:
+        """Commit writes kept from a failed group, or prove a write commits now; raises StoreError if not."""
         ...
 
     def get_meta(self, key: str) -> str | None: ...

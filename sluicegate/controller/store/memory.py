@@ -34,6 +34,9 @@ class MemoryStore:
         # Every write is already final in memory.
         yield
 
+    def flush(self) -> None:
+        pass
+
     def get_meta(self, key: str) -> str | None:
         return self._meta.get(key)
 

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from sluicegate.controller.store.base import Change, Delete, Put, StoredObject, StoreError
+from sluicegate.controller.store.base import Change, Delete, Put, StoredObject, StoreError, StoreFull
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -59,6 +59,11 @@ class SqliteStore:
         # Nesting depth of write groups, and whether the group's transaction is open.
         self._group_depth = 0
         self._group_open = False
+        # (version, changes) of each write in the open group's transaction.
+        self._group_writes: list[tuple[int, Sequence[Change]]] = []
+        # Writes whose group commit failed: memory holds them, so the next
+        # transaction redoes them first, in order, with their own versions.
+        self._pending: list[tuple[int, Sequence[Change]]] = []
 
     def load(self) -> list[StoredObject]:
         rows = self._db.execute(
@@ -73,28 +78,103 @@ class SqliteStore:
         db = self._db
         grouped = self._group_depth > 0
         try:
-            if not grouped:
-                db.execute("BEGIN IMMEDIATE")
-            elif not self._group_open:
-                db.execute("BEGIN IMMEDIATE")
-                self._group_open = True
+            if not grouped or not self._group_open:
+                self._begin()
+                if grouped:
+                    self._group_open = True
+                    self._group_writes = list(self._pending)
             if grouped:
                 # Each write stays all-or-nothing inside the group's transaction.
                 db.execute("SAVEPOINT write")
             try:
                 self._apply(changes, version)
-                db.execute("RELEASE write" if grouped else "COMMIT")
-            except BaseException:
-                if grouped:
-                    db.execute("ROLLBACK TO write")
-                    db.execute("RELEASE write")
+                if not grouped:
+                    db.execute("COMMIT")
+                    self._pending = []
                 else:
-                    db.execute("ROLLBACK")
+                    db.execute("RELEASE write")
+            except BaseException:
+                self._undo(grouped)
                 raise
         except sqlite3.Error as exc:
-            raise StoreError(f"store {self.path}: write of {len(changes)} change(s) failed: {exc}") from exc
+            raise _store_error(self.path, f"write of {len(changes)} change(s) failed", exc) from exc
+        if grouped:
+            self._group_writes.append((version, changes))
         self._version = version
         return version
+
+    def _begin(self) -> None:
+        """Open a transaction and redo the writes of a group whose commit failed (memory has them)."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for version, changes in self._pending:
+                self._apply(changes, version)
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _undo(self, grouped: bool) -> None:
+        """Take back the failed write only, without masking its error by a failed rollback."""
+        db = self._db
+        try:
+            active = db.in_transaction
+        except sqlite3.Error:
+            active = False
+        if not active:
+            # SQLite rolled the whole transaction back itself (disk full, I/O
+            # error): a group's earlier writes are gone from it too.  Memory
+            # holds them, so they wait to be redone by the next transaction.
+            if grouped and self._group_open:
+                self._pending = self._group_writes
+                self._group_writes = []
+                self._group_open = False
+            return
+        try:
+            if grouped:
+                db.execute("ROLLBACK TO write")
+                db.execute("RELEASE write")
+            else:
+                db.execute("ROLLBACK")
+        except sqlite3.Error:
+            self._rollback()
+            if grouped:
+                self._pending = self._group_writes
+                self._group_writes = []
+                self._group_open = False
+
+    def _rollback(self) -> None:
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the first error is the one that tells what happened
+
+    @property
+    def pending(self) -> int:
+        """How many writes memory holds that no commit has stored yet (from failed group commits)."""
+        return len(self._pending)
+
+    def flush(self) -> None:
+        if self._group_depth > 0:
+            return
+        db = self._db
+        try:
+            self._begin()
+            try:
+                # A real write, so success means the disk takes data again.
+                db.execute(
+                    "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (str(self._version),),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, "probe write failed", exc) from exc
+        self._pending = []
 
     def _apply(self, changes: Sequence[Change], version: int) -> None:
         db = self._db
@@ -135,11 +215,11 @@ class SqliteStore:
                 try:
                     self._db.execute("COMMIT")
                 except sqlite3.Error as exc:
-                    try:
-                        self._db.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
-                    raise StoreError(f"store {self.path}: commit of a write group failed: {exc}") from exc
+                    self._rollback()
+                    # Memory already holds these writes: keep them to redo first.
+                    self._pending, self._group_writes = self._group_writes, []
+                    raise _store_error(self.path, "commit of a write group failed", exc) from exc
+                self._pending, self._group_writes = [], []
 
     def get_meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
@@ -153,3 +233,17 @@ class SqliteStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+# SQLite's primary result codes that mean "no space" (the rest: read-only,
+# I/O error, cannot open ... are the store being unavailable).
+_SQLITE_FULL = 13
+
+
+def _store_error(path: str, what: str, exc: sqlite3.Error) -> StoreError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    name = getattr(exc, "sqlite_errorname", None)
+    detail = f"{exc} ({name})" if name else str(exc)
+    if code is not None and code & 0xFF == _SQLITE_FULL:
+        return StoreFull(f"store {path}: {what}: {detail}")
+    return StoreError(f"store {path}: {what}: {detail}")

@@ -79,6 +79,7 @@ def test_parse_threshold(statement: str, expected: Threshold | None) -> None:
         ),
         pytest.param("memory.available<lots", "'lots' is neither a quantity nor a percentage", id="not-a-quantity"),
         pytest.param("memory.available<100MB", "'100MB' is neither a quantity nor a percentage", id="wrong-suffix"),
+        pytest.param("memory.available<9Ei", "quantity '9Ei' is out of range: Kubernetes quantities are limited to 9223372036854775 units (a milli-value of 2^63-1)", id="above-kubernetes-bound"),
         pytest.param("memory.available<-1Gi", "threshold -1Gi must be positive", id="negative-quantity"),
         pytest.param("memory.available<0", "threshold 0 must be positive", id="zero-quantity"),
         pytest.param("nodefs.available<ten%", "'ten%' is not a percentage", id="not-a-percentage"),

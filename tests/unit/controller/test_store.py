@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from sluicegate.controller.store import Change, Delete, Put, StoredObject, StoreError
+from sluicegate.controller.store import Change, Delete, Put, StoredObject, StoreError, StoreFull
 from sluicegate.controller.store.sqlite import SqliteStore
 
 
@@ -106,16 +107,127 @@ def test_what_a_group_wrote_is_committed_when_its_body_raises(tmp_path: Path) ->
     store.close()
 
 
-def test_a_lost_group_commit_is_fatal_for_the_manager(tmp_path: Path) -> None:
+class _Disk:
+    """The store's connection, with a disk that can fill up: while full, COMMIT fails as SQLite's does."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.full = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._db.in_transaction
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if self.full and sql in ("COMMIT", "RELEASE write") or (self.full and sql.startswith("INSERT")):
+            err = sqlite3.OperationalError("database or disk is full")
+            err.sqlite_errorcode = 13  # type: ignore[attr-defined]
+            err.sqlite_errorname = "SQLITE_FULL"  # type: ignore[attr-defined]
+            raise err
+        return self._db.execute(sql, *args)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def test_a_failed_write_reports_its_own_cause_and_changes_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    disk = _Disk(store._db)
+    store._db = disk  # type: ignore[assignment]
+    store.write([put("a")])
+    disk.full = True
+    with pytest.raises(StoreFull, match=r"database or disk is full \(SQLITE_FULL\)") as info:
+        store.write([put("b")])
+    assert "rollback" not in str(info.value)
+    assert stored(path) == {"a": 1}
+    disk.full = False
+    assert store.write([put("b")]) == 2
+    assert stored(path) == {"a": 1, "b": 2}
+    store.close()
+
+
+def test_a_lost_group_commit_keeps_the_process_up_and_is_redone_on_recovery(tmp_path: Path) -> None:
     from sluicegate.controller.manager import Manager
 
-    store = SqliteStore(str(tmp_path / "store.db"))
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    disk = _Disk(store._db)
+    store._db = disk  # type: ignore[assignment]
     manager = Manager(store, clock=lambda: 0.0, placement=False)
-    reported: list[StoreError] = []
-    manager.fatal = reported.append
-    with pytest.raises(StoreError, match="commit of a write group failed"):
+    assert manager.readiness()[0]
+    with pytest.raises(StoreFull, match="commit of a write group failed"):
         with manager.write_group():
             store.write([put("a")])
-            store._db.close()  # the disk is gone: the commit cannot happen
-    # Memory may be ahead of the store now: the manager was told, once.
-    assert [type(e) for e in reported] == [StoreError]
+            store.write([put("b")])
+            disk.full = True  # the commit cannot happen
+    # Memory may be ahead of the store: the store keeps the group's writes to redo them.
+    assert store.pending == 2 and stored(path) == {}
+    ready, reason = manager.readiness()
+    assert not ready and "database or disk is full" in reason
+    assert not manager.check_store()  # still full: still degraded, nothing lost
+    assert store.pending == 2 and not manager.readiness()[0]
+    disk.full = False
+    assert manager.check_store()
+    assert manager.readiness()[0] and store.pending == 0
+    assert stored(path) == {"a": 1, "b": 2}
+    store.close()
+    assert {o.name: o.resource_version for o in SqliteStore(path).load()} == {"a": 1, "b": 2}
+
+
+def test_writes_after_a_lost_group_commit_store_the_group_first(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    disk = _Disk(store._db)
+    store._db = disk  # type: ignore[assignment]
+    with pytest.raises(StoreFull):
+        with store.group():
+            store.write([put("a")])
+            disk.full = True
+    disk.full = False
+    with store.group():
+        store.write([put("c")])
+    assert stored(path) == {"a": 1, "c": 2} and store.pending == 0
+    store.close()
+
+
+def test_a_scheduling_cycle_whose_commit_is_lost_is_stored_on_recovery_and_survives_a_restart(tmp_path: Path) -> None:
+    from sluicegate.controller.manager import Manager, workload_state
+    from sluicegate.manifest.loader import parse_text
+
+    from .test_manager import QUEUES, Clock, workload
+
+    path = str(tmp_path / "store.db")
+    store = SqliteStore(path)
+    disk = _Disk(store._db)
+    store._db = disk  # type: ignore[assignment]
+    m = Manager(store, clock=Clock(), placement=False)
+    m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
+    m.create_workload(workload("a", "1"))
+
+    class CommitFails(_Disk):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if sql == "COMMIT":  # the cycle's writes enter the transaction; only its commit fails
+                err = sqlite3.OperationalError("database or disk is full")
+                err.sqlite_errorcode = 13  # type: ignore[attr-defined]
+                err.sqlite_errorname = "SQLITE_FULL"  # type: ignore[attr-defined]
+                raise err
+            return self._db.execute(sql, *args)
+
+    store._db = CommitFails(disk._db)  # type: ignore[assignment]
+    with pytest.raises(StoreFull, match="commit of a write group failed"):
+        m.schedule_once()
+    # Memory admitted it (agents may have been told); the store keeps the write to redo it.
+    assert workload_state(m.get_workload("default", "a")) == "Admitted"
+    assert store.pending == 1 and not m.readiness()[0]
+    m.tick()  # the probe cannot commit either: still degraded, still kept
+    assert store.pending == 1 and not m.readiness()[0]
+    store._db = disk  # type: ignore[assignment]
+    m.tick()
+    assert m.readiness()[0] and store.pending == 0
+    store.close()
+
+    again = Manager(SqliteStore(path), clock=Clock(), placement=False)
+    again.load()
+    assert workload_state(again.get_workload("default", "a")) == "Admitted"
+    assert again.versions == m.versions
