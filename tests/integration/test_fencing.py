@@ -29,17 +29,15 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[tuple[Controller, Agent, Path, str]]:
+def setup(tmp_path: Path, pod_dir: Path) -> Iterator[tuple[Controller, Agent, Path, str]]:
     (tmp_path / "controller.yaml").write_text("fencingGrace: 1s\n")
     (tmp_path / "agent.yaml").write_text("reconnectBackoff: {base: 100ms, cap: 300ms}\n")
     c = Controller(tmp_path, extra=["--config", str(tmp_path / "controller.yaml"),
                                     "--node-heartbeat-timeout", str(NODE_TIMEOUT), "--agent-heartbeat-interval", "0.3",
                                     "--listen", f"127.0.0.1:{free_port()}"]).start()
     agent = Agent(tmp_path, c.address, "node-a", extra=["--config", str(tmp_path / "agent.yaml")]).start()
-    # Pods may run as another user (nobody): the side-effect file's directory is open to all.
-    out = tmp_path / "effects"
-    out.mkdir()
-    out.chmod(0o777)
+    # Pods run as nobody: the side-effect file goes where nobody can write.
+    out = pod_dir
     marker = f"sg-{uuid.uuid4().hex[:8]}"
     try:
         sluicectl(c.address, "apply", "-f", QUEUES)

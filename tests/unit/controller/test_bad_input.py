@@ -84,7 +84,7 @@ def test_a_message_that_utf8_cannot_encode_is_sent_with_escapes() -> None:
 class Surrogates(WorkloadsServicer):
     """A servicer whose failures quote input that UTF-8 cannot encode (as decoded JSON can hold)."""
 
-    def _create_many(self, request: workloads_pb2.CreateWorkloadsRequest) -> workloads_pb2.CreateWorkloadsResponse:
+    def _create_many(self, request: workloads_pb2.CreateWorkloadsRequest, *_: object) -> workloads_pb2.CreateWorkloadsResponse:
         raise InvalidArgument("metadata.name", "got \"\ud800\"")
 
 

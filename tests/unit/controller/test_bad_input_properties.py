@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
+from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store.sqlite import SqliteStore
 from sluicegate.manifest.loader import parse_text
 from sluicegate.security.authority import Authority, init_pki
-from sluicegate.security.identity import OpenAuthenticator
 from sluicegate.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -91,7 +91,7 @@ class Server:
         agent_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkServicer(m, heartbeat_interval=1.0), self.server)
         agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(m), self.server)
         security_pb2_grpc.add_SecurityServicer_to_server(SecurityServicer(
-            self.authority, OpenAuthenticator(), node_connected=m.fleet.node_connected,
+            self.authority, Gate(), node_connected=m.fleet.node_connected,
             node_revoked=m.fleet.node_revoked), self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
