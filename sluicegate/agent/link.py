@@ -211,7 +211,7 @@ class ControllerLink:
                     log.error("the controller closed our stream: %s; is another agent running as node %s?",
                               exc.details(), self.node.name)
                     self.backoff.attempt = 30  # the next delay is drawn up to the cap
-            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError, ConnectionError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
             except Exception as exc:
                 # A bug must not take the node down with it: pods keep running,

@@ -29,7 +29,6 @@ from typing import Any
 
 from sluicegate.agent.checkpoint import AtomicFile
 from sluicegate.agent.monitor import Monitor, NodeReading
-from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.policy import (
     ContainerResources,
     PodInfo,
@@ -38,6 +37,7 @@ from sluicegate.agent.policy import (
     effective_requests,
     pod_qos,
 )
+from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.runtime import (
     DEFAULT_PATH,
     ContainerSpec,

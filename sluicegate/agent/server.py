@@ -32,12 +32,18 @@ from sluicegate.agent.node import AgentNode
 from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
 from sluicegate.agent.pressure import PressureLoop
 from sluicegate.agent.runtime import DEFAULT_PATH, PodRuntime, RuntimeConfig
-from sluicegate.agent.static import StaticPods
 from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
+from sluicegate.agent.static import StaticPods
 from sluicegate.common.health import HealthServer
 from sluicegate.common.metrics import Registry
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
-from sluicegate.common.supervise import DEFAULT_HARD_DEADLINE, arm_hard_deadline, new_stop_future, stop_on_signals, supervise
+from sluicegate.common.supervise import (
+    DEFAULT_HARD_DEADLINE,
+    arm_hard_deadline,
+    new_stop_future,
+    stop_on_signals,
+    supervise,
+)
 from sluicegate.controller.settings import is_loopback, split_hostport
 
 log = logging.getLogger("sluicegate.agent")

@@ -12,6 +12,6 @@ quota or pods:
 * ``metrics``   -- a small Prometheus text-format registry.
 
 This is an edge layer: it may use asyncio and aiohttp, and the pure cores
-(``controller/model``, ``controller/scheduling``, ``agent/policy``) must never
+(``model``, ``controller/scheduling``, ``agent/policy``) must never
 import it.
 """

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from sluicegate.controller.model.config import ControllerConfig
-from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
-from sluicegate.controller.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
-from sluicegate.controller.model.queues import (
+from sluicegate.controller.queues import QueueManager, quota_needs
+from sluicegate.controller.scheduling.quota import QuotaTree
+from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
+from sluicegate.model.config import ControllerConfig
+from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
+from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
+from sluicegate.model.queues import (
     BorrowWithinCohortPolicy,
     ClusterQueueSpec,
     CohortSpec,
@@ -23,11 +26,8 @@ from sluicegate.controller.model.queues import (
     ReclaimPolicy,
     StopPolicy,
 )
-from sluicegate.controller.model.resources import FlavorResource
-from sluicegate.controller.model.workloads import Workload
-from sluicegate.controller.queues import QueueManager, quota_needs
-from sluicegate.controller.scheduling.quota import QuotaTree
-from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import Workload
 
 
 @dataclass(slots=True)

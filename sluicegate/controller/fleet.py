@@ -18,9 +18,6 @@ from typing import TYPE_CHECKING
 
 from sluicegate.controller.errors import FailedPrecondition, NotFound
 from sluicegate.controller.lifecycle import Settlement, evict, settle
-from sluicegate.controller.model.names import WorkloadKey, workload_key
-from sluicegate.controller.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, pods_or_last, with_pods
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.nodes import (
     CancelLogsCommand,
     ForgetPodCommand,
@@ -34,6 +31,9 @@ from sluicegate.controller.nodes import (
     StopPodCommand,
 )
 from sluicegate.controller.scheduling.placement import PodPlacement
+from sluicegate.model.names import WorkloadKey, workload_key
+from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, pods_or_last, with_pods
+from sluicegate.model.workloads import Workload
 
 if TYPE_CHECKING:
     from sluicegate.controller.manager import Manager

@@ -26,10 +26,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sluicegate.controller.model.conditions import set_condition
-from sluicegate.controller.model.config import WaitForPodsReadyConfig
-from sluicegate.controller.model.pods import FAILED, SUCCEEDED, PodRecord, pods_of, with_extra, with_pods
-from sluicegate.controller.model.workloads import RequeueState, Workload
+from sluicegate.model.conditions import set_condition
+from sluicegate.model.config import WaitForPodsReadyConfig
+from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, pods_of, with_extra, with_pods
+from sluicegate.model.workloads import RequeueState, Workload
 
 JOB_ANNOTATION = "sluicegate.io/job"
 

@@ -23,25 +23,11 @@ from typing import Any
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
-from sluicegate.controller.model.conditions import set_condition
-from sluicegate.controller.model.config import ControllerConfig
-from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
-from sluicegate.controller.model.objects import (
-    SYSTEM_CLUSTER_CRITICAL,
-    SYSTEM_NODE_CRITICAL,
-    Namespace,
-    PriorityClass,
-    ResourceFlavor,
-    WorkloadPriorityClass,
-)
-from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
-from sluicegate.controller.model.workloads import Admission, PodSet, PodSetAssignment, Workload
+from sluicegate.controller.fleet import Fleet
+from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
-from sluicegate.controller.fleet import Fleet
-from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
-from sluicegate.controller.model.pods import pods_of, with_extra, with_pods
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Delete, Put, Store, StoreError
 from sluicegate.manifest.decode import decode, find_cohort_cycle
@@ -49,6 +35,20 @@ from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.manifest.encode import EncodedObject, encode_json
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.model.conditions import set_condition
+from sluicegate.model.config import ControllerConfig
+from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
+from sluicegate.model.objects import (
+    SYSTEM_CLUSTER_CRITICAL,
+    SYSTEM_NODE_CRITICAL,
+    Namespace,
+    PriorityClass,
+    ResourceFlavor,
+    WorkloadPriorityClass,
+)
+from sluicegate.model.pods import pods_of, with_extra, with_pods
+from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
+from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
 log = logging.getLogger(__name__)
@@ -1085,7 +1085,7 @@ class Manager:
                     self._wake.clear()
                     try:
                         await asyncio.wait_for(self._wake.wait(), backoff)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
 
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:

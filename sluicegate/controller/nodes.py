@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sluicegate.controller.model.pods import PodRecord
-from sluicegate.controller.model.workloads import PodSet, Workload
 from sluicegate.controller.scheduling.placement import NodeView
+from sluicegate.model.pods import PodRecord
+from sluicegate.model.workloads import PodSet, Workload
 
 
 @dataclass(frozen=True, slots=True)

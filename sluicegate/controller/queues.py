@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from sluicegate.controller.model.config import RequeuingTimestamp
-from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
-from sluicegate.controller.model.queues import QueueingStrategy
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
 from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
+from sluicegate.model.config import RequeuingTimestamp
+from sluicegate.model.names import ClusterQueueName, WorkloadKey
+from sluicegate.model.queues import QueueingStrategy
+from sluicegate.model.workloads import Workload
 
 
 class Budget(Protocol):

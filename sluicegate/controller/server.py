@@ -21,24 +21,31 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from sluicegate.common.heapgc import HEAP_GC
 from sluicegate.common.health import HealthServer
+from sluicegate.common.heapgc import HEAP_GC
 from sluicegate.common.metrics import Registry
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
-from sluicegate.common.supervise import DEFAULT_HARD_DEADLINE, arm_hard_deadline, new_stop_future, stop_on_signals, supervise
+from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
+from sluicegate.common.supervise import (
+    DEFAULT_HARD_DEADLINE,
+    arm_hard_deadline,
+    new_stop_future,
+    stop_on_signals,
+    supervise,
+)
 from sluicegate.controller.initcmd import COMMANDS
 from sluicegate.controller.initcmd import main as init_main
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
 from sluicegate.controller.service.gate import gate_from_settings, install_sighup
+from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
-from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
 from sluicegate.controller.store import StoreError, open_store
-from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.security.authn import ClusterAuthenticator, TokenFileError
-from sluicegate.security.authority import Authority, paths as pki_paths
+from sluicegate.security.authority import Authority
+from sluicegate.security.authority import paths as pki_paths
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.security.pki import PkiError
 from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, security_pb2_grpc, workloads_pb2_grpc

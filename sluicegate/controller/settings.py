@@ -68,8 +68,8 @@ from typing import Any
 
 import yaml
 
-from sluicegate.controller.model.config import ControllerConfig
 from sluicegate.manifest.timefmt import parse_duration
+from sluicegate.model.config import ControllerConfig
 from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
 
 

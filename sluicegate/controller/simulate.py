@@ -15,8 +15,6 @@ from typing import Any
 
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import KIND_OF, Manager, ref_of
-from sluicegate.controller.model.config import ControllerConfig
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.cycle import EntryStatus
 from sluicegate.controller.store import Put
 from sluicegate.controller.store.memory import MemoryStore
@@ -24,6 +22,8 @@ from sluicegate.manifest.decode import decode
 from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.model.config import ControllerConfig
+from sluicegate.model.workloads import Workload
 
 _RESULT = {
     EntryStatus.ASSUMED: "Admitted",

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.model.names import ClusterQueueName, CohortName
-from sluicegate.controller.model.queues import LocalQueueSpec
-from sluicegate.controller.model.resources import FlavorResource
+from sluicegate.model.names import ClusterQueueName, CohortName
+from sluicegate.model.queues import LocalQueueSpec
+from sluicegate.model.resources import FlavorResource
 from sluicegate.quantity import format_canonical
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from sluicegate.controller.model import CohortSpec
 from sluicegate.manifest.decode_config import configuration_fields, read_configuration
+from sluicegate.manifest.decode_job import is_job, job_to_workload, remap_errors  # noqa: E402
 from sluicegate.manifest.decode_objects import (
     read_namespace,
     read_priority_class,
@@ -32,8 +32,7 @@ from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.reader import Fields, Problems
 from sluicegate.manifest.refs import Decoded, object_ref
 from sluicegate.manifest.syntax import show
-
-from sluicegate.manifest.decode_job import is_job, job_to_workload, remap_errors  # noqa: E402
+from sluicegate.model import CohortSpec
 
 __all__ = ["Decoded", "decode", "decode_all", "find_cohort_cycle"]
 

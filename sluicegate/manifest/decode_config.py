@@ -15,17 +15,17 @@ Three spellings are read:
 
 from __future__ import annotations
 
-from sluicegate.controller.model import (
+from sluicegate.manifest.dialect import Dialect
+from sluicegate.manifest.reader import Fields, index
+from sluicegate.manifest.syntax import qualified_name_problem, show
+from sluicegate.manifest.timefmt import parse_duration
+from sluicegate.model import (
     ControllerConfig,
     FairPreemptionStrategy,
     FairSharingConfig,
     RequeuingTimestamp,
     WaitForPodsReadyConfig,
 )
-from sluicegate.manifest.dialect import Dialect
-from sluicegate.manifest.reader import Fields, index
-from sluicegate.manifest.syntax import qualified_name_problem, show
-from sluicegate.manifest.timefmt import parse_duration
 
 # Sections of Kueue's Configuration that configure Kueue as a Kubernetes
 # controller (its API client, webhooks, leader election, which Job kinds it

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sluicegate.controller.model import (
+from sluicegate.manifest.dialect import Meta
+from sluicegate.manifest.reader import Fields
+from sluicegate.manifest.syntax import label_value_problem, qualified_name_problem
+from sluicegate.model import (
     SYSTEM_CLUSTER_CRITICAL,
     SYSTEM_NODE_CRITICAL,
     FlavorName,
@@ -11,9 +14,6 @@ from sluicegate.controller.model import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
-from sluicegate.manifest.dialect import Meta
-from sluicegate.manifest.reader import Fields
-from sluicegate.manifest.syntax import label_value_problem, qualified_name_problem
 
 MAX_NODE_LABELS = 8
 MAX_DESCRIPTION = 2048

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from sluicegate.controller.model import (
+from sluicegate.manifest.dialect import Dialect, Meta
+from sluicegate.manifest.reader import Amount, Fields, Problems, index, join
+from sluicegate.manifest.syntax import (
+    dns_subdomain_problem,
+    label_value_problem,
+    qualified_name_problem,
+    show,
+)
+from sluicegate.model import (
     BorrowWithinCohortPolicy,
     ClusterQueueName,
     ClusterQueueSpec,
@@ -25,14 +33,6 @@ from sluicegate.controller.model import (
     ResourceQuota,
     SelectorRequirement,
     StopPolicy,
-)
-from sluicegate.manifest.dialect import Dialect, Meta
-from sluicegate.manifest.reader import Amount, Fields, Problems, index, join
-from sluicegate.manifest.syntax import (
-    dns_subdomain_problem,
-    label_value_problem,
-    qualified_name_problem,
-    show,
 )
 
 MAX_RESOURCE_GROUPS = 16

@@ -11,7 +11,11 @@ from __future__ import annotations
 import copy
 import re
 
-from sluicegate.controller.model import (
+from sluicegate.manifest.dialect import Dialect
+from sluicegate.manifest.reader import Fields, join, keyed, read_quantity
+from sluicegate.manifest.syntax import dns_subdomain_problem, qualified_name_problem, show
+from sluicegate.manifest.timefmt import parse_rfc3339
+from sluicegate.model import (
     Admission,
     ClusterQueueName,
     Condition,
@@ -21,10 +25,6 @@ from sluicegate.controller.model import (
     RequeueState,
     WorkloadStatus,
 )
-from sluicegate.manifest.dialect import Dialect
-from sluicegate.manifest.reader import Fields, join, keyed, read_quantity
-from sluicegate.manifest.syntax import dns_subdomain_problem, qualified_name_problem, show
-from sluicegate.manifest.timefmt import parse_rfc3339
 
 MAX_POD_SETS = 8
 DEFAULT_POD_SET_NAME = "main"

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sluicegate.controller.model import Container, PodSet, Workload, WorkloadStatus
-from sluicegate.controller.model.workloads import Probe, SecurityContext
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
 from sluicegate.manifest.dialect import Dialect, Meta
 from sluicegate.manifest.reader import INT64_MAX, Amount, Fields, Problems, keyed, read_quantity
-from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
 from sluicegate.manifest.syntax import (
     container_resource_name_problem,
     dns_label_problem,
@@ -18,6 +15,9 @@ from sluicegate.manifest.syntax import (
     qualified_name_problem,
     show,
 )
+from sluicegate.model import Container, PodSet, Workload, WorkloadStatus
+from sluicegate.model.workloads import Probe, SecurityContext
+from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 # Kubernetes reserves this name: the count of pods is derived, never requested.

@@ -19,7 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from sluicegate.controller.model import (
+from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
+from sluicegate.manifest.decode_workload import POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
+from sluicegate.manifest.dialect import CORE_V1, SCHEDULING_V1, SLUICEGATE_V1BETA2
+from sluicegate.manifest.refs import Decoded, object_ref
+from sluicegate.manifest.syntax import decimal_text
+from sluicegate.manifest.timefmt import format_duration, format_rfc3339
+from sluicegate.model import (
     Admission,
     ClusterQueueSpec,
     CohortSpec,
@@ -37,15 +43,9 @@ from sluicegate.controller.model import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
-from sluicegate.controller.model.config import FairSharingConfig, WaitForPodsReadyConfig
-from sluicegate.controller.model.queues import FlavorFungibility, Preemption
-from sluicegate.controller.model.workloads import Probe, SecurityContext
-from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
-from sluicegate.manifest.decode_workload import POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
-from sluicegate.manifest.dialect import CORE_V1, SCHEDULING_V1, SLUICEGATE_V1BETA2
-from sluicegate.manifest.refs import Decoded, object_ref
-from sluicegate.manifest.syntax import decimal_text
-from sluicegate.manifest.timefmt import format_duration, format_rfc3339
+from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
+from sluicegate.model.queues import FlavorFungibility, Preemption
+from sluicegate.model.workloads import Probe, SecurityContext
 from sluicegate.quantity import format_canonical
 
 # object_ref is re-exported: callers that encode usually need the identity too.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from sluicegate.controller.model import (
+from sluicegate.model import (
     ClusterQueueSpec,
     CohortSpec,
     ControllerConfig,

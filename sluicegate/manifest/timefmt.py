@@ -13,14 +13,13 @@ order is decided by it).
 
 from __future__ import annotations
 
-from sluicegate.durations import parse_duration as _parse_duration
-
 import datetime as _dt
 import functools
 import math
 import re
 from fractions import Fraction
 
+from sluicegate.durations import parse_duration as _parse_duration
 from sluicegate.manifest.syntax import decimal_text
 
 __all__ = ["parse_rfc3339", "format_rfc3339", "parse_duration", "format_duration"]

@@ -81,7 +81,7 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def make_ca(common_name: str = "sluicegate-ca", *, days: int = CA_DAYS) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:

@@ -6,7 +6,6 @@ Real controller and agent processes on 127.0.0.1; pods are real processes.
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path

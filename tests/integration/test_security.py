@@ -261,7 +261,7 @@ def test_an_agent_renews_its_certificate_when_due_and_reconnects_with_it(tls: Tl
     ca_key = pki.load_key((tls.pki / "ca.key").read_bytes())
     ca_cert = pki.load_cert((tls.pki / "ca.crt").read_bytes())
     key = pki.new_key()
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     short = (x509.CertificateBuilder().subject_name(x509.Name([
         x509.NameAttribute(x509.oid.NameOID.ORGANIZATION_NAME, "system:nodes"),
         x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "system:node:node-r")]))

@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "sluicegate"
 
 PURE = {
-    "controller/model": ("sluicegate.controller.model", "sluicegate.quantity"),
-    "controller/scheduling": ("sluicegate.controller.model", "sluicegate.controller.scheduling", "sluicegate.quantity"),
+    "model": ("sluicegate.model", "sluicegate.quantity"),
+    "controller/scheduling": ("sluicegate.model", "sluicegate.controller.scheduling", "sluicegate.quantity"),
     "agent/policy": ("sluicegate.agent.policy", "sluicegate.quantity", "sluicegate.durations"),
 }
 

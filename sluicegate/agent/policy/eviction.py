@@ -21,8 +21,6 @@ a clock.  Byte amounts are plain integers.
 
 from __future__ import annotations
 
-from sluicegate.durations import parse_duration as _parse_duration
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,6 +28,7 @@ from fractions import Fraction
 from types import MappingProxyType
 
 from sluicegate.agent.policy.admission import PodInfo, is_critical
+from sluicegate.durations import parse_duration as _parse_duration
 from sluicegate.quantity import QuantityError, format_canonical, parse_canonical
 
 __all__ = [

@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sluicegate.controller.model.names import ClusterQueueName, FlavorName, WorkloadKey
-from sluicegate.controller.model.queues import ReclaimPolicy
-from sluicegate.controller.model.resources import FlavorResource
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner, Mode, PreemptionOracle
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot, queue_order_timestamp
+from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
+from sluicegate.model.queues import ReclaimPolicy
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import Workload
 
 
 class EntryStatus(enum.Enum):

@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from sluicegate.controller.model.config import FairPreemptionStrategy, FairSharingConfig
-from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
-from sluicegate.controller.model.resources import FlavorResource
 from sluicegate.controller.scheduling.cycle import Entry, Ordering, classical_order, classical_order_key
 from sluicegate.controller.scheduling.ordering import candidate_order_key
 from sluicegate.controller.scheduling.quota import QuotaNode, UsageOverlay, UsageView, potential_available
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot, queue_order_timestamp
+from sluicegate.model.config import FairPreemptionStrategy, FairSharingConfig
+from sluicegate.model.names import ClusterQueueName, WorkloadKey
+from sluicegate.model.resources import FlavorResource
 
 # Reported for a zero-weight node that borrows: Kueue's math.MaxInt64.
 MAX_WEIGHTED_SHARE = 2**63 - 1

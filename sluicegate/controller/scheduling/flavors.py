@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sluicegate.controller.model.names import FlavorName
-from sluicegate.controller.model.objects import ResourceFlavor
-from sluicegate.controller.model.queues import (
+from sluicegate.controller.scheduling.quota import QuotaNode, UsageView, potential_available
+from sluicegate.model.names import FlavorName
+from sluicegate.model.objects import ResourceFlavor
+from sluicegate.model.queues import (
     BorrowWithinCohortPolicy,
     ClusterQueueSpec,
     FlavorFungibility,
@@ -26,9 +27,8 @@ from sluicegate.controller.model.queues import (
     PreemptionPolicy,
     ReclaimPolicy,
 )
-from sluicegate.controller.model.resources import FlavorResource
-from sluicegate.controller.model.workloads import PodSet, Workload
-from sluicegate.controller.scheduling.quota import QuotaNode, UsageView, potential_available
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import PodSet, Workload
 from sluicegate.quantity import format_canonical
 
 

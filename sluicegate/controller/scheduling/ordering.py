@@ -8,11 +8,11 @@ allow evicting it (``common/preemption_policy.go``)?
 
 from __future__ import annotations
 
-from sluicegate.controller.model.config import RequeuingTimestamp
-from sluicegate.controller.model.names import ClusterQueueName
-from sluicegate.controller.model.queues import PreemptionPolicy, ReclaimPolicy
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, queue_order_timestamp
+from sluicegate.model.config import RequeuingTimestamp
+from sluicegate.model.names import ClusterQueueName
+from sluicegate.model.queues import PreemptionPolicy, ReclaimPolicy
+from sluicegate.model.workloads import Workload
 
 CandidateKey = tuple[bool, bool, int, float, str, str]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sluicegate.controller.model.names import FlavorName
-from sluicegate.controller.model.objects import ResourceFlavor
-from sluicegate.controller.model.workloads import PodSet
+from sluicegate.model.names import FlavorName
+from sluicegate.model.objects import ResourceFlavor
+from sluicegate.model.workloads import PodSet
 from sluicegate.quantity import format_canonical
 
 

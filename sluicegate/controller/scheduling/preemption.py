@@ -27,16 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from sluicegate.controller.model.config import RequeuingTimestamp
-from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
-from sluicegate.controller.model.queues import (
-    BorrowWithinCohortPolicy,
-    ClusterQueueSpec,
-    PreemptionPolicy,
-    ReclaimPolicy,
-)
-from sluicegate.controller.model.resources import FlavorResource
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.cycle import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
@@ -55,6 +45,16 @@ from sluicegate.controller.scheduling.flavors import Assignment, Mode, Preemptio
 from sluicegate.controller.scheduling.ordering import is_evicted, satisfies_policy, sort_candidates
 from sluicegate.controller.scheduling.quota import QuotaNode, UsageOverlay
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
+from sluicegate.model.config import RequeuingTimestamp
+from sluicegate.model.names import ClusterQueueName, WorkloadKey
+from sluicegate.model.queues import (
+    BorrowWithinCohortPolicy,
+    ClusterQueueSpec,
+    PreemptionPolicy,
+    ReclaimPolicy,
+)
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import Workload
 
 __all__ = ["Preemptor", "flavor_resources_needing_preemption"]
 

@@ -28,9 +28,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from fractions import Fraction
 
-from sluicegate.controller.model.names import ClusterQueueName, CohortName
-from sluicegate.controller.model.queues import ResourceQuota
-from sluicegate.controller.model.resources import FlavorResource
+from sluicegate.model.names import ClusterQueueName, CohortName
+from sluicegate.model.queues import ResourceQuota
+from sluicegate.model.resources import FlavorResource
 
 _NO_QUOTA = ResourceQuota(nominal=0)
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sluicegate.controller.model.config import ControllerConfig, RequeuingTimestamp
-from sluicegate.controller.model.names import ClusterQueueName, FlavorName, WorkloadKey
-from sluicegate.controller.model.objects import ResourceFlavor
-from sluicegate.controller.model.queues import ClusterQueueSpec
-from sluicegate.controller.model.resources import FlavorResource
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.scheduling.quota import QuotaNode, QuotaTree, UsageOverlay
+from sluicegate.model.config import ControllerConfig, RequeuingTimestamp
+from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
+from sluicegate.model.objects import ResourceFlavor
+from sluicegate.model.queues import ClusterQueueSpec
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import Workload
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from sluicegate.common.streams import coalesced, unbatched
 from sluicegate.controller.errors import InvalidArgument, Unauthenticated
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
-from sluicegate.controller.model.workloads import Container, SecurityContext
 from sluicegate.controller.nodes import (
     CancelLogsCommand,
     Command,
@@ -26,6 +25,7 @@ from sluicegate.controller.nodes import (
 from sluicegate.controller.service.errors import handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
+from sluicegate.model.workloads import Container, SecurityContext
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import Manager, Obj, WatchEvent, ref_of
-from sluicegate.controller.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.controller.status import cluster_queue_status, cohort_status, local_queue_status
 from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, parse_text
+from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.v1 import objects_pb2
 
 

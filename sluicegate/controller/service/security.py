@@ -11,7 +11,14 @@ from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, Pe
 from sluicegate.controller.service.errors import handled
 from sluicegate.controller.service.gate import Gate
 from sluicegate.security import pki
-from sluicegate.security.authority import Authority, AuthorityError, TokenRecord, TokenRefused, check_node_name, serial_hex
+from sluicegate.security.authority import (
+    Authority,
+    AuthorityError,
+    TokenRecord,
+    TokenRefused,
+    check_node_name,
+    serial_hex,
+)
 from sluicegate.security.identity import Principal
 from sluicegate.v1 import security_pb2, security_pb2_grpc
 

@@ -16,11 +16,11 @@ from sluicegate.controller.lifecycle import (
     released,
     settle,
 )
-from sluicegate.controller.model import WaitForPodsReadyConfig
-from sluicegate.controller.model.pods import PodRecord, pods_of, with_pods
-from sluicegate.controller.model.workloads import RequeueState
 from sluicegate.controller.scheduling.cycle import search_partial_counts
 from sluicegate.controller.scheduling.flavors import Assignment
+from sluicegate.model import WaitForPodsReadyConfig
+from sluicegate.model.pods import PodRecord, pods_of, with_pods
+from sluicegate.model.workloads import RequeueState
 
 from ..scheduling.builders import admitted, podset, wl
 

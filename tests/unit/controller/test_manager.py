@@ -264,7 +264,7 @@ def test_finished_workloads_are_deleted_after_the_retention() -> None:
     w = m.get_workload("default", "done")
     from dataclasses import replace as dc_replace
 
-    from sluicegate.controller.model.conditions import set_condition
+    from sluicegate.model.conditions import set_condition
 
     finished = dc_replace(w, status=dc_replace(w.status, conditions=set_condition(
         w.status.conditions, type_="Finished", status=True, reason="Succeeded", message="ok", now=clock.t)))
@@ -381,9 +381,9 @@ class RecordingSession:
 
 
 def test_block_admission_waits_for_every_admitted_workload_to_be_ready() -> None:
-    from sluicegate.controller.model import ControllerConfig, WaitForPodsReadyConfig
-    from sluicegate.controller.model.pods import pods_of
     from sluicegate.controller.nodes import ReportedPod
+    from sluicegate.model import ControllerConfig, WaitForPodsReadyConfig
+    from sluicegate.model.pods import pods_of
 
     cfg = ControllerConfig(wait_for_pods_ready=WaitForPodsReadyConfig(enabled=True, timeout_seconds=300, block_admission=True))
     m = Manager(MemoryStore(), clock=Clock(), config=cfg)

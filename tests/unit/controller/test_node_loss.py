@@ -10,12 +10,12 @@ import pytest
 
 from sluicegate.controller.fleet import FENCING_MARGIN
 from sluicegate.controller.manager import Manager, workload_state
-from sluicegate.controller.model.pods import FAILED, RUNNING, PodRecord, pods_of
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.nodes import NodeUsage, ReportedPod, RunPodCommand
 from sluicegate.controller.service.agents import AgentLinkServicer
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import parse_text
+from sluicegate.model.pods import FAILED, RUNNING, PodRecord, pods_of
+from sluicegate.model.workloads import Workload
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
 from .test_manager import QUEUES, RecordingSession, settle, workload

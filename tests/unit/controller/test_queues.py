@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sluicegate.controller.cache import ReleaseBudget
-from sluicegate.controller.model.config import RequeuingTimestamp
-from sluicegate.controller.model.names import ClusterQueueName, WorkloadKey
-from sluicegate.controller.model.queues import QueueingStrategy
-from sluicegate.controller.model.workloads import Workload
 from sluicegate.controller.queues import ClusterQueueQueue, QueueManager
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
+from sluicegate.model.config import RequeuingTimestamp
+from sluicegate.model.names import ClusterQueueName, WorkloadKey
+from sluicegate.model.queues import QueueingStrategy
+from sluicegate.model.workloads import Workload
 
 from ..scheduling.builders import podset, wl
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sluicegate.agent.link import wish_from_proto
 from sluicegate.agent.node import RequestedSecurity
-from sluicegate.controller.model.workloads import Container, SecurityContext
 from sluicegate.controller.service.agents import _container
+from sluicegate.model.workloads import Container, SecurityContext
 from sluicegate.v1 import agent_pb2
 
 

@@ -6,7 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from sluicegate.controller.model import (
+from sluicegate.manifest import decode, decode_all, parse_text
+from sluicegate.model import (
     Admission,
     BorrowWithinCohortPolicy,
     ClusterQueueName,
@@ -44,7 +45,6 @@ from sluicegate.controller.model import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
-from sluicegate.manifest import decode, decode_all, parse_text
 
 from . import samples
 from .samples import DELETE, KUEUE_V1BETA1, mutate
@@ -744,7 +744,7 @@ spec:
 def test_tutorial_style_multi_document_yaml() -> None:
     objects = decode_all(parse_text(TUTORIAL, "tutorial.yaml"))
     summary = [
-        (type(o).__name__, getattr(o, "name"), getattr(o, "parent", None) or getattr(o, "cohort", None))
+        (type(o).__name__, o.name, getattr(o, "parent", None) or getattr(o, "cohort", None))
         for o in objects
     ]
     assert summary == [

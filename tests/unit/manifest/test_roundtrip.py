@@ -17,7 +17,10 @@ from fractions import Fraction
 import pytest
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
-from sluicegate.controller.model import (
+from sluicegate.manifest import Decoded, decode, encode, object_ref, parse_text
+from sluicegate.manifest.decode_workload import effective_requests
+from sluicegate.manifest.encode import encode_json
+from sluicegate.model import (
     Admission,
     BorrowWithinCohortPolicy,
     ClusterQueueName,
@@ -56,9 +59,6 @@ from sluicegate.controller.model import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
-from sluicegate.manifest import Decoded, decode, encode, object_ref, parse_text
-from sluicegate.manifest.encode import encode_json
-from sluicegate.manifest.decode_workload import effective_requests
 
 from . import samples
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from sluicegate.controller.model import Workload
-from sluicegate.controller.model.workloads import SecurityContext
 from sluicegate.manifest import decode, encode
+from sluicegate.model import Workload
+from sluicegate.model.workloads import SecurityContext
 
 from . import samples
 from .samples import errors_of, mutate

@@ -7,7 +7,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.model import (
+from sluicegate.model import (
     Admission,
     ClusterQueueName,
     ClusterQueueSpec,

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueName, LabelSelector, Namespace, StopPolicy
 from sluicegate.controller.scheduling.cycle import EntryStatus, Head, RequeueReason, run_cycle
 from sluicegate.controller.scheduling.preemption import Preemptor
+from sluicegate.model import ClusterQueueName, LabelSelector, Namespace, StopPolicy
 
 from .builders import build_cache, cq, flavor, group, podset, wl
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.controller.model import FlavorName, ResourceFlavor
 from sluicegate.controller.scheduling.flavors import FlavorAssigner, Mode
 from sluicegate.controller.scheduling.preemption import Preemptor
+from sluicegate.model import FlavorName, ResourceFlavor
 
 from .builders import admitted, build_cache, cq, flavor, group, podset, wl
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.controller.model import FlavorName, ResourceFlavor
 from sluicegate.controller.scheduling.placement import NodeView, PlacementFailure, place
+from sluicegate.model import FlavorName, ResourceFlavor
 
 from .builders import podset
 

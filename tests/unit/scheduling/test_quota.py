@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueName, CohortName, FlavorName, FlavorResource
 from sluicegate.controller.scheduling.quota import QuotaTree, UsageOverlay, potential_available
+from sluicegate.model import ClusterQueueName, CohortName, FlavorName, FlavorResource
 
 from .builders import cohort, cq, flavor, group
 

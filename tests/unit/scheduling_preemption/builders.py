@@ -11,7 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import TypedDict, Unpack
 
-from sluicegate.controller.model import (
+from sluicegate.controller.scheduling.cycle import Head, Target
+from sluicegate.controller.scheduling.flavors import Assignment, FlavorChoice, Mode, PodSetResult
+from sluicegate.controller.scheduling.quota import QuotaTree
+from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
+from sluicegate.model import (
     Admission,
     BorrowWithinCohortPolicy,
     ClusterQueueName,
@@ -39,10 +43,6 @@ from sluicegate.controller.model import (
     WorkloadKey,
     WorkloadStatus,
 )
-from sluicegate.controller.scheduling.cycle import Head, Target
-from sluicegate.controller.scheduling.flavors import Assignment, FlavorChoice, Mode, PodSetResult
-from sluicegate.controller.scheduling.quota import QuotaTree
-from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 from sluicegate.quantity import parse_canonical
 
 Qty = int | float | str

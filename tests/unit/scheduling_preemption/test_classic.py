@@ -12,7 +12,6 @@ from typing import Unpack
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueName, ClusterQueueSpec, CohortSpec, Workload
 from sluicegate.controller.scheduling.cycle import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
@@ -21,6 +20,7 @@ from sluicegate.controller.scheduling.cycle import (
 from sluicegate.controller.scheduling.flavors import Assignment, Mode
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
+from sluicegate.model import ClusterQueueName, ClusterQueueSpec, CohortSpec, Workload
 
 from .builders import (
     Policy,

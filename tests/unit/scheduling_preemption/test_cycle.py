@@ -6,15 +6,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from sluicegate.controller.model import (
-    ClusterQueueName,
-    ClusterQueueSpec,
-    FairSharingConfig,
-    FlavorFungibility,
-    FlavorFungibilityPolicy,
-    FlavorName,
-    FlavorResource,
-)
 from sluicegate.controller.scheduling.cycle import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
@@ -30,6 +21,15 @@ from sluicegate.controller.scheduling.fairsharing import STRATEGIES, fair_order,
 from sluicegate.controller.scheduling.flavors import Assignment
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import Snapshot
+from sluicegate.model import (
+    ClusterQueueName,
+    ClusterQueueSpec,
+    FairSharingConfig,
+    FlavorFungibility,
+    FlavorFungibilityPolicy,
+    FlavorName,
+    FlavorResource,
+)
 
 from .builders import admitted, assignment, cluster_queue, head, q, reasons, snapshot, workload
 

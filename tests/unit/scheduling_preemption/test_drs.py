@@ -8,7 +8,6 @@ from fractions import Fraction
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueSpec, CohortSpec, FlavorName, FlavorResource
 from sluicegate.controller.scheduling.fairsharing import (
     MAX_WEIGHTED_SHARE,
     NEGATIVE_SHARE,
@@ -18,6 +17,7 @@ from sluicegate.controller.scheduling.fairsharing import (
     weighted_share,
 )
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
+from sluicegate.model import ClusterQueueSpec, CohortSpec, FlavorName, FlavorResource
 
 from .builders import Qty, QuotaArg, admitted, cluster_queue, cohort, q, snapshot
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueName, ClusterQueueSpec, CohortSpec, Workload
 from sluicegate.controller.scheduling.cycle import IN_CLUSTER_QUEUE, IN_COHORT_FAIR_SHARING, IN_COHORT_RECLAMATION
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
+from sluicegate.model import ClusterQueueName, ClusterQueueSpec, CohortSpec, Workload
 
 from .builders import (
     Policy,

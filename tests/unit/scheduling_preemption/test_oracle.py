@@ -8,10 +8,10 @@ from typing import Unpack
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueName, ClusterQueueSpec, FlavorName, FlavorResource
 from sluicegate.controller.scheduling.flavors import PreemptionPossibility
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
+from sluicegate.model import ClusterQueueName, ClusterQueueSpec, FlavorName, FlavorResource
 
 from .builders import Policy, admitted, cluster_queue, overlay_state, q, snapshot, workload
 

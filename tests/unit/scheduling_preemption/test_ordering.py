@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from sluicegate.controller.model import ClusterQueueName, PreemptionPolicy, ReclaimPolicy, RequeuingTimestamp
 from sluicegate.controller.scheduling.ordering import satisfies_policy, sort_candidates
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
+from sluicegate.model import ClusterQueueName, PreemptionPolicy, ReclaimPolicy, RequeuingTimestamp
 
 from .builders import admitted, workload
 

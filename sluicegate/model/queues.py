@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from sluicegate.controller.model.labels import LabelSelector
-from sluicegate.controller.model.names import ClusterQueueName, CohortName, FlavorName
-from sluicegate.controller.model.resources import FlavorResource
+from sluicegate.model.labels import LabelSelector
+from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName
+from sluicegate.model.resources import FlavorResource
 
 
 class QueueingStrategy(enum.Enum):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sluicegate.controller.model.names import FlavorName
+from sluicegate.model.names import FlavorName
 
 
 class FlavorResource(NamedTuple):

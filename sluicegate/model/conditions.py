@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluicegate.controller.model.workloads import Condition
+from sluicegate.model.workloads import Condition
 
 
 def set_condition(

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sluicegate.controller.model.workloads import Workload
+from sluicegate.model.workloads import Workload
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL = frozenset({SUCCEEDED, FAILED})

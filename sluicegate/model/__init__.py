@@ -6,14 +6,15 @@ names follow Kueue v1beta2 in snake_case so a reader of Kueue's API finds
 each concept where they expect it.
 """
 
-from sluicegate.controller.model.config import (
+from sluicegate.model.config import (
     ControllerConfig,
     FairPreemptionStrategy,
     FairSharingConfig,
     RequeuingTimestamp,
     WaitForPodsReadyConfig,
 )
-from sluicegate.controller.model.names import (
+from sluicegate.model.labels import LabelSelector, SelectorRequirement
+from sluicegate.model.names import (
     ClusterQueueName,
     CohortName,
     FlavorName,
@@ -21,17 +22,15 @@ from sluicegate.controller.model.names import (
     WorkloadKey,
     workload_key,
 )
-from sluicegate.controller.model.resources import FlavorResource, Quantities
-from sluicegate.controller.model.labels import LabelSelector, SelectorRequirement
-from sluicegate.controller.model.objects import (
+from sluicegate.model.objects import (
+    SYSTEM_CLUSTER_CRITICAL,
+    SYSTEM_NODE_CRITICAL,
     Namespace,
     PriorityClass,
     ResourceFlavor,
     WorkloadPriorityClass,
-    SYSTEM_CLUSTER_CRITICAL,
-    SYSTEM_NODE_CRITICAL,
 )
-from sluicegate.controller.model.queues import (
+from sluicegate.model.queues import (
     BorrowWithinCohortPolicy,
     ClusterQueueSpec,
     CohortSpec,
@@ -48,7 +47,8 @@ from sluicegate.controller.model.queues import (
     ResourceQuota,
     StopPolicy,
 )
-from sluicegate.controller.model.workloads import (
+from sluicegate.model.resources import FlavorResource, Quantities
+from sluicegate.model.workloads import (
     Admission,
     Condition,
     Container,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sluicegate.controller.model.names import ClusterQueueName, FlavorName, WorkloadKey, workload_key
-from sluicegate.controller.model.resources import FlavorResource
+from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey, workload_key
+from sluicegate.model.resources import FlavorResource
 
 
 @dataclass(frozen=True, slots=True)

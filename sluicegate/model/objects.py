@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sluicegate.controller.model.names import FlavorName
+from sluicegate.model.names import FlavorName
 
 # Kubernetes' built-in priority classes.  The kubelet treats any pod at or
 # above SYSTEM_CLUSTER_CRITICAL as critical.
