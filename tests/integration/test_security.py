@@ -299,3 +299,24 @@ def test_joins_tokens_and_revocations_are_audited(tls: Tls, tmp_path: Path) -> N
     assert (f"bootstrap-token:{tid}", "join", "Node", "node-q2", "denied") in seen
     assert ("admin", "delete", "Node", "node-q", "allowed") in seen
     assert token.split(".")[1] not in (tmp_path / "audit.log").read_text()
+
+
+def served_certificate_serial(address: str, ca: str) -> int:
+    host, port = address.rsplit(":", 1)
+    ctx = ssl.create_default_context(cadata=ca)
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection((host, int(port)), timeout=5) as raw, ctx.wrap_socket(raw, server_hostname=host) as s:
+        der = s.getpeercert(binary_form=True)
+    assert der is not None
+    return pki.load_cert(ssl.DER_cert_to_PEM_cert(der).encode()).serial_number
+
+
+def test_renewing_the_serving_certificate_needs_no_restart(tls: Tls) -> None:
+    ca = (tls.pki / "ca.crt").read_text()
+    before = served_certificate_serial(tls.controller.token_address, ca)
+    res = run("-m", "sluicegate.controller.server", "certs", "renew", "--data-dir", str(tls.data))
+    assert res.returncode == 0, res.stderr
+    wait_for("new connections get the renewed certificate",
+             lambda: served_certificate_serial(tls.controller.token_address, ca) != before, timeout=20)
+    # Existing credentials keep working against it.
+    assert "user: admin" in tls.ctl("auth", "whoami").stdout
