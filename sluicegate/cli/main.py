@@ -315,7 +315,8 @@ async def cmd_describe(c: Client, ns: argparse.Namespace) -> int:
 async def cmd_delete(c: Client, ns: argparse.Namespace) -> int:
     if ns.filename:
         for d in _docs(ns.filename):
-            meta = d.body.get("metadata") or {}
+            m = d.body.get("metadata")
+            meta: dict[object, object] = m if isinstance(m, dict) else {}
             kind = str(d.body.get("kind", ""))
             await c.delete(kind, str(meta.get("name", "")), str(meta.get("namespace", "")))
             print(f"{kind.lower()}/{meta.get('name')} deleted")

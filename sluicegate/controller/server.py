@@ -110,7 +110,10 @@ def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.Serv
         log.info("serving certificate in %s changed; using it for new connections", pki_dir)
         return config
 
-    return grpc.dynamic_ssl_server_credentials(load(), fetch, require_client_authentication=require_client_cert)
+    # grpc documents fetch's None as "keep the current configuration"; the stub's
+    # Callable[[], ServerCertificateConfiguration] leaves that out.
+    return grpc.dynamic_ssl_server_credentials(
+        load(), fetch, require_client_authentication=require_client_cert)  # type: ignore[arg-type]
 
 
 def _bind(server: grpc.aio.Server, address: str, key: str, credentials: grpc.ServerCredentials | None) -> str:

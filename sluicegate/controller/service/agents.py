@@ -22,7 +22,7 @@ from sluicegate.controller.nodes import (
     RunPodCommand,
     StopPodCommand,
 )
-from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
 from sluicegate.model.workloads import Container, SecurityContext
@@ -206,7 +206,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         self.heartbeat_interval = heartbeat_interval
         self.auth: Authenticator = authenticator or OpenAuthenticator()
 
-    def _node_identity(self, context: grpc.aio.ServicerContext) -> tuple[str | None, tuple[grpc.StatusCode, str] | None]:
+    def _node_identity(self, context: Context) -> tuple[str | None, tuple[grpc.StatusCode, str] | None]:
         """(the node the caller is, or None where authentication is off; or the status refusing it)."""
         try:
             p = self.auth.authenticate(context.auth_context(), tuple(context.invocation_metadata() or ()))
@@ -228,7 +228,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             self_fencing=fleet.self_fencing))
 
     async def Connect(
-        self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: Context
     ) -> AsyncIterator[agent_pb2.ControllerMessage]:
         node, refused = self._node_identity(context)
         if refused is not None:
@@ -315,7 +315,7 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
         self.gate = gate or Gate()
 
     @handled
-    async def List(self, request: agent_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> agent_pb2.ListNodesResponse:
+    async def List(self, request: agent_pb2.ListNodesRequest, context: Context) -> agent_pb2.ListNodesResponse:
         self.gate.authorize(self.gate.authenticate(context), "list", "Node", "", "", context)
         out = []
         for n in sorted(self.m.fleet.registry.nodes.values(), key=lambda n: n.name):
@@ -333,7 +333,7 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
             ))
         return agent_pb2.ListNodesResponse(nodes=out)
 
-    async def Logs(self, request: agent_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.LogLine]:
+    async def Logs(self, request: agent_pb2.LogsRequest, context: Context) -> AsyncIterator[agent_pb2.LogLine]:
         try:
             ns = request.namespace or "default"
             p = self.gate.authenticate(context)

@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from sluicegate.controller.errors import PermissionDenied, Unauthenticated
-from sluicegate.controller.service.errors import status_for
+from sluicegate.controller.service.errors import Context, status_for
 from sluicegate.security.audit import ALLOWED, DENIED, ERROR, AuditLog, AuditRecord
 from sluicegate.security.authz import Authorizer, PolicyError, denial_message
 from sluicegate.security.identity import Authenticator, OpenAuthenticator, Principal
@@ -54,7 +54,7 @@ class Gate:
 
     # ------------------------------------------------------------ who
 
-    def authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
+    def authenticate(self, context: Context) -> Principal:
         """The caller, or Unauthenticated (raised by the authenticator; audited with the peer's address)."""
         a = self.authenticator
         if type(a) is OpenAuthenticator:
@@ -190,4 +190,8 @@ def install_sighup(gate: Gate) -> Callable[[], None]:
         loop.add_signal_handler(signal.SIGHUP, gate.reload)
     except (RuntimeError, ValueError, NotImplementedError):  # not the main thread: no signals here
         return lambda: None
-    return lambda: loop.remove_signal_handler(signal.SIGHUP) and None
+
+    def undo() -> None:
+        loop.remove_signal_handler(signal.SIGHUP)
+
+    return undo

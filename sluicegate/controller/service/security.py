@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import grpc
-
 from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from sluicegate.controller.service.errors import handled
+from sluicegate.controller.service.errors import Context, handled
 from sluicegate.controller.service.gate import Gate
 from sluicegate.security import pki
 from sluicegate.security.authority import (
@@ -19,7 +17,7 @@ from sluicegate.security.authority import (
     check_node_name,
     serial_hex,
 )
-from sluicegate.security.identity import Principal
+from sluicegate.security.identity import AuthContext, Principal
 from sluicegate.v1 import security_pb2, security_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -39,7 +37,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         *,
         node_connected: Callable[[str], bool],
         node_revoked: Callable[[str], None],
-        serial_of: Callable[[dict[str, list[bytes]]], int | None] | None = None,
+        serial_of: Callable[[AuthContext], int | None] | None = None,
     ) -> None:
         self.authority = authority
         self.gate = gate
@@ -52,7 +50,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             raise FailedPrecondition("the controller serves without TLS (no pkiDir): there is no cluster CA to join or issue from")
         return self.authority
 
-    def _admin(self, context: grpc.aio.ServicerContext, verb: str, what: str, name: str = "") -> Principal:
+    def _admin(self, context: Context, verb: str, what: str, name: str = "") -> Principal:
         p = self.gate.authenticate(context)
         if not p.is_cluster_admin:
             exc = PermissionDenied(f"user {p.user!r} may not {verb} {what}: it needs cluster-admin")
@@ -61,7 +59,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return p
 
     @handled
-    async def Join(self, request: security_pb2.JoinRequest, context: grpc.aio.ServicerContext) -> security_pb2.JoinResponse:
+    async def Join(self, request: security_pb2.JoinRequest, context: Context) -> security_pb2.JoinResponse:
         ca = self._ca()
         try:
             check_node_name(request.node_name)
@@ -88,7 +86,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.JoinResponse(certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem)
 
     @handled
-    async def Renew(self, request: security_pb2.RenewRequest, context: grpc.aio.ServicerContext) -> security_pb2.RenewResponse:
+    async def Renew(self, request: security_pb2.RenewRequest, context: Context) -> security_pb2.RenewResponse:
         ca = self._ca()
         p = self.gate.authenticate(context)
         node = p.node
@@ -104,7 +102,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.RenewResponse(certificate=pki.cert_pem(cert))
 
     @handled
-    async def CreateToken(self, request: security_pb2.CreateTokenRequest, context: grpc.aio.ServicerContext) -> security_pb2.CreateTokenResponse:
+    async def CreateToken(self, request: security_pb2.CreateTokenRequest, context: Context) -> security_pb2.CreateTokenResponse:
         ca = self._ca()
         p = self._admin(context, "create", "BootstrapToken")
         try:
@@ -116,13 +114,13 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.CreateTokenResponse(token=token, info=_token(rec), ca_cert_hash=ca.ca_hash)
 
     @handled
-    async def ListTokens(self, request: security_pb2.ListTokensRequest, context: grpc.aio.ServicerContext) -> security_pb2.ListTokensResponse:
+    async def ListTokens(self, request: security_pb2.ListTokensRequest, context: Context) -> security_pb2.ListTokensResponse:
         ca = self._ca()
         self._admin(context, "list", "BootstrapToken")
         return security_pb2.ListTokensResponse(tokens=[_token(t) for t in ca.tokens()])
 
     @handled
-    async def DeleteToken(self, request: security_pb2.DeleteTokenRequest, context: grpc.aio.ServicerContext) -> security_pb2.DeleteTokenResponse:
+    async def DeleteToken(self, request: security_pb2.DeleteTokenRequest, context: Context) -> security_pb2.DeleteTokenResponse:
         ca = self._ca()
         p = self._admin(context, "delete", "BootstrapToken")
         deleted = ca.delete_token(request.id)
@@ -131,7 +129,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
 
     @handled
     async def IssueUserCertificate(self, request: security_pb2.IssueUserCertificateRequest,
-                                   context: grpc.aio.ServicerContext) -> security_pb2.IssueUserCertificateResponse:
+                                   context: Context) -> security_pb2.IssueUserCertificateResponse:
         ca = self._ca()
         p = self._admin(context, "create", "UserCertificate")
         try:
@@ -149,7 +147,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.IssueUserCertificateResponse(certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem, serial=serial)
 
     @handled
-    async def RevokeNode(self, request: security_pb2.RevokeNodeRequest, context: grpc.aio.ServicerContext) -> security_pb2.RevokeResponse:
+    async def RevokeNode(self, request: security_pb2.RevokeNodeRequest, context: Context) -> security_pb2.RevokeResponse:
         ca = self._ca()
         p = self._admin(context, "delete", "Node", request.name)
         serials = ca.revoke_node(request.name)
@@ -160,7 +158,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
 
     @handled
     async def RevokeCertificate(self, request: security_pb2.RevokeCertificateRequest,
-                                context: grpc.aio.ServicerContext) -> security_pb2.RevokeResponse:
+                                context: Context) -> security_pb2.RevokeResponse:
         ca = self._ca()
         p = self._admin(context, "revoke", "Certificate")
         try:
@@ -171,7 +169,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.RevokeResponse(serials=serials)
 
     @handled
-    async def WhoAmI(self, request: security_pb2.WhoAmIRequest, context: grpc.aio.ServicerContext) -> security_pb2.WhoAmIResponse:
+    async def WhoAmI(self, request: security_pb2.WhoAmIRequest, context: Context) -> security_pb2.WhoAmIResponse:
         p = self.gate.authenticate(context)
         serial = self._serial_of(context.auth_context()) if self._serial_of else None
         return security_pb2.WhoAmIResponse(user=p.user, groups=sorted(p.groups), method=p.method,

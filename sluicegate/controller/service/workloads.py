@@ -5,12 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-import grpc
-
 from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, PermissionDenied
 from sluicegate.controller.manager import Manager, parse_label_selector
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
-from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
 from sluicegate.manifest.loader import RawDocument
@@ -52,7 +50,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     @handled
     async def Create(
-        self, request: workloads_pb2.CreateWorkloadRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.CreateWorkloadRequest, context: Context
     ) -> workloads_pb2.CreateWorkloadResponse:
         p = self.gate.authenticate(context)
         try:
@@ -69,12 +67,12 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     @handled
     async def CreateMany(
-        self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.CreateWorkloadsRequest, context: Context
     ) -> workloads_pb2.CreateWorkloadsResponse:
         return self._create_many(request, self.gate.authenticate(context), context)
 
     async def CreateStream(
-        self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
     ) -> AsyncIterator[workloads_pb2.CreateWorkloadsResponse]:
         try:
             p = self.gate.authenticate(context)
@@ -94,7 +92,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             yield response
 
     def _create_many(
-        self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: Context
     ) -> workloads_pb2.CreateWorkloadsResponse:
         gate = self.gate
         grants = gate.authorizer.grants(p)
@@ -153,13 +151,13 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         return workloads_pb2.CreateWorkloadsResponse(results=results)
 
     @handled
-    async def Get(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+    async def Get(self, request: workloads_pb2.WorkloadRef, context: Context) -> objects_pb2.Object:
         p = self.gate.authenticate(context)
         ns = request.namespace or "default"
         self.gate.authorize(p, "get", "Workload", ns, request.name, context)
         return object_to_proto(self.m, self.m.get_workload(ns, request.name))
 
-    def _visible(self, p: Principal, verb: str, namespace: str, name: str, context: grpc.aio.ServicerContext) -> frozenset[str] | None:
+    def _visible(self, p: Principal, verb: str, namespace: str, name: str, context: Context) -> frozenset[str] | None:
         """None: the caller may see every namespace asked for; else only these (never empty)."""
         if namespace:
             self.gate.authorize(p, verb, "Workload", namespace, name, context)
@@ -171,7 +169,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     @handled
     async def List(
-        self, request: workloads_pb2.ListWorkloadsRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.ListWorkloadsRequest, context: Context
     ) -> objects_pb2.ListResponse:
         if request.state not in _STATES:
             raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {', '.join(s for s in _STATES if s)}")
@@ -190,7 +188,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         return objects_pb2.ListResponse(objects=[object_to_proto(self.m, w) for w in wls])
 
     async def Watch(
-        self, request: workloads_pb2.WatchWorkloadsRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.WatchWorkloadsRequest, context: Context
     ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
         max_batch = min(max(request.max_batch, 1), MAX_WATCH_BATCH)
         try:
@@ -225,14 +223,14 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             await context.abort(code, msg)
 
     @handled
-    async def Delete(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.DeleteResponse:
+    async def Delete(self, request: workloads_pb2.WorkloadRef, context: Context) -> objects_pb2.DeleteResponse:
         p = self.gate.authenticate(context)
         ns = request.namespace or "default"
         with self.gate.mutation(p, "delete", "Workload", ns, request.name, context):
             return objects_pb2.DeleteResponse(deleted=self.m.delete_workload(ns, request.name))
 
     @handled
-    async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+    async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: Context) -> objects_pb2.Object:
         p = self.gate.authenticate(context)
         ns = request.namespace or "default"
         with self.gate.mutation(p, "resume" if request.active else "stop", "Workload", ns, request.name, context):
