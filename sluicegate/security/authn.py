@@ -107,12 +107,16 @@ class ClusterAuthenticator:
         if pem is not None:
             cert = self._cert(pem)
             if self.is_revoked(cert.serial):
-                raise Unauthenticated(f"certificate {pki_serial(cert.serial)} of {cert.principal.user!r} has been revoked")
+                raise Unauthenticated(
+                    f"certificate {pki_serial(cert.serial)} of {cert.principal.user!r} has been revoked"
+                )
             return cert.principal
         token = bearer_token(metadata)
         if token is None:
-            raise Unauthenticated("no client certificate and no bearer token: present the certificate from your "
-                                  "sluicegate config, or a token on the token port")
+            raise Unauthenticated(
+                "no client certificate and no bearer token: present the certificate from your "
+                "sluicegate config, or a token on the token port"
+            )
         principal = self._tokens.get(hash_token(token))
         if principal is None:
             raise Unauthenticated("the bearer token is not known to the controller")

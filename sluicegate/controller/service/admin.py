@@ -72,12 +72,18 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         try:
             results = self.m.apply(docs, dry_run=request.dry_run)
         except Exception as exc:
-            self.gate.audit_many([self.gate.record(p, v, k, ns, n, context, exc=exc) for v, k, ns, n in checks + invalid])
+            self.gate.audit_many(
+                [self.gate.record(p, v, k, ns, n, context, exc=exc) for v, k, ns, n in checks + invalid]
+            )
             raise
         verbs = {(k, ns, n): v for v, k, ns, n in checks}
         prefix = "dry run: " if request.dry_run else ""
-        self.gate.audit_many([
-            self.gate.record(p, verbs.get(ref, "update"), *ref, context, detail=prefix + action) for ref, action in results])
+        self.gate.audit_many(
+            [
+                self.gate.record(p, verbs.get(ref, "update"), *ref, context, detail=prefix + action)
+                for ref, action in results
+            ]
+        )
         return objects_pb2.ApplyResponse(
             results=[
                 objects_pb2.ApplyResult(ref=objects_pb2.ObjectRef(kind=k, namespace=ns, name=n), action=action)
@@ -86,7 +92,10 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         )
 
     def _audit_denied_apply(
-        self, p: Principal, checks: list[tuple[str, str, str, str]], denied: list[tuple[str, str, str, str]],
+        self,
+        p: Principal,
+        checks: list[tuple[str, str, str, str]],
+        denied: list[tuple[str, str, str, str]],
         context: Context,
     ) -> None:
         refused = set(denied)

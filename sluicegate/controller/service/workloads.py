@@ -131,7 +131,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         ref_iter = iter(refs)
         records: list[AuditRecord] = []
         results: list[workloads_pb2.CreateWorkloadResult] = []
-        for r, rec in zip(out, early):
+        for r, rec in zip(out, early, strict=True):
             if r is None:
                 res = next(created)
                 ns, name = next(ref_iter)
@@ -172,7 +172,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         self, request: workloads_pb2.ListWorkloadsRequest, context: Context
     ) -> objects_pb2.ListResponse:
         if request.state not in _STATES:
-            raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {', '.join(s for s in _STATES if s)}")
+            expected = ", ".join(s for s in _STATES if s)
+            raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {expected}")
         if request.limit < 0:
             raise InvalidArgument("limit", "must not be negative")
         visible = self._visible(self.gate.authenticate(context), "list", request.namespace, "", context)
@@ -203,8 +204,9 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         # manager still filters by the set it was started with).
         narrowed: frozenset[str] | None = None
         try:
-            async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial,
-                                                    max_batch=max_batch, namespaces=visible):
+            async for batch in self.m.watch_batches(
+                request.namespace, request.name, request.send_initial, max_batch=max_batch, namespaces=visible
+            ):
                 if authorizer.policy is not policy:
                     # SIGHUP changed the policy: ask again (PERMISSION_DENIED ends the watch).
                     policy = authorizer.policy
@@ -216,7 +218,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
                 if len(batch) > 1:
                     first.more.extend(
-                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:])
+                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:]
+                    )
                 yield first
         except (FailedPrecondition, PermissionDenied) as exc:
             code, msg = status_for(exc)
