@@ -10,6 +10,9 @@ root on pytest's path).  Compact specs in, model values out:
 * workload uids default to their names, so every FIFO tie-break is predictable;
 * cluster queues select every namespace (``LabelSelector()``).
 
+``workload_doc`` builds the same object as a manifest (the dict a YAML or
+JSON file holds), for tests that go through decoding, sluicectl or the wire.
+
 Builders of scheduler or controller internals (snapshots, caches, heads)
 stay beside the tests that need them and build on these.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from sluicegate.model import (
     Admission,
@@ -237,3 +240,41 @@ def with_admission(w: Workload, cq: str, flavors: Mapping[str, str], at: float =
     )
     adm = admission(cq, *(assignment_of(ps, flavors) for ps in w.pod_sets))
     return replace(w, status=WorkloadStatus(conditions=conds, admission=adm))
+
+
+def container_doc(
+    command: Sequence[str] = ("true",),
+    *,
+    name: str = "main",
+    requests: Mapping[str, str] | None = None,
+    security: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A container of a pod template, as a manifest holds it."""
+    out: dict[str, Any] = {"name": name, "command": list(command),
+                           "resources": {"requests": dict(requests if requests is not None else {"cpu": "1"})}}
+    if security is not None:
+        out["securityContext"] = dict(security)
+    return out
+
+
+def workload_doc(
+    name: str,
+    *containers: Mapping[str, Any],
+    ns: str = DEFAULT_NAMESPACE,
+    queue: str = "lq",
+    count: int = 1,
+    priority: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    pod_spec: Mapping[str, Any] | None = None,
+    api_version: str = "sluicegate.io/v1beta2",
+) -> dict[str, Any]:
+    """A Workload manifest with one pod set "main" of ``count`` pods running ``containers``
+    (one ``container_doc()`` when none); ``pod_spec`` adds pod-level fields."""
+    metadata: dict[str, Any] = {"name": name, "namespace": ns}
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    spec: dict[str, Any] = {"queueName": queue, "podSets": [{"name": "main", "count": count, "template": {"spec": {
+        **(pod_spec or {}), "containers": [dict(c) for c in containers] or [container_doc()]}}}]}
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": api_version, "kind": "Workload", "metadata": metadata, "spec": spec}
