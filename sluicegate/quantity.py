@@ -143,7 +143,8 @@ def format_canonical(resource: str, amount: int) -> str:
             return str(amount // 1000)
         return f"{amount}m"
     if amount != 0 and ("memory" in resource or "storage" in resource):
-        for suffix, factor in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        binary = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+        for suffix, factor in binary:
             if amount % factor == 0:
                 return f"{amount // factor}{suffix}"
     return str(amount)

@@ -329,8 +329,8 @@ def table(result: dict[str, Any]) -> str:
                  f"{(cmd['userMs'] + cmd['sysMs']) / 1000:.1f} / {cmd['maxrss'] / 1024:.0f}", "-", "-"))
     head = ("metric", "sluicegate", "Kueue published", "ideal / note")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     t = result.get("targets") or {}
     if t:
         lines.append("")

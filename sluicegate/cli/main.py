@@ -93,29 +93,46 @@ def _workload_row(o: dict[str, Any]) -> list[str]:
 def render_table(kind: str, objs: list[dict[str, Any]]) -> str:
     k = kind.lower()
     if k in ("workload", "workloads", "wl"):
-        return _table(["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "STATE", "PRIORITY", "AGE"], [_workload_row(o) for o in objs])
+        return _table(
+            ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "STATE", "PRIORITY", "AGE"], [_workload_row(o) for o in objs]
+        )
     if k in ("clusterqueue", "clusterqueues", "cq"):
         rows = []
         for o in objs:
             spec, st = o.get("spec", {}), o.get("status", {})
-            rows.append([
-                o["metadata"]["name"],
-                spec.get("cohortName", ""),
-                spec.get("queueingStrategy", "BestEffortFIFO"),
-                str(st.get("pendingWorkloads", 0)),
-                str(st.get("reservingWorkloads", 0)),
-                str(st.get("admittedWorkloads", 0)),
-                "True" if _is_true(o, "Active") else "False",
-            ])
+            rows.append(
+                [
+                    o["metadata"]["name"],
+                    spec.get("cohortName", ""),
+                    spec.get("queueingStrategy", "BestEffortFIFO"),
+                    str(st.get("pendingWorkloads", 0)),
+                    str(st.get("reservingWorkloads", 0)),
+                    str(st.get("admittedWorkloads", 0)),
+                    "True" if _is_true(o, "Active") else "False",
+                ]
+            )
         return _table(["NAME", "COHORT", "STRATEGY", "PENDING", "RESERVING", "ADMITTED", "ACTIVE"], rows)
     if k in ("localqueue", "localqueues", "lq", "queue", "queues"):
-        rows = [[o["metadata"].get("namespace", ""), o["metadata"]["name"], o.get("spec", {}).get("clusterQueue", ""),
-                 str(o.get("status", {}).get("pendingWorkloads", 0)), str(o.get("status", {}).get("admittedWorkloads", 0))]
-                for o in objs]
+        rows = [
+            [
+                o["metadata"].get("namespace", ""),
+                o["metadata"]["name"],
+                o.get("spec", {}).get("clusterQueue", ""),
+                str(o.get("status", {}).get("pendingWorkloads", 0)),
+                str(o.get("status", {}).get("admittedWorkloads", 0)),
+            ]
+            for o in objs
+        ]
         return _table(["NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED"], rows)
     if k in ("resourceflavor", "resourceflavors", "flavor", "flavors", "rf"):
-        rows = [[o["metadata"]["name"], ",".join(f"{a}={b}" for a, b in sorted((o.get("spec", {}).get("nodeLabels") or {}).items())) or "<none>"]
-                for o in objs]
+        rows = [
+            [
+                o["metadata"]["name"],
+                ",".join(f"{a}={b}" for a, b in sorted((o.get("spec", {}).get("nodeLabels") or {}).items()))
+                or "<none>",
+            ]
+            for o in objs
+        ]
         return _table(["NAME", "NODE LABELS"], rows)
     if k in ("cohort", "cohorts"):
         rows = [[o["metadata"]["name"], o.get("spec", {}).get("parentName", "")] for o in objs]
@@ -147,7 +164,10 @@ def describe_workload(o: dict[str, Any]) -> str:
         "Pod sets:",
     ]
     for ps in spec.get("podSets", []):
-        out.append(f"  {ps.get('name', 'main')}: count={ps.get('count', 1)}" + (f" minCount={ps['minCount']}" if "minCount" in ps else ""))
+        out.append(
+            f"  {ps.get('name', 'main')}: count={ps.get('count', 1)}"
+            + (f" minCount={ps['minCount']}" if "minCount" in ps else "")
+        )
         for c in ps.get("template", {}).get("spec", {}).get("containers", []):
             cmd = shlex.join([*c.get("command", []), *c.get("args", [])])
             req = c.get("resources", {}).get("requests", {})
@@ -170,8 +190,10 @@ def describe_workload(o: dict[str, Any]) -> str:
         for p in pods:
             code = f" exit={p['exitCode']}" if p.get("exitCode") is not None else ""
             why = f" ({p['reason']})" if p.get("reason") else ""
-            out.append(f"  {p['name']:<28} node={p['node']:<14} {p.get('phase', ''):<10} qos={p.get('qosClass', '-') or '-'}"
-                       f"{code}{why}")
+            out.append(
+                f"  {p['name']:<28} node={p['node']:<14} {p.get('phase', ''):<10} qos={p.get('qosClass', '-') or '-'}"
+                f"{code}{why}"
+            )
     reclaim = st.get("reclaimablePods")
     if reclaim:
         out.append("Reclaimable:   " + ", ".join(f"{r['name']}={r['count']}" for r in reclaim))
@@ -180,7 +202,10 @@ def describe_workload(o: dict[str, Any]) -> str:
         out.append(f"Requeue state: count={rs.get('count', 0)} requeueAt={rs.get('requeueAt', '-')}")
     out.append("Conditions:")
     for c in st.get("conditions", []) or []:
-        out.append(f"  {c.get('type'):<14} {c.get('status'):<6} {c.get('reason', ''):<22} {c.get('lastTransitionTime', '')}  {c.get('message', '')}")
+        out.append(
+            f"  {c.get('type'):<14} {c.get('status'):<6} {c.get('reason', ''):<22} "
+            f"{c.get('lastTransitionTime', '')}  {c.get('message', '')}"
+        )
     return "\n".join(out)
 
 
@@ -278,21 +303,25 @@ def render_nodes(nodes: list[dict[str, Any]], output: str) -> str:
         status = "Ready" if n["ready"] else "NotReady"
         if use["conditions"]:
             status += "," + ",".join(use["conditions"])
-        rows.append([
-            n["name"], status,
-            f"{_fmt_res('cpu', req.get('cpu', 0))}/{_fmt_res('cpu', alloc.get('cpu', 0))}",
-            f"{_fmt_res('memory', req.get('memory', 0))}/{_fmt_res('memory', alloc.get('memory', 0))}",
-            f"{use['cpuUsageCores']:.2f}",
-            f"{use['memoryAvailable'] / 2**30:.1f}Gi" if use["memoryAvailable"] else "-",
-            str(n["pods"]),
-        ])
+        rows.append(
+            [
+                n["name"],
+                status,
+                f"{_fmt_res('cpu', req.get('cpu', 0))}/{_fmt_res('cpu', alloc.get('cpu', 0))}",
+                f"{_fmt_res('memory', req.get('memory', 0))}/{_fmt_res('memory', alloc.get('memory', 0))}",
+                f"{use['cpuUsageCores']:.2f}",
+                f"{use['memoryAvailable'] / 2**30:.1f}Gi" if use["memoryAvailable"] else "-",
+                str(n["pods"]),
+            ]
+        )
     return _table(["NAME", "STATUS", "CPU REQ/ALLOC", "MEMORY REQ/ALLOC", "CPU USED", "MEM AVAILABLE", "PODS"], rows)
 
 
 async def cmd_logs(c: Client, ns: argparse.Namespace) -> int:
     prefix = ns.prefix
-    async for pod, container, data in c.logs(ns.workload, namespace=ns.namespace, pod=ns.pod or "",
-                                             container=ns.container or "", follow=ns.follow):
+    async for pod, container, data in c.logs(
+        ns.workload, namespace=ns.namespace, pod=ns.pod or "", container=ns.container or "", follow=ns.follow
+    ):
         if prefix:
             text = data.decode("utf-8", errors="replace")
             for line in text.splitlines(keepends=True):
@@ -315,7 +344,8 @@ async def cmd_describe(c: Client, ns: argparse.Namespace) -> int:
 async def cmd_delete(c: Client, ns: argparse.Namespace) -> int:
     if ns.filename:
         for d in _docs(ns.filename):
-            meta = d.body.get("metadata") or {}
+            m = d.body.get("metadata")
+            meta: dict[object, object] = m if isinstance(m, dict) else {}
             kind = str(d.body.get("kind", ""))
             await c.delete(kind, str(meta.get("name", "")), str(meta.get("namespace", "")))
             print(f"{kind.lower()}/{meta.get('name')} deleted")
@@ -343,17 +373,24 @@ async def cmd_token(c: Client, ns: argparse.Namespace) -> int:
         ttl = parse_duration(ns.ttl) if ns.ttl else 0.0
         t = await c.create_token(ttl=ttl, uses=ns.uses, description=ns.description)
         if ns.print_join_command:
-            print(f"sluicegate-agent join --controller {ns.join_address or c.server} --token {t['token']} "
-                  f"--ca-cert-hash {t['caCertHash']}")
+            print(
+                f"sluicegate-agent join --controller {ns.join_address or c.server} --token {t['token']} "
+                f"--ca-cert-hash {t['caCertHash']}"
+            )
         else:
             print(t["token"])
             print(f"# expires {_when(t['expiresAt'])}, {t['usesLeft']} use(s); join with:", file=sys.stderr)
-            print(f"#   sluicegate-agent join --controller TOKEN_PORT_ADDRESS --token {t['token']} "
-                  f"--ca-cert-hash {t['caCertHash']}", file=sys.stderr)
+            print(
+                f"#   sluicegate-agent join --controller TOKEN_PORT_ADDRESS --token {t['token']} "
+                f"--ca-cert-hash {t['caCertHash']}",
+                file=sys.stderr,
+            )
         return 0
     if ns.action == "list":
-        rows = [[t["id"], _when(t["expiresAt"]), str(t["usesLeft"]), t["createdBy"], t["description"]]
-                for t in await c.list_tokens()]
+        rows = [
+            [t["id"], _when(t["expiresAt"]), str(t["usesLeft"]), t["createdBy"], t["description"]]
+            for t in await c.list_tokens()
+        ]
         print(_table(["ID", "EXPIRES", "USES-LEFT", "CREATED-BY", "DESCRIPTION"], rows))
         return 0
     if not ns.id:
@@ -365,8 +402,10 @@ async def cmd_token(c: Client, ns: argparse.Namespace) -> int:
 
 async def cmd_auth(c: Client, ns: argparse.Namespace) -> int:
     me = await c.whoami()
-    print(f"user: {me['user']}\ngroups: {', '.join(me['groups']) or '-'}\nauthenticated by: {me['method']}"
-          + (f"\ncertificate serial: {me['serial']}" if me["serial"] else ""))
+    print(
+        f"user: {me['user']}\ngroups: {', '.join(me['groups']) or '-'}\nauthenticated by: {me['method']}"
+        + (f"\ncertificate serial: {me['serial']}" if me["serial"] else "")
+    )
     return 0
 
 
@@ -388,7 +427,9 @@ async def cmd_certs(c: Client, ns: argparse.Namespace) -> int:
     ttl = parse_duration(ns.ttl) if ns.ttl else 0.0
     cert, ca, serial = await c.issue_user_certificate(ns.user, list(ns.group), csr, ttl=ttl)
     clientconfig.write(Path(ns.out), servers=[ns.for_server or c.server], ca=ca, cert=cert, key=pki.key_pem(key))
-    print(f"wrote a client config for user {ns.user} (groups: {', '.join(ns.group) or '-'}; serial {serial}) to {ns.out}")
+    print(
+        f"wrote a client config for user {ns.user} (groups: {', '.join(ns.group) or '-'}; serial {serial}) to {ns.out}"
+    )
     return 0
 
 
@@ -411,7 +452,9 @@ async def cmd_stop_resume(c: Client, ns: argparse.Namespace, active: bool) -> in
         await c.set_active(ns.name, active, ns.namespace)
     elif k in ("clusterqueue", "cq", "localqueue", "lq"):
         policy = None if active else ("Hold" if ns.keep_already_running else "HoldAndDrain")
-        await _set_stop(c, "ClusterQueue" if k in ("clusterqueue", "cq") else "LocalQueue", ns.name, ns.namespace, policy)
+        await _set_stop(
+            c, "ClusterQueue" if k in ("clusterqueue", "cq") else "LocalQueue", ns.name, ns.namespace, policy
+        )
     else:
         raise UsageError(f"cannot stop/resume kind {ns.kind!r}: expected workload, clusterqueue or localqueue")
     print(f"{k}/{ns.name} {'resumed' if active else 'stopped'}")
@@ -435,13 +478,26 @@ def build_run_workload(ns: argparse.Namespace) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "command": list(ns.argv), "resources": {"requests": requests}}
     if ns.limit_memory or ns.limit_cpu:
         container["resources"]["limits"] = {k: v for k, v in (("cpu", ns.limit_cpu), ("memory", ns.limit_memory)) if v}
-    pod_set: dict[str, Any] = {"name": "main", "count": ns.count, "template": {"spec": {"containers": [container], "restartPolicy": "Never"}}}
+    pod_set: dict[str, Any] = {
+        "name": "main",
+        "count": ns.count,
+        "template": {"spec": {"containers": [container], "restartPolicy": "Never"}},
+    }
     if ns.min_count:
         pod_set["minCount"] = ns.min_count
     spec: dict[str, Any] = {"queueName": ns.queue, "podSets": [pod_set]}
     if ns.priority_class:
-        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": ns.priority_class}
-    return {"apiVersion": "sluicegate.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": ns.namespace}, "spec": spec}
+        spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": ns.priority_class,
+        }
+    return {
+        "apiVersion": "sluicegate.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": ns.namespace},
+        "spec": spec,
+    }
 
 
 async def cmd_run(c: Client, ns: argparse.Namespace) -> int:
@@ -465,10 +521,14 @@ def cmd_simulate(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sluicectl", description="Talk to a sluicegate controller.")
-    p.add_argument("--server", default=None,
-                   help="controller gRPC address (default: $SLUICEGATE_SERVER, the config's first server, 127.0.0.1:7420)")
-    p.add_argument("--config", default=None,
-                   help="client config file (default: $SLUICEGATE_CONFIG, ~/.config/sluicegate/config)")
+    p.add_argument(
+        "--server",
+        default=None,
+        help="controller gRPC address (default: $SLUICEGATE_SERVER, the config's first server, 127.0.0.1:7420)",
+    )
+    p.add_argument(
+        "--config", default=None, help="client config file (default: $SLUICEGATE_CONFIG, ~/.config/sluicegate/config)"
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each request (default %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -24,11 +24,20 @@ from sluicegate.security.identity import CLUSTER_ADMIN_GROUP
 COMMANDS = ("init", "certs", "hash-token")
 
 
-def write_admin_config(pki_dir: Path, path: Path, *, server: str, user: str = "admin", days: int = pki.USER_DAYS) -> None:
+def write_admin_config(
+    pki_dir: Path, path: Path, *, server: str, user: str = "admin", days: int = pki.USER_DAYS
+) -> None:
     ca_key, ca_cert = load_ca(pki_dir)
     key = pki.new_key()
-    cert = pki.issue(ca_key, ca_cert, key.public_key(), common_name=user, organizations=(CLUSTER_ADMIN_GROUP,),
-                     client=True, days=days)
+    cert = pki.issue(
+        ca_key,
+        ca_cert,
+        key.public_key(),
+        common_name=user,
+        organizations=(CLUSTER_ADMIN_GROUP,),
+        client=True,
+        days=days,
+    )
     clientconfig.write(path, servers=[server], ca=pki.cert_pem(ca_cert), cert=pki.cert_pem(cert), key=pki.key_pem(key))
 
 
@@ -37,13 +46,22 @@ def main(argv: Sequence[str]) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("init", help="create the cluster CA, the serving certificate and an admin credential")
     i.add_argument("--data-dir", required=True, help="the controller's data directory (the PKI goes to DATA_DIR/pki)")
-    i.add_argument("--address", action="append", default=[],
-                   help="a name or IP the controller is reached at (repeatable; localhost and 127.0.0.1 always)")
+    i.add_argument(
+        "--address",
+        action="append",
+        default=[],
+        help="a name or IP the controller is reached at (repeatable; localhost and 127.0.0.1 always)",
+    )
     i.add_argument("--server", default="127.0.0.1:7420", help="HOST:PORT written into the admin config")
-    i.add_argument("--admin-config", default=None, help="where to write the admin's client config "
-                   "(default $SLUICEGATE_CONFIG or ~/.config/sluicegate/config)")
+    i.add_argument(
+        "--admin-config",
+        default=None,
+        help="where to write the admin's client config (default $SLUICEGATE_CONFIG or ~/.config/sluicegate/config)",
+    )
     i.add_argument("--admin-user", default="admin")
-    i.add_argument("--force", action="store_true", help="replace an existing CA (every certificate it issued stops working)")
+    i.add_argument(
+        "--force", action="store_true", help="replace an existing CA (every certificate it issued stops working)"
+    )
     c = sub.add_parser("certs", help="renew certificates")
     csub = c.add_subparsers(dest="what", required=True)
     r = csub.add_parser("renew", help="re-issue the serving certificate, or (--admin-config) an admin credential")
@@ -79,8 +97,10 @@ def main(argv: Sequence[str]) -> int:
             print(f"re-issued the {ns.admin_user} credential in {ns.admin_config}")
             return 0
         cert = issue_server_cert(pki_dir, addresses=ns.address or None)
-        print(f"re-issued {pki_dir / 'server.crt'} (valid until {cert.not_valid_after_utc:%Y-%m-%d}); "
-              "a running controller uses it from its next TLS handshake")
+        print(
+            f"re-issued {pki_dir / 'server.crt'} (valid until {cert.not_valid_after_utc:%Y-%m-%d}); "
+            "a running controller uses it from its next TLS handshake"
+        )
         return 0
     except (pki.PkiError, AuthorityError, clientconfig.ConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

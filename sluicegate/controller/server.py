@@ -78,8 +78,11 @@ def controller_metrics(manager: Manager) -> Registry:
                        collect=lambda: [((), float(len(cache.workloads)))])
     reg.callback_gauge("sluicegate_gc_full_collections", "Full garbage collections since start (see common/heapgc.py).",
                        collect=lambda: [((), float(HEAP_GC.full_collections))])
-    reg.callback_gauge("sluicegate_gc_full_collection_seconds", "Seconds spent in full garbage collections since start.",
-                       collect=lambda: [((), HEAP_GC.full_seconds)])
+    reg.callback_gauge(
+        "sluicegate_gc_full_collection_seconds",
+        "Seconds spent in full garbage collections since start.",
+        collect=lambda: [((), HEAP_GC.full_seconds)],
+    )
     return reg
 
 
@@ -89,7 +92,8 @@ def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.Serv
 
     def load() -> grpc.ServerCertificateConfiguration:
         return grpc.ssl_server_certificate_configuration(
-            [(p["server.key"].read_bytes(), p["server.crt"].read_bytes())], root_certificates=p["ca.crt"].read_bytes())
+            [(p["server.key"].read_bytes(), p["server.crt"].read_bytes())], root_certificates=p["ca.crt"].read_bytes()
+        )
 
     def stamp() -> tuple[float, float]:
         return p["server.crt"].stat().st_mtime, p["server.key"].stat().st_mtime
@@ -110,7 +114,9 @@ def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.Serv
         log.info("serving certificate in %s changed; using it for new connections", pki_dir)
         return config
 
-    return grpc.dynamic_ssl_server_credentials(load(), fetch, require_client_authentication=require_client_cert)
+    # grpc documents fetch's None as "keep the current configuration"; the stub's
+    # Callable[[], ServerCertificateConfiguration] leaves that out.
+    return grpc.dynamic_ssl_server_credentials(load(), fetch, require_client_authentication=require_client_cert)  # type: ignore[arg-type]
 
 
 def _bind(server: grpc.aio.Server, address: str, key: str, credentials: grpc.ServerCredentials | None) -> str:
@@ -131,11 +137,18 @@ async def serve(
 ) -> str:
     store = open_store(settings.store, synchronous=settings.store_synchronous)
     try:
-        manager = Manager(store, clock=clock, config=settings.config, placement=settings.placement,
-                          node_timeout=settings.node_heartbeat_timeout,
-                          fencing_grace=settings.fencing_grace, self_fencing=settings.self_fencing,
-                          monotonic=time.monotonic if clock is time.time else None,
-                          finished_retention=settings.finished_retention, pod_security=settings.pod_security)
+        manager = Manager(
+            store,
+            clock=clock,
+            config=settings.config,
+            placement=settings.placement,
+            node_timeout=settings.node_heartbeat_timeout,
+            fencing_grace=settings.fencing_grace,
+            self_fencing=settings.self_fencing,
+            monotonic=time.monotonic if clock is time.time else None,
+            finished_retention=settings.finished_retention,
+            pod_security=settings.pod_security,
+        )
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
@@ -146,39 +159,63 @@ async def serve(
             authority = Authority(Path(settings.pki_dir))
             authenticator = ClusterAuthenticator(is_revoked=authority.is_revoked, token_file=settings.token_file)
         elif settings.insecure:
-            log.warning("insecure: true: serving plaintext gRPC on %s with no authentication; anyone who can reach "
-                        "it can run commands on every node", settings.listen)
+            log.warning(
+                "insecure: true: serving plaintext gRPC on %s with no authentication; anyone who can reach "
+                "it can run commands on every node",
+                settings.listen,
+            )
         else:
-            log.info("serving plaintext gRPC on loopback %s without authentication (set pkiDir for TLS)", settings.listen)
+            log.info(
+                "serving plaintext gRPC on loopback %s without authentication (set pkiDir for TLS)", settings.listen
+            )
         gate = gate_from_settings(settings, authenticator)  # authz + audit; SIGHUP reloads policy and tokens
         undo_sighup = install_sighup(gate)
 
         def build(*, agents: bool) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
-            srv = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS])
+            srv = grpc.aio.server(
+                options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS]
+            )
             objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager, gate), srv)
             workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager, gate), srv)
             if agents:
                 agent_pb2_grpc.add_AgentLinkServicer_to_server(
-                    AgentLinkServicer(manager, heartbeat_interval=settings.agent_heartbeat_interval,
-                                      authenticator=authenticator), srv)
+                    AgentLinkServicer(
+                        manager, heartbeat_interval=settings.agent_heartbeat_interval, authenticator=authenticator
+                    ),
+                    srv,
+                )
             agent_pb2_grpc.add_NodesServicer_to_server(NodesServicer(manager, gate), srv)
-            security_pb2_grpc.add_SecurityServicer_to_server(SecurityServicer(
-                authority, gate, node_connected=manager.fleet.node_connected,
-                node_revoked=manager.fleet.node_revoked,
-                serial_of=getattr(authenticator, "serial_of", None)), srv)
+            security_pb2_grpc.add_SecurityServicer_to_server(
+                SecurityServicer(
+                    authority,
+                    gate,
+                    node_connected=manager.fleet.node_connected,
+                    node_revoked=manager.fleet.node_revoked,
+                    serial_of=getattr(authenticator, "serial_of", None),
+                ),
+                srv,
+            )
             hs = health.aio.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(hs, srv)
             return srv, hs
 
         server, grpc_health = build(agents=True)
-        grpc_addr = _bind(server, settings.listen, "listen", server_credentials(
-            Path(settings.pki_dir), require_client_cert=True) if settings.pki_dir else None)
+        grpc_addr = _bind(
+            server,
+            settings.listen,
+            "listen",
+            server_credentials(Path(settings.pki_dir), require_client_cert=True) if settings.pki_dir else None,
+        )
         token_server: grpc.aio.Server | None = None
         token_addr = ""
         if settings.pki_dir:
             token_server, token_health = build(agents=False)
-            token_addr = _bind(token_server, settings.token_listen, "tokenListen",
-                               server_credentials(Path(settings.pki_dir), require_client_cert=False))
+            token_addr = _bind(
+                token_server,
+                settings.token_listen,
+                "tokenListen",
+                server_credentials(Path(settings.pki_dir), require_client_cert=False),
+            )
             await token_server.start()
             await token_health.set("", health_pb2.HealthCheckResponse.SERVING)
             log.info("serving TLS for joining agents and bearer tokens on %s", token_addr)
@@ -198,9 +235,17 @@ async def serve(
             notifier = Notifier.from_environment()
             if ready_file:
                 tmp = f"{ready_file}.tmp"
-                Path(tmp).write_text(json.dumps({"grpc": grpc_addr, "health": "%s:%d" % health_server.address,
-                                                 "pid": os.getpid(), "token": token_addr,
-                                                 "caCertHash": authority.ca_hash if authority else ""}))
+                Path(tmp).write_text(
+                    json.dumps(
+                        {
+                            "grpc": grpc_addr,
+                            "health": "{}:{}".format(*health_server.address),
+                            "pid": os.getpid(),
+                            "token": token_addr,
+                            "caCertHash": authority.ca_hash if authority else "",
+                        }
+                    )
+                )
                 os.replace(tmp, ready_file)
             notifier.ready(f"serving gRPC on {grpc_addr}")
 
@@ -229,8 +274,12 @@ async def serve(
                     await asyncio.sleep(period)
                     manager.tick()
 
-            tasks = {"grpc": grpc_task(), "scheduler": manager.run_scheduler(), "timers": timers(),
-                     "gc": HEAP_GC.rescans()}
+            tasks = {
+                "grpc": grpc_task(),
+                "scheduler": manager.run_scheduler(),
+                "timers": timers(),
+                "gc": HEAP_GC.rescans(),
+            }
             period = watchdog_interval()
             if period is not None:
                 tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
@@ -275,16 +324,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--health-listen", help="health/metrics HOST:PORT")
     parser.add_argument("--store", help="sqlite path or sqlite:///path")
     parser.add_argument("--configuration", help="Kueue Configuration YAML (fairSharing, waitForPodsReady, ...)")
-    parser.add_argument("--node-heartbeat-timeout", type=float, help="seconds without heartbeat before a node is NotReady")
+    parser.add_argument(
+        "--node-heartbeat-timeout", type=float, help="seconds without heartbeat before a node is NotReady"
+    )
     parser.add_argument("--agent-heartbeat-interval", type=float, help="seconds between agent heartbeats")
-    parser.add_argument("--no-placement", action="store_true",
-                        help="quota-only mode: admit workloads without binding or running pods")
+    parser.add_argument(
+        "--no-placement", action="store_true", help="quota-only mode: admit workloads without binding or running pods"
+    )
     parser.add_argument("--pki-dir", help="TLS: the directory 'sluicegate-controller init' made (DATA_DIR/pki)")
     parser.add_argument("--token-listen", help="TLS port without client certificates (joins, bearer tokens) HOST:PORT")
     parser.add_argument("--ready-file", help="write {grpc, health, pid} JSON here once serving")
     parser.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
     ns = parser.parse_args(args)
-    logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     # The process's, not serve()'s: in-process users keep their own collector settings.
     HEAP_GC.install()
     try:

@@ -190,7 +190,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
     elif not is_loopback(split_hostport(s.listen, key="listen")[0]) and not s.insecure:
         raise SettingsError(
             f"listen: {s.listen} is not a loopback address, and without TLS anyone who can reach it could run "
-            f"commands on every node; set pkiDir (run 'sluicegate-controller init'), or 'insecure: true' to accept that")
+            f"commands on every node; set pkiDir (run 'sluicegate-controller init'), "
+            f"or 'insecure: true' to accept that")
     if s.token_file and not s.pki_dir:
         raise SettingsError("tokenFile: bearer tokens are only accepted over TLS; set pkiDir too")
     if s.configuration_path:
@@ -213,8 +214,9 @@ def _pod_security(value: Any, where: str) -> PodUserPolicies:
     if not isinstance(value, dict) or set(value) - {"default", "namespaces"}:
         raise SettingsError(f"{where}: expected {{default: POLICY, namespaces: {{NAMESPACE: POLICY}}}}, got {value!r}")
     try:
-        return parse_policies(value.get("namespaces"), value.get("default"), where=f"{where}.namespaces",
-                              default_where=f"{where}.default")
+        return parse_policies(
+            value.get("namespaces"), value.get("default"), where=f"{where}.namespaces", default_where=f"{where}.default"
+        )
     except PolicyError as exc:
         raise SettingsError(str(exc)) from exc
 

@@ -69,7 +69,7 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
     store.write(puts)
     manager.load()
     stats = manager.schedule_once()
-    decisions = []
+    decisions: list[dict[str, Any]] = []
     for e in stats.entries:
         decisions.append(
             {

@@ -118,7 +118,9 @@ def decode(doc: RawDocument | Mapping[str, object], *, source: str = "") -> Deco
     elif isinstance(doc, Mapping) and not isinstance(doc, dict):
         raw = dict(doc)
     if not isinstance(raw, dict):
-        raise ManifestError(source, [FieldError("", f"a document must be a mapping with apiVersion and kind, got {show(raw)}")])
+        raise ManifestError(
+            source, [FieldError("", f"a document must be a mapping with apiVersion and kind, got {show(raw)}")]
+        )
     body: dict[object, object] = raw
     if is_job(body):
         # A Job is submitted as the Workload it stands for (Kueue's Job integration).

@@ -40,13 +40,17 @@ IGNORED_CONFIGURATION_SECTIONS: dict[str, str] = {
     "internalCertManagement": "certificates for Kueue's admission webhooks; sluicegate has none",
     "webhook": "Kueue's admission webhook server; sluicegate has none",
     "clientConnection": "rate limits of Kueue's Kubernetes API client; sluicegate talks to no API server",
-    "leaderElection": "Kubernetes Lease election; the sluicegate controller's high availability is set by its own flags",
+    "leaderElection": (
+        "Kubernetes Lease election; the sluicegate controller's high availability is set by its own flags"
+    ),
     "controller": "controller-runtime reconciler concurrency and cache sync timeout",
     "metrics": "the Kueue manager's Prometheus endpoint; sluicegate's is set by its own flags",
     "health": "the Kueue manager's probe endpoint; sluicegate's is set by its own flags",
     "pprofBindAddress": "the Go profiler of the Kueue manager",
     "tls": "TLS settings of Kueue's webhook and metrics servers",
-    "queueVisibility": "v1beta1 pending-workload snapshots in ClusterQueue status; sluicectl asks the controller instead",
+    "queueVisibility": (
+        "v1beta1 pending-workload snapshots in ClusterQueue status; sluicectl asks the controller instead"
+    ),
     "visibilityServer": "Kueue's visibility API server; sluicectl asks the controller instead",
 }
 # Inside integrations: which Kubernetes Job kinds Kueue should manage.
@@ -182,7 +186,7 @@ def _duration(fields: Fields, key: str, *, required: bool) -> float | None:
             fields.error(key, "required field is missing (a duration such as 5m)")
         return None
     if not isinstance(value, str):
-        fields.error(key, f"must be a duration string such as \"5m\", \"30s\" or \"1h30m\", got {show(value)}")
+        fields.error(key, f'must be a duration string such as "5m", "30s" or "1h30m", got {show(value)}')
         return None
     try:
         seconds = parse_duration(value)

@@ -28,7 +28,15 @@ MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 JOB_ANNOTATION = "sluicegate.io/job"
 JOB_LABELS_ANNOTATION = "sluicegate.io/job-labels"
 
-_SPEC_FIELDS = {"parallelism", "completions", "completionMode", "backoffLimit", "activeDeadlineSeconds", "template", "suspend"}
+_SPEC_FIELDS = {
+    "parallelism",
+    "completions",
+    "completionMode",
+    "backoffLimit",
+    "activeDeadlineSeconds",
+    "template",
+    "suspend",
+}
 _SPEC_UNSUPPORTED = {
     "ttlSecondsAfterFinished": "finished workloads are kept for the controller's finishedRetention",
     "podFailurePolicy": "not supported: failed pods count against backoffLimit",
@@ -40,14 +48,25 @@ _SPEC_UNSUPPORTED = {
     "podReplacementPolicy": "not supported: a pod is replaced once all its processes have exited",
     "managedBy": "not supported",
 }
-_META_FIELDS = {"name", "namespace", "labels", "annotations", "uid", "creationTimestamp", "generation", "resourceVersion"}
+_META_FIELDS = {
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "resourceVersion",
+}
 
 
 def is_job(body: Mapping[Any, Any]) -> bool:
     return body.get("kind") == "Job" and body.get("apiVersion") == JOB_API_VERSION
 
 
-def _int(spec: Mapping[Any, Any], key: str, errors: list[FieldError], *, minimum: int, default: int | None) -> int | None:
+def _int(
+    spec: Mapping[Any, Any], key: str, errors: list[FieldError], *, minimum: int, default: int | None
+) -> int | None:
     value = spec.get(key, default)
     if value is None:
         return None
@@ -110,12 +129,21 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
         errors.append(FieldError("spec.template", "required pod template"))
     wl_spec: dict[str, Any] = {"queueName": queue}
     if PRIORITY_LABEL in labels:
-        wl_spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": labels[PRIORITY_LABEL]}
+        wl_spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": labels[PRIORITY_LABEL],
+        }
     if MAX_EXEC_LABEL in labels:
         try:
             wl_spec["maximumExecutionTimeSeconds"] = int(str(labels[MAX_EXEC_LABEL]))
         except ValueError:
-            errors.append(FieldError(f"metadata.labels[{MAX_EXEC_LABEL}]", f"must be a whole number of seconds, got {labels[MAX_EXEC_LABEL]!r}"))
+            errors.append(
+                FieldError(
+                    f"metadata.labels[{MAX_EXEC_LABEL}]",
+                    f"must be a whole number of seconds, got {labels[MAX_EXEC_LABEL]!r}",
+                )
+            )
     count = min(parallelism or 0, completions) if completions is not None else (parallelism or 0)
     pod_set: dict[str, Any] = {"name": "main", "count": count, "template": template}
     if MIN_PARALLELISM_ANNOTATION in annotations:
@@ -123,13 +151,21 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
         try:
             pod_set["minCount"] = int(str(raw))
         except ValueError:
-            errors.append(FieldError(f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]", f"must be an integer, got {raw!r}"))
+            errors.append(
+                FieldError(f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]", f"must be an integer, got {raw!r}")
+            )
     if errors:
         raise ManifestError(source, errors, kind="Job", name=name)
-    annotations[JOB_ANNOTATION] = json.dumps({
-        "completions": completions or 0, "parallelism": parallelism, "completionMode": mode,
-        "backoffLimit": backoff_limit, "activeDeadlineSeconds": deadline,
-    }, sort_keys=True)
+    annotations[JOB_ANNOTATION] = json.dumps(
+        {
+            "completions": completions or 0,
+            "parallelism": parallelism,
+            "completionMode": mode,
+            "backoffLimit": backoff_limit,
+            "activeDeadlineSeconds": deadline,
+        },
+        sort_keys=True,
+    )
     annotations[JOB_LABELS_ANNOTATION] = json.dumps(dict(labels), sort_keys=True)
     wl_meta = {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "creationTimestamp")}
     wl_meta["annotations"] = annotations

@@ -59,7 +59,9 @@ CLUSTER_QUEUE_UNSUPPORTED = {
     "admissionChecksStrategy": "sluicegate has no AdmissionCheck controllers (ProvisioningRequest, MultiKueue); "
     "reserving quota is admission",
     "admissionScope": "Admission Fair Sharing (usage-based ordering inside a ClusterQueue) is not implemented",
-    "concurrentAdmissionPolicy": "concurrent admission (workload variants migrating between flavors) is not implemented",
+    "concurrentAdmissionPolicy": (
+        "concurrent admission (workload variants migrating between flavors) is not implemented"
+    ),
     "topology": "Topology Aware Scheduling is not implemented",
 }
 LOCAL_QUEUE_UNSUPPORTED = {
@@ -108,7 +110,9 @@ def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueu
         resource_groups=groups,
         cohort=CohortName(cohort) if cohort else None,
         namespace_selector=selector,
-        queueing_strategy=spec.choice("queueingStrategy", QUEUEING_STRATEGIES, default=QueueingStrategy.BEST_EFFORT_FIFO),
+        queueing_strategy=spec.choice(
+            "queueingStrategy", QUEUEING_STRATEGIES, default=QueueingStrategy.BEST_EFFORT_FIFO
+        ),
         preemption=read_preemption(spec),
         flavor_fungibility=read_fungibility(spec, dialect),
         fair_sharing_weight=read_weight(spec),
@@ -219,16 +223,22 @@ def read_resource_groups(
                 continue
             if fq.name in flavor_in:
                 where = "this group" if flavor_in[fq.name] == gi else f"resourceGroups[{flavor_in[fq.name]}]"
-                spec.problems.add(join(fpath, "name"), f"duplicate: flavor {show(fq.name)} is already listed in {where}")
+                spec.problems.add(
+                    join(fpath, "name"), f"duplicate: flavor {show(fq.name)} is already listed in {where}"
+                )
             elif fq.name:
                 flavor_in[fq.name] = gi
             flavors.append(fq)
         groups.append(ResourceGroup(covered_resources=covered, flavors=tuple(flavors)))
     if flavor_total > MAX_FLAVORS_TOTAL:
-        spec.error("resourceGroups", f"must list at most {MAX_FLAVORS_TOTAL} flavors in all groups together, got {flavor_total}")
+        spec.error(
+            "resourceGroups",
+            f"must list at most {MAX_FLAVORS_TOTAL} flavors in all groups together, got {flavor_total}",
+        )
     if covered_total > MAX_COVERED_TOTAL:
         spec.error(
-            "resourceGroups", f"must cover at most {MAX_COVERED_TOTAL} resources in all groups together, got {covered_total}"
+            "resourceGroups",
+            f"must cover at most {MAX_COVERED_TOTAL} resources in all groups together, got {covered_total}",
         )
     return tuple(groups)
 
@@ -271,9 +281,9 @@ def _read_flavor_quotas(
         lending = _non_negative(res.quantity("lendingLimit", rname), res, "lendingLimit")
         for key, amount in (("borrowingLimit", borrowing), ("lendingLimit", lending)):
             if amount is not None and not has_parent:
-                res.error(key, f"must not be set when {limit_owner}, got \"{amount.text}\"")
+                res.error(key, f'must not be set when {limit_owner}, got "{amount.text}"')
         if lending_within_nominal and lending is not None and nominal is not None and lending.exact > nominal.exact:
-            res.error("lendingLimit", f"must be at most the nominalQuota (\"{nominal.text}\"), got \"{lending.text}\"")
+            res.error("lendingLimit", f'must be at most the nominalQuota ("{nominal.text}"), got "{lending.text}"')
         if rname:
             quotas[rname] = ResourceQuota(
                 nominal=nominal.canonical if nominal is not None else 0,
@@ -285,7 +295,7 @@ def _read_flavor_quotas(
 
 def _non_negative(amount: Amount | None, fields: Fields, key: str) -> Amount | None:
     if amount is not None and amount.exact < 0:
-        fields.error(key, f"must be non-negative, got \"{amount.text}\"")
+        fields.error(key, f'must be non-negative, got "{amount.text}"')
         return None
     return amount
 
@@ -346,7 +356,9 @@ def _fungibility_policy(
     if ff.get(key) == v1beta1_word:
         if dialect.v1beta1:
             return FlavorFungibilityPolicy.MAY_STOP_SEARCH
-        ff.error(key, f"{v1beta1_word} is the kueue.x-k8s.io/v1beta1 spelling; {dialect.api_version} calls it MayStopSearch")
+        ff.error(
+            key, f"{v1beta1_word} is the kueue.x-k8s.io/v1beta1 spelling; {dialect.api_version} calls it MayStopSearch"
+        )
         return default
     return ff.choice(key, FUNGIBILITY, default=default)
 
@@ -361,10 +373,10 @@ def read_weight(spec: Fields) -> Fraction:
     if amount is None:
         return Fraction(1)
     if amount.exact < 0:
-        fs.error("weight", f"must be non-negative, got \"{amount.text}\"")
+        fs.error("weight", f'must be non-negative, got "{amount.text}"')
         return Fraction(1)
     if 0 < amount.exact <= MIN_POSITIVE_WEIGHT:
-        fs.error("weight", f"must be 0 or greater than 1n (10^-9), got \"{amount.text}\"")
+        fs.error("weight", f'must be 0 or greater than 1n (10^-9), got "{amount.text}"')
         return Fraction(1)
     return amount.exact
 

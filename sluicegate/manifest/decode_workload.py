@@ -210,7 +210,9 @@ def _read_pod_sets(spec: Fields) -> tuple[PodSet, ...]:
     seen: dict[str, int] = {}
     partial = 0
     for i, (path, raw) in enumerate(spec.items("podSets", required=True, min_items=1, max_items=MAX_POD_SETS)):
-        ps = Fields.of(raw, path, spec.problems, known=("name", "template", "count", "minCount"), unsupported=POD_SET_UNSUPPORTED)
+        ps = Fields.of(
+            raw, path, spec.problems, known=("name", "template", "count", "minCount"), unsupported=POD_SET_UNSUPPORTED
+        )
         if ps is None:
             continue
         name = ps.string("name", default=DEFAULT_POD_SET_NAME, check=dns_label_problem) or DEFAULT_POD_SET_NAME
@@ -270,9 +272,14 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
     for res, qty in requests.items():
         if qty > MAX_MILLI_VALUE // (1000 if res in MILLI_RESOURCES else 1):
             # Each container's quantity is bounded; their sum must be too.
-            pod.error("containers", f"the pod's {res} requests add up to more than Kubernetes' bound "
-                      f"({MAX_MILLI_VALUE // 1000} units, a milli-value of 2^63-1)")
-    grace = pod.integer("terminationGracePeriodSeconds", default=DEFAULT_GRACE_PERIOD_SECONDS, minimum=0, maximum=INT64_MAX)
+            pod.error(
+                "containers",
+                f"the pod's {res} requests add up to more than Kubernetes' bound "
+                f"({MAX_MILLI_VALUE // 1000} units, a milli-value of 2^63-1)",
+            )
+    grace = pod.integer(
+        "terminationGracePeriodSeconds", default=DEFAULT_GRACE_PERIOD_SECONDS, minimum=0, maximum=INT64_MAX
+    )
     return PodSet(
         name=name,
         count=count,
@@ -343,7 +350,7 @@ def read_container(
             if lim is not None and req.exact > lim.exact:
                 problems.add(
                     keyed(res.path("requests"), rname),
-                    f"must not exceed the limit (\"{lim.text}\"), got \"{req.text}\"",
+                    f'must not exceed the limit ("{lim.text}"), got "{req.text}"',
                 )
         for rname, lim in limits.items():
             # As in Kubernetes: a limit alone also sets the request, so the
@@ -358,7 +365,9 @@ def read_container(
         requests={k: a.canonical for k, a in requests.items()},
         limits={k: a.canonical for k, a in limits.items()},
         readiness_probe=_read_probe(c) if "readinessProbe" in known else None,
-        security_context=read_security_context(c, CONTAINER_SECURITY_CONTEXT_FIELDS) if "securityContext" in known else None,
+        security_context=read_security_context(c, CONTAINER_SECURITY_CONTEXT_FIELDS)
+        if "securityContext" in known
+        else None,
     )
 
 
@@ -372,7 +381,9 @@ def read_security_context(parent: Fields, known: tuple[str, ...]) -> SecurityCon
         run_as_user=sc.integer("runAsUser", minimum=0, maximum=MAX_LINUX_ID),
         run_as_group=sc.integer("runAsGroup", minimum=0, maximum=MAX_LINUX_ID),
         run_as_non_root=_optional_boolean(sc, "runAsNonRoot"),
-        allow_privilege_escalation=_optional_boolean(sc, "allowPrivilegeEscalation") if "allowPrivilegeEscalation" in known else None,
+        allow_privilege_escalation=_optional_boolean(sc, "allowPrivilegeEscalation")
+        if "allowPrivilegeEscalation" in known
+        else None,
     )
 
 
@@ -409,12 +420,21 @@ def _read_probe(c: Fields) -> Probe | None:
     tcp = p.mapping("tcpSocket", known=("port",), unsupported={"host": "probes always target the pod's own node"})
     if tcp is not None:
         return replace(probe, tcp_port=tcp.integer("port", required=True, minimum=1, maximum=65535))
-    http = p.mapping("httpGet", known=("path", "port"), unsupported={
-        "host": "probes always target the pod's own node", "scheme": "only plain HTTP is probed",
-        "httpHeaders": "custom headers are not supported"})
+    http = p.mapping(
+        "httpGet",
+        known=("path", "port"),
+        unsupported={
+            "host": "probes always target the pod's own node",
+            "scheme": "only plain HTTP is probed",
+            "httpHeaders": "custom headers are not supported",
+        },
+    )
     if http is not None:
-        return replace(probe, http_path=http.string("path", default="/"),
-                       http_port=http.integer("port", required=True, minimum=1, maximum=65535))
+        return replace(
+            probe,
+            http_path=http.string("path", default="/"),
+            http_port=http.integer("port", required=True, minimum=1, maximum=65535),
+        )
     return probe
 
 
@@ -443,7 +463,7 @@ def _resource_list(res: Fields, key: str) -> dict[str, Amount]:
         if amount is None:
             continue
         if amount.exact < 0:
-            res.problems.add(rpath, f"must be non-negative, got \"{amount.text}\"")
+            res.problems.add(rpath, f'must be non-negative, got "{amount.text}"')
             continue
         out[rname] = amount
     return out

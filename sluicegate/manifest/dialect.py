@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sluicegate.manifest.reader import INT64_MAX, Fields
 from sluicegate.manifest.syntax import (
@@ -132,7 +134,7 @@ def read_metadata(doc: Fields, kind: str) -> Meta:
     )
 
 
-def peek_identity(body: dict[object, object]) -> tuple[str, str]:
+def peek_identity(body: Mapping[Any, object]) -> tuple[str, str]:
     """Best-effort (kind, "name" or "namespace/name") for error headers, before validation."""
     kind = body.get("kind")
     kind_s = kind if isinstance(kind, str) else ""

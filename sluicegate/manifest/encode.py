@@ -279,7 +279,9 @@ def _workload(wl: Workload, *, share: bool) -> Doc:
     if wl.priority_class is not None:
         kind, name = wl.priority_class
         if kind not in _GROUP_FOR_KIND:
-            raise ValueError(f"workload {wl.key}: priority class kind {kind!r} is neither WorkloadPriorityClass nor PriorityClass")
+            raise ValueError(
+                f"workload {wl.key}: priority class kind {kind!r} is neither WorkloadPriorityClass nor PriorityClass"
+            )
         spec["priorityClassRef"] = {"group": _GROUP_FOR_KIND[kind], "kind": kind, "name": name}
     spec["priority"] = wl.priority
     spec["active"] = wl.active
@@ -336,8 +338,12 @@ def _container(c: Container) -> Doc:
 
 def _security_context(sc: SecurityContext) -> Doc:
     out: Doc = {}
-    for key, value in (("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group),
-                       ("runAsNonRoot", sc.run_as_non_root), ("allowPrivilegeEscalation", sc.allow_privilege_escalation)):
+    for key, value in (
+        ("runAsUser", sc.run_as_user),
+        ("runAsGroup", sc.run_as_group),
+        ("runAsNonRoot", sc.run_as_non_root),
+        ("allowPrivilegeEscalation", sc.allow_privilege_escalation),
+    ):
         if value is not None:
             out[key] = value
     return out
@@ -351,9 +357,13 @@ def _probe(p: Probe) -> Doc:
         out["tcpSocket"] = {"port": p.tcp_port}
     elif p.http_port is not None:
         out["httpGet"] = {"path": p.http_path or "/", "port": p.http_port}
-    for key, value, default in (("initialDelaySeconds", p.initial_delay_seconds, 0), ("periodSeconds", p.period_seconds, 10),
-                                ("timeoutSeconds", p.timeout_seconds, 1), ("successThreshold", p.success_threshold, 1),
-                                ("failureThreshold", p.failure_threshold, 3)):
+    for key, value, default in (
+        ("initialDelaySeconds", p.initial_delay_seconds, 0),
+        ("periodSeconds", p.period_seconds, 10),
+        ("timeoutSeconds", p.timeout_seconds, 1),
+        ("successThreshold", p.success_threshold, 1),
+        ("failureThreshold", p.failure_threshold, 3),
+    ):
         if value != default:
             out[key] = value
     return out

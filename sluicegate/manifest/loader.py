@@ -182,7 +182,9 @@ def _parse_json(text: str, source: str) -> list[RawDocument]:
     except json.JSONDecodeError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc.msg}")], line=exc.lineno) from None
     except RecursionError:
-        raise ManifestError(source, [FieldError("", f"could not parse JSON: nested deeper than {MAX_DEPTH} levels")]) from None
+        raise ManifestError(
+            source, [FieldError("", f"could not parse JSON: nested deeper than {MAX_DEPTH} levels")]
+        ) from None
     except ValueError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc}")]) from None
     return _documents_of(data, f"{source}#1", 1)
@@ -212,7 +214,9 @@ def _list_items(data: dict[object, object], source: str, line: int) -> list[RawD
     # objects, so it is accepted and not read.
     extra = sorted(str(k) for k in data if k not in ("apiVersion", "kind", "items", "metadata"))
     if extra:
-        raise ManifestError(source, [FieldError(extra[0], "unknown field; a List holds only items")], kind="List", line=line)
+        raise ManifestError(
+            source, [FieldError(extra[0], "unknown field; a List holds only items")], kind="List", line=line
+        )
     items = data.get("items") or []
     if not isinstance(items, list):
         raise ManifestError(source, [FieldError("items", f"must be a list, got {show(items)}")], kind="List", line=line)
@@ -250,7 +254,9 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _measure(value: object, path: str, depth: int, memo: dict[int, tuple[int, int]], on_path: set[int]) -> tuple[int, int]:
+def _measure(
+    value: object, path: str, depth: int, memo: dict[int, tuple[int, int]], on_path: set[int]
+) -> tuple[int, int]:
     """(nodes, characters) of the tree as expanded; raises _TreeProblem for a tree no manifest may be.
 
     Shared subtrees (YAML aliases) are measured once (``memo``), so this is
@@ -287,8 +293,10 @@ def _measure(value: object, path: str, depth: int, memo: dict[int, tuple[int, in
         n, c = _measure(item, sub, depth + 1, memo, on_path)
         nodes, chars = nodes + n, chars + c
         if nodes > MAX_NODES or chars > MAX_CHARS:
-            raise _TreeProblem(path, f"too large once YAML aliases are expanded (more than {MAX_NODES} values "
-                               f"or {MAX_CHARS} characters)")
+            raise _TreeProblem(
+                path,
+                f"too large once YAML aliases are expanded (more than {MAX_NODES} values or {MAX_CHARS} characters)",
+            )
     on_path.discard(key)
     memo[key] = (nodes, chars)
     return nodes, chars

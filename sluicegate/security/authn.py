@@ -29,7 +29,7 @@ import yaml
 
 from sluicegate.controller.errors import Unauthenticated
 from sluicegate.security import pki
-from sluicegate.security.identity import Principal
+from sluicegate.security.identity import AuthContext, Principal
 
 log = logging.getLogger(__name__)
 
@@ -102,25 +102,29 @@ class ClusterAuthenticator:
         if self.token_file:
             self._tokens = load_token_file(self.token_file)
 
-    def authenticate(self, auth_context: dict[str, list[bytes]], metadata: tuple[tuple[str, str | bytes], ...]) -> Principal:
-        certs = auth_context.get("x509_pem_cert")
-        if certs:
-            cert = self._cert(certs[0])
+    def authenticate(self, auth_context: AuthContext, metadata: tuple[tuple[str, str | bytes], ...]) -> Principal:
+        pem = _first_cert(auth_context)
+        if pem is not None:
+            cert = self._cert(pem)
             if self.is_revoked(cert.serial):
-                raise Unauthenticated(f"certificate {pki_serial(cert.serial)} of {cert.principal.user!r} has been revoked")
+                raise Unauthenticated(
+                    f"certificate {pki_serial(cert.serial)} of {cert.principal.user!r} has been revoked"
+                )
             return cert.principal
         token = bearer_token(metadata)
         if token is None:
-            raise Unauthenticated("no client certificate and no bearer token: present the certificate from your "
-                                  "sluicegate config, or a token on the token port")
+            raise Unauthenticated(
+                "no client certificate and no bearer token: present the certificate from your "
+                "sluicegate config, or a token on the token port"
+            )
         principal = self._tokens.get(hash_token(token))
         if principal is None:
             raise Unauthenticated("the bearer token is not known to the controller")
         return principal
 
-    def serial_of(self, auth_context: dict[str, list[bytes]]) -> int | None:
-        certs = auth_context.get("x509_pem_cert")
-        return self._cert(certs[0]).serial if certs else None
+    def serial_of(self, auth_context: AuthContext) -> int | None:
+        pem = _first_cert(auth_context)
+        return self._cert(pem).serial if pem is not None else None
 
     def _cert(self, pem: bytes) -> _Cert:
         hit = self._certs.get(pem)
@@ -150,3 +154,8 @@ def bearer_token(metadata: tuple[tuple[str, str | bytes], ...]) -> str | None:
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
     return None
+
+
+def _first_cert(auth_context: AuthContext) -> bytes | None:
+    """The peer's certificate (PEM), if the call came over mutual TLS."""
+    return next(iter(auth_context.get("x509_pem_cert") or ()), None)

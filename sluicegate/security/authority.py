@@ -218,7 +218,8 @@ class Authority:
     def _save(self) -> None:
         now = self.clock()
         s = self._state
-        # Forget what can no longer matter: expired tokens (a spent one is kept until then, to say so), expired certificates.
+        # Forget what can no longer matter: expired tokens (a spent one is kept until then,
+        # to say so), expired certificates.
         s.tokens = {k: t for k, t in s.tokens.items() if t.expires_at > now}
         s.revoked = {k: v for k, v in s.revoked.items() if v > now}
         s.issued = {n: [r for r in rs if r.not_after > now] for n, rs in s.issued.items()}
@@ -233,7 +234,9 @@ class Authority:
 
     # ------------------------------------------------------------ tokens
 
-    def create_token(self, *, ttl: float = 0.0, uses: int = 0, description: str = "", created_by: str = "") -> tuple[str, TokenRecord]:
+    def create_token(
+        self, *, ttl: float = 0.0, uses: int = 0, description: str = "", created_by: str = ""
+    ) -> tuple[str, TokenRecord]:
         ttl = ttl or DEFAULT_TOKEN_TTL
         uses = uses or 1
         if not 0 < ttl <= MAX_TOKEN_TTL:
@@ -249,16 +252,25 @@ class Authority:
                     break
             secret = "".join(secrets.choice(_ALPHABET) for _ in range(16))
             now = self.clock()
-            rec = TokenRecord(id=tid, secret_sha256=hashlib.sha256(secret.encode()).hexdigest(), expires_at=now + ttl,
-                              uses_left=uses, description=description, created_by=created_by, created_at=now)
+            rec = TokenRecord(
+                id=tid,
+                secret_sha256=hashlib.sha256(secret.encode()).hexdigest(),
+                expires_at=now + ttl,
+                uses_left=uses,
+                description=description,
+                created_by=created_by,
+                created_at=now,
+            )
             self._state.tokens[tid] = rec
             self._save()
         return f"{tid}.{secret}", rec
 
     def tokens(self) -> list[TokenRecord]:
         now = self.clock()
-        return sorted((t for t in self._state.tokens.values() if t.expires_at > now and t.uses_left > 0),
-                      key=lambda t: t.created_at)
+        return sorted(
+            (t for t in self._state.tokens.values() if t.expires_at > now and t.uses_left > 0),
+            key=lambda t: t.created_at,
+        )
 
     def delete_token(self, tid: str) -> bool:
         with self._lock:
@@ -290,25 +302,39 @@ class Authority:
 
     # ------------------------------------------------------- certificates
 
-    def issue_node(self, node: str, public_key: ec.EllipticCurvePublicKey, *, days: int = pki.NODE_DAYS) -> x509.Certificate:
+    def issue_node(
+        self, node: str, public_key: ec.EllipticCurvePublicKey, *, days: int = pki.NODE_DAYS
+    ) -> x509.Certificate:
         check_node_name(node)
-        cert = pki.issue(self.ca_key, self.ca_cert, public_key, common_name=NODE_USER_PREFIX + node,
-                         organizations=(NODES_GROUP,), client=True, days=days)
+        cert = pki.issue(
+            self.ca_key,
+            self.ca_cert,
+            public_key,
+            common_name=NODE_USER_PREFIX + node,
+            organizations=(NODES_GROUP,),
+            client=True,
+            days=days,
+        )
         with self._lock:
             self._state.issued.setdefault(node, []).append(
-                IssuedRecord(serial_hex(cert.serial_number), NODE_USER_PREFIX + node, cert.not_valid_after_utc.timestamp()))
+                IssuedRecord(
+                    serial_hex(cert.serial_number), NODE_USER_PREFIX + node, cert.not_valid_after_utc.timestamp()
+                )
+            )
             self._save()
         return cert
 
-    def issue_user(self, user: str, groups: tuple[str, ...], public_key: ec.EllipticCurvePublicKey,
-                   *, days: int = pki.USER_DAYS) -> x509.Certificate:
+    def issue_user(
+        self, user: str, groups: tuple[str, ...], public_key: ec.EllipticCurvePublicKey, *, days: int = pki.USER_DAYS
+    ) -> x509.Certificate:
         if not USER_RE.match(user) or user.startswith("system:"):
             raise AuthorityError("user", f"{user!r} is not a valid user name (letters, digits, ._@:-; not system:*)")
         for i, g in enumerate(groups):
             if not USER_RE.match(g) or (g.startswith("system:") and g != CLUSTER_ADMIN_GROUP):
                 raise AuthorityError(f"groups[{i}]", f"{g!r} is not a valid group name")
-        return pki.issue(self.ca_key, self.ca_cert, public_key, common_name=user, organizations=groups,
-                         client=True, days=days)
+        return pki.issue(
+            self.ca_key, self.ca_cert, public_key, common_name=user, organizations=groups, client=True, days=days
+        )
 
     def revoke_node(self, node: str) -> list[str]:
         with self._lock:
@@ -341,4 +367,6 @@ class Authority:
 
 def check_node_name(node: str) -> None:
     if not node or len(node) > 253 or not NODE_NAME_RE.match(node):
-        raise AuthorityError("node_name", f"{node!r} is not a valid node name (lower-case DNS subdomain, at most 253 characters)")
+        raise AuthorityError(
+            "node_name", f"{node!r} is not a valid node name (lower-case DNS subdomain, at most 253 characters)"
+        )

@@ -10,8 +10,12 @@ the controller logs it at every start.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
+
+# What grpc's ServicerContext.auth_context() gives: property name -> values (lists of bytes in practice).
+AuthContext = Mapping[str, Iterable[bytes]]
 
 # The group whose members may do everything (Kubernetes' name for it).
 CLUSTER_ADMIN_GROUP = "system:masters"
@@ -47,11 +51,11 @@ ANONYMOUS_ADMIN = Principal(ANONYMOUS_USER, frozenset({CLUSTER_ADMIN_GROUP}), me
 class Authenticator(Protocol):
     """Turns a call's transport facts into a Principal, or raises Unauthenticated."""
 
-    def authenticate(self, auth_context: dict[str, list[bytes]], metadata: tuple[tuple[str, str | bytes], ...]) -> Principal: ...
+    def authenticate(self, auth_context: AuthContext, metadata: tuple[tuple[str, str | bytes], ...]) -> Principal: ...
 
 
 class OpenAuthenticator:
     """Authentication off: everyone is the anonymous cluster admin."""
 
-    def authenticate(self, auth_context: dict[str, list[bytes]], metadata: tuple[tuple[str, str | bytes], ...]) -> Principal:
+    def authenticate(self, auth_context: AuthContext, metadata: tuple[tuple[str, str | bytes], ...]) -> Principal:
         return ANONYMOUS_ADMIN

@@ -53,7 +53,9 @@ def new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def load_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
@@ -84,7 +86,9 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def make_ca(common_name: str = "sluicegate-ca", *, days: int = CA_DAYS) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def make_ca(
+    common_name: str = "sluicegate-ca", *, days: int = CA_DAYS
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = new_key()
     now = _now()
     name = _name(common_name)
@@ -98,9 +102,20 @@ def make_ca(common_name: str = "sluicegate-ca", *, days: int = CA_DAYS) -> tuple
         .not_valid_before(now - BACKDATE)
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(ski, critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -123,7 +138,9 @@ def issue(
     """A leaf certificate signed by the CA, valid from a little before now for ``days``."""
     now = _now()
     not_after = min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    )
     b = (
         x509.CertificateBuilder()
         .subject_name(_name(common_name, organizations))
@@ -133,9 +150,20 @@ def issue(
         .not_valid_before(now - BACKDATE)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
@@ -147,7 +175,11 @@ def issue(
 
 
 def make_csr(key: ec.EllipticCurvePrivateKey, common_name: str, organizations: tuple[str, ...] = ()) -> bytes:
-    csr = x509.CertificateSigningRequestBuilder().subject_name(_name(common_name, organizations)).sign(key, hashes.SHA256())
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(_name(common_name, organizations))
+        .sign(key, hashes.SHA256())
+    )
     return csr.public_bytes(serialization.Encoding.PEM)
 
 

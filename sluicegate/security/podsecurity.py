@@ -248,7 +248,7 @@ def resolve_pod_user(
     chosen: ResolvedUser | None = None
     chosen_path = ""
     for cpath, csc in containers:
-        def pick(attr: str) -> tuple[object, str]:
+        def pick(attr: str, csc: RequestedContext | None = csc, cpath: str = cpath) -> tuple[object, str]:
             return _merged(pod_context, csc, attr, f"{pod_path}.{_FIELD[attr]}", f"{cpath}.{_FIELD[attr]}")
 
         run_as_user, user_path = pick("run_as_user")
@@ -259,7 +259,9 @@ def resolve_pod_user(
             uid = run_as_user
             if not policy.allows_uid(uid):
                 what = "0 (root) is" if uid == 0 else f"{uid} is"
-                raise PodSecurityError(user_path, f"{what} not allowed in namespace {namespace} (allowed: {policy.describe()})")
+                raise PodSecurityError(
+                    user_path, f"{what} not allowed in namespace {namespace} (allowed: {policy.describe()})"
+                )
         run_as_group, group_path = pick("run_as_group")
         if run_as_group is None:
             gid = 0 if uid == 0 and policy.gid == NOBODY and policy.allow_root else policy.gid
@@ -275,19 +277,29 @@ def resolve_pod_user(
             raise PodSecurityError(where, f"the container would run as root (uid 0) but {non_root_path} is true")
         escalation, escalation_path = pick("allow_privilege_escalation")
         if escalation is True and not policy.allow_root:
-            raise PodSecurityError(escalation_path, f"true is not allowed in namespace {namespace}: its pods run "
-                                                    "with no_new_privs (set false or leave it unset)")
-        resolved = ResolvedUser(uid=uid, gid=gid, no_new_privs=uid != 0 or escalation is False,
-                                allocate=policy.per_pod and run_as_user is None)
+            raise PodSecurityError(
+                escalation_path,
+                f"true is not allowed in namespace {namespace}: its pods run "
+                "with no_new_privs (set false or leave it unset)",
+            )
+        resolved = ResolvedUser(
+            uid=uid,
+            gid=gid,
+            no_new_privs=uid != 0 or escalation is False,
+            allocate=policy.per_pod and run_as_user is None,
+        )
         if chosen is None:
             chosen, chosen_path = resolved, cpath
         elif (resolved.uid, resolved.gid, resolved.allocate) != (chosen.uid, chosen.gid, chosen.allocate):
+
             def who(r: ResolvedUser) -> str:
                 return f"a uid of its own, group {r.gid}" if r.allocate else f"{r.uid}:{r.gid}"
 
-            raise PodSecurityError(user_path if run_as_user is not None else group_path,
-                                   f"all containers of a pod run as one user (the owner of its HOME); "
-                                   f"{chosen_path} runs as {who(chosen)}, this one as {who(resolved)}")
+            raise PodSecurityError(
+                user_path if run_as_user is not None else group_path,
+                f"all containers of a pod run as one user (the owner of its HOME); "
+                f"{chosen_path} runs as {who(chosen)}, this one as {who(resolved)}",
+            )
         elif resolved.no_new_privs and not chosen.no_new_privs:
             chosen = resolved
     if chosen is None:

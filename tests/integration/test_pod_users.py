@@ -23,6 +23,7 @@ import pytest
 
 from sluicegate.agent.runtime import DEFAULT_PATH
 from sluicegate.security.podsecurity import NOBODY
+from tests.builders import container_doc, workload_doc
 
 from .harness import Agent, Controller, get_json, kill_marked_processes, remove_cgroups, sluicectl, wait_for
 
@@ -82,14 +83,10 @@ class Cluster:
 
     def apply(self, name: str, command: str, *, namespace: str = "default",
               security: dict[str, Any] | None = None, check: bool = True) -> Any:
-        container: dict[str, Any] = {"name": "main", "command": ["sh", "-c", f"{command} # {self.marker}"],
-                                     "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}}}
-        if security is not None:
-            container["securityContext"] = security
-        doc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-               "metadata": {"name": name, "namespace": namespace},
-               "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                   "restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [container]}}}]}}
+        container = container_doc(["sh", "-c", f"{command} # {self.marker}"],
+                                  requests={"cpu": "100m", "memory": "16Mi"}, security=security)
+        doc = workload_doc(name, container, ns=namespace, queue="q", api_version="kueue.x-k8s.io/v1beta2",
+                           pod_spec={"restartPolicy": "Never", "terminationGracePeriodSeconds": 0})
         path = self.workdir / f"{namespace}-{name}.json"
         path.write_text(json.dumps(doc))
         return sluicectl(self.s, "apply", "-f", str(path), check=check)

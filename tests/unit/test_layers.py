@@ -53,3 +53,49 @@ def test_only_transport_modules_import_generated_stubs() -> None:
         if any(m.startswith("sluicegate.v1") for m in imports_of(path)):
             bad.append(rel)
     assert bad == []
+
+
+
+def resolve(package: str, level: int, module: str | None) -> str:
+    """The absolute name of ``from <level dots><module> import ...`` written in ``package``."""
+    if not level:
+        return module or ""
+    parts = package.split(".")[: len(package.split(".")) - level + 1]
+    return ".".join([*parts, *([module] if module else [])])
+
+
+def absolute_imports_of(path: Path) -> list[str]:
+    """Every module ``path`` imports, relative imports resolved against its package."""
+    package = ".".join(["sluicegate", *path.relative_to(ROOT).parent.parts])
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.append(resolve(package, node.level, node.module))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("package", "level", "module", "want"),
+    [
+        ("sluicegate.manifest", 0, "sluicegate.model", "sluicegate.model"),
+        ("sluicegate.manifest", 1, "errors", "sluicegate.manifest.errors"),
+        ("sluicegate.manifest", 1, None, "sluicegate.manifest"),
+        ("sluicegate.manifest", 2, "controller", "sluicegate.controller"),
+        ("sluicegate.controller.service", 2, "manager", "sluicegate.controller.manager"),
+    ],
+)
+def test_relative_imports_resolve(package: str, level: int, module: str | None, want: str) -> None:
+    assert resolve(package, level, module) == want
+
+
+def test_manifest_does_not_import_the_controller() -> None:
+    """Manifests decode to and encode from the model; the controller is never needed (sluicectl reads them too)."""
+    bad = [
+        f"{path.relative_to(ROOT)}: {mod}"
+        for path in sorted((ROOT / "manifest").rglob("*.py"))
+        for mod in absolute_imports_of(path)
+        if mod == "sluicegate.controller" or mod.startswith("sluicegate.controller.")
+    ]
+    assert bad == []

@@ -70,7 +70,9 @@ def _fits(free: Mapping[str, int], requests: Mapping[str, int], pods_free: int |
     return None
 
 
-def labels_required(pod_set: PodSet, flavors: Mapping[str, FlavorName], all_flavors: Mapping[FlavorName, ResourceFlavor]) -> dict[str, str]:
+def labels_required(
+    pod_set: PodSet, flavors: Mapping[str, FlavorName], all_flavors: Mapping[FlavorName, ResourceFlavor]
+) -> dict[str, str]:
     required: dict[str, str] = {}
     for flavor_name in sorted(set(flavors.values())):
         flavor = all_flavors.get(flavor_name)

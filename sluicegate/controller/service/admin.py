@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import grpc
-
 from sluicegate.controller.errors import InvalidArgument, NotFound, PermissionDenied
 from sluicegate.controller.manager import KIND_OF, NAMESPACED, Manager, canonical_kind, parse_label_selector, ref_of
 from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
-from sluicegate.controller.service.errors import handled
+from sluicegate.controller.service.errors import Context, handled
 from sluicegate.controller.service.gate import Gate
 from sluicegate.manifest.decode import decode
 from sluicegate.manifest.dialect import peek_identity
@@ -47,7 +45,7 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         return True
 
     @handled
-    async def Apply(self, request: objects_pb2.ApplyRequest, context: grpc.aio.ServicerContext) -> objects_pb2.ApplyResponse:
+    async def Apply(self, request: objects_pb2.ApplyRequest, context: Context) -> objects_pb2.ApplyResponse:
         p = self.gate.authenticate(context)
         try:
             docs = documents_from_proto(request.documents)
@@ -74,12 +72,18 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         try:
             results = self.m.apply(docs, dry_run=request.dry_run)
         except Exception as exc:
-            self.gate.audit_many([self.gate.record(p, v, k, ns, n, context, exc=exc) for v, k, ns, n in checks + invalid])
+            self.gate.audit_many(
+                [self.gate.record(p, v, k, ns, n, context, exc=exc) for v, k, ns, n in checks + invalid]
+            )
             raise
         verbs = {(k, ns, n): v for v, k, ns, n in checks}
         prefix = "dry run: " if request.dry_run else ""
-        self.gate.audit_many([
-            self.gate.record(p, verbs.get(ref, "update"), *ref, context, detail=prefix + action) for ref, action in results])
+        self.gate.audit_many(
+            [
+                self.gate.record(p, verbs.get(ref, "update"), *ref, context, detail=prefix + action)
+                for ref, action in results
+            ]
+        )
         return objects_pb2.ApplyResponse(
             results=[
                 objects_pb2.ApplyResult(ref=objects_pb2.ObjectRef(kind=k, namespace=ns, name=n), action=action)
@@ -88,8 +92,11 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         )
 
     def _audit_denied_apply(
-        self, p: Principal, checks: list[tuple[str, str, str, str]], denied: list[tuple[str, str, str, str]],
-        context: grpc.aio.ServicerContext,
+        self,
+        p: Principal,
+        checks: list[tuple[str, str, str, str]],
+        denied: list[tuple[str, str, str, str]],
+        context: Context,
     ) -> None:
         refused = set(denied)
         not_applied = PermissionDenied("not applied: another document of the same apply was denied")
@@ -103,14 +110,14 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         self.gate.audit_many(recs)
 
     @handled
-    async def Get(self, request: objects_pb2.ObjectRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+    async def Get(self, request: objects_pb2.ObjectRef, context: Context) -> objects_pb2.Object:
         p = self.gate.authenticate(context)
         kind = canonical_kind(request.kind)
         self.gate.authorize(p, "get", kind, namespace_of(kind, request.namespace), request.name, context)
         return object_to_proto(self.m, self.m.get(kind, request.namespace, request.name))
 
     @handled
-    async def List(self, request: objects_pb2.ListRequest, context: grpc.aio.ServicerContext) -> objects_pb2.ListResponse:
+    async def List(self, request: objects_pb2.ListRequest, context: Context) -> objects_pb2.ListResponse:
         p = self.gate.authenticate(context)
         kind = canonical_kind(request.kind)
         labels = parse_label_selector(request.label_selector)
@@ -127,7 +134,7 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
         return objects_pb2.ListResponse(objects=[object_to_proto(self.m, o) for o in objs])
 
     @handled
-    async def Delete(self, request: objects_pb2.ObjectRef, context: grpc.aio.ServicerContext) -> objects_pb2.DeleteResponse:
+    async def Delete(self, request: objects_pb2.ObjectRef, context: Context) -> objects_pb2.DeleteResponse:
         p = self.gate.authenticate(context)
         kind = canonical_kind(request.kind)
         with self.gate.mutation(p, "delete", kind, namespace_of(kind, request.namespace), request.name, context):

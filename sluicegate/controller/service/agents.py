@@ -22,7 +22,7 @@ from sluicegate.controller.nodes import (
     RunPodCommand,
     StopPodCommand,
 )
-from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
 from sluicegate.model.workloads import Container, SecurityContext
@@ -85,8 +85,13 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
         containers = [_container(c, ps.security_context) for c in ps.containers]
         # What the downward API would tell a Kubernetes pod about itself; the
         # container's own env comes later and wins.
-        identity = [("SLUICEGATE_NAMESPACE", wl.namespace), ("SLUICEGATE_WORKLOAD", wl.name),
-                    ("SLUICEGATE_POD_SET", ps.name), ("SLUICEGATE_POD_NAME", p.name), ("SLUICEGATE_POD_INDEX", str(p.index))]
+        identity = [
+            ("SLUICEGATE_NAMESPACE", wl.namespace),
+            ("SLUICEGATE_WORKLOAD", wl.name),
+            ("SLUICEGATE_POD_SET", ps.name),
+            ("SLUICEGATE_POD_NAME", p.name),
+            ("SLUICEGATE_POD_INDEX", str(p.index)),
+        ]
         for c in containers:
             own = list(c.env)
             del c.env[:]
@@ -97,22 +102,37 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
             for c in containers:
                 c.env.append(agent_pb2.EnvVar(name="JOB_COMPLETION_INDEX", value=str(p.index)))
         spec = agent_pb2.PodSpec(
-            uid=p.uid, name=p.name, namespace=wl.namespace, workload=wl.name, workload_uid=wl.uid,
-            pod_set=ps.name, index=p.index, containers=containers,
-            init_containers=[_container(c, ps.security_context) for c in ps.init_containers], restart_policy=ps.restart_policy,
-            termination_grace_seconds=float(ps.termination_grace_period_seconds), priority=wl.priority,
-            priority_class=wl.priority_class[1] if wl.priority_class else "", requests=dict(p.requests),
+            uid=p.uid,
+            name=p.name,
+            namespace=wl.namespace,
+            workload=wl.name,
+            workload_uid=wl.uid,
+            pod_set=ps.name,
+            index=p.index,
+            containers=containers,
+            init_containers=[_container(c, ps.security_context) for c in ps.init_containers],
+            restart_policy=ps.restart_policy,
+            termination_grace_seconds=float(ps.termination_grace_period_seconds),
+            priority=wl.priority,
+            priority_class=wl.priority_class[1] if wl.priority_class else "",
+            requests=dict(p.requests),
             labels={"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)},
         )
         return agent_pb2.ControllerMessage(run_pod=agent_pb2.RunPod(pod=spec))
     if isinstance(cmd, StopPodCommand):
-        return agent_pb2.ControllerMessage(stop_pod=agent_pb2.StopPod(
-            uid=cmd.uid, grace_seconds=cmd.grace_seconds, reason=cmd.reason, message=cmd.message))
+        return agent_pb2.ControllerMessage(
+            stop_pod=agent_pb2.StopPod(
+                uid=cmd.uid, grace_seconds=cmd.grace_seconds, reason=cmd.reason, message=cmd.message
+            )
+        )
     if isinstance(cmd, ForgetPodCommand):
         return agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=cmd.uid, purge=cmd.purge))
     if isinstance(cmd, LogRequestCommand):
-        return agent_pb2.ControllerMessage(log_request=agent_pb2.LogRequest(
-            request_id=cmd.request_id, pod_uid=cmd.pod_uid, container=cmd.container, follow=cmd.follow))
+        return agent_pb2.ControllerMessage(
+            log_request=agent_pb2.LogRequest(
+                request_id=cmd.request_id, pod_uid=cmd.pod_uid, container=cmd.container, follow=cmd.follow
+            )
+        )
     if isinstance(cmd, CancelLogsCommand):
         return agent_pb2.ControllerMessage(cancel_logs=agent_pb2.CancelLogs(request_id=cmd.request_id))
     raise TypeError(f"unknown command {cmd!r}")
@@ -201,12 +221,14 @@ class _StreamSession:
 
 
 class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
-    def __init__(self, manager: Manager, *, heartbeat_interval: float, authenticator: Authenticator | None = None) -> None:
+    def __init__(
+        self, manager: Manager, *, heartbeat_interval: float, authenticator: Authenticator | None = None
+    ) -> None:
         self.m = manager
         self.heartbeat_interval = heartbeat_interval
         self.auth: Authenticator = authenticator or OpenAuthenticator()
 
-    def _node_identity(self, context: grpc.aio.ServicerContext) -> tuple[str | None, tuple[grpc.StatusCode, str] | None]:
+    def _node_identity(self, context: Context) -> tuple[str | None, tuple[grpc.StatusCode, str] | None]:
         """(the node the caller is, or None where authentication is off; or the status refusing it)."""
         try:
             p = self.auth.authenticate(context.auth_context(), tuple(context.invocation_metadata() or ()))
@@ -215,20 +237,27 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         if p.method == "none":
             return None, None
         if p.node is None:
-            return None, (grpc.StatusCode.PERMISSION_DENIED,
-                          f"user {p.user!r} is not a node: only an agent with a node certificate may connect "
-                          f"(join it with 'sluicegate-agent join')")
+            return None, (
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {p.user!r} is not a node: only an agent with a node certificate may connect "
+                f"(join it with 'sluicegate-agent join')",
+            )
         return p.node, None
 
     def _registered(self, name: str) -> agent_pb2.ControllerMessage:
         fleet = self.m.fleet
-        return agent_pb2.ControllerMessage(registered=agent_pb2.Registered(
-            node_name=name, heartbeat_interval_seconds=self.heartbeat_interval,
-            node_timeout_seconds=fleet.node_timeout, fencing_grace_seconds=fleet.fencing_grace,
-            self_fencing=fleet.self_fencing))
+        return agent_pb2.ControllerMessage(
+            registered=agent_pb2.Registered(
+                node_name=name,
+                heartbeat_interval_seconds=self.heartbeat_interval,
+                node_timeout_seconds=fleet.node_timeout,
+                fencing_grace_seconds=fleet.fencing_grace,
+                self_fencing=fleet.self_fencing,
+            )
+        )
 
     async def Connect(
-        self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: Context
     ) -> AsyncIterator[agent_pb2.ControllerMessage]:
         node, refused = self._node_identity(context)
         if refused is not None:
@@ -248,16 +277,24 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         if node is not None and info.name != node:
             # The name comes from the certificate, never from what the agent claims.
             log.warning("node %s tried to register as node %s (peer %s); refused", node, info.name, context.peer())
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"register.node.name: this agent's certificate is for node {node!r}; "
-                                f"it may not register as {info.name!r}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"register.node.name: this agent's certificate is for node {node!r}; "
+                f"it may not register as {info.name!r}",
+            )
             return
         session = _StreamSession(info.name)
         yield self._registered(info.name)
         self.m.fleet.register(
-            name=info.name, labels=dict(info.labels), capacity=dict(info.capacity), allocatable=dict(info.allocatable),
-            boot_id=info.boot_id, agent_version=info.agent_version, health_address=info.health_address,
-            pods=[reported_pod(p) for p in first.register.pods], session=session,
+            name=info.name,
+            labels=dict(info.labels),
+            capacity=dict(info.capacity),
+            allocatable=dict(info.allocatable),
+            boot_id=info.boot_id,
+            agent_version=info.agent_version,
+            health_address=info.health_address,
+            pods=[reported_pod(p) for p in first.register.pods],
+            session=session,
         )
 
         async def reader() -> None:
@@ -315,25 +352,41 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
         self.gate = gate or Gate()
 
     @handled
-    async def List(self, request: agent_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> agent_pb2.ListNodesResponse:
+    async def List(self, request: agent_pb2.ListNodesRequest, context: Context) -> agent_pb2.ListNodesResponse:
         self.gate.authorize(self.gate.authenticate(context), "list", "Node", "", "", context)
         out = []
         for n in sorted(self.m.fleet.registry.nodes.values(), key=lambda n: n.name):
             u = n.usage
-            out.append(agent_pb2.NodeObject(
-                node=agent_pb2.NodeInfo(name=n.name, labels=n.labels, capacity=n.capacity, allocatable=n.allocatable,
-                                        agent_version=n.agent_version, boot_id=n.boot_id, health_address=n.health_address),
-                ready=n.ready, not_ready_reason=n.not_ready_reason, last_heartbeat=n.last_heartbeat,
-                # Each pod's requests are within Kubernetes' bound; their sum must still fit int64.
-                requested={r: min(q, INT64_MAX) for r, q in n.requested().items()},
-                usage=agent_pb2.NodeUsage(memory_total=u.memory_total, memory_available=u.memory_available,
-                                          cpu_usage_cores=u.cpu_usage_cores, nodefs_available=u.nodefs_available,
-                                          conditions=list(n.conditions), observed_at=u.observed_at),
-                pods=len(n.pods) + len(n.static_pods),
-            ))
+            out.append(
+                agent_pb2.NodeObject(
+                    node=agent_pb2.NodeInfo(
+                        name=n.name,
+                        labels=n.labels,
+                        capacity=n.capacity,
+                        allocatable=n.allocatable,
+                        agent_version=n.agent_version,
+                        boot_id=n.boot_id,
+                        health_address=n.health_address,
+                    ),
+                    ready=n.ready,
+                    not_ready_reason=n.not_ready_reason,
+                    last_heartbeat=n.last_heartbeat,
+                    # Each pod's requests are within Kubernetes' bound; their sum must still fit int64.
+                    requested={r: min(q, INT64_MAX) for r, q in n.requested().items()},
+                    usage=agent_pb2.NodeUsage(
+                        memory_total=u.memory_total,
+                        memory_available=u.memory_available,
+                        cpu_usage_cores=u.cpu_usage_cores,
+                        nodefs_available=u.nodefs_available,
+                        conditions=list(n.conditions),
+                        observed_at=u.observed_at,
+                    ),
+                    pods=len(n.pods) + len(n.static_pods),
+                )
+            )
         return agent_pb2.ListNodesResponse(nodes=out)
 
-    async def Logs(self, request: agent_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.LogLine]:
+    async def Logs(self, request: agent_pb2.LogsRequest, context: Context) -> AsyncIterator[agent_pb2.LogLine]:
         try:
             ns = request.namespace or "default"
             p = self.gate.authenticate(context)

@@ -20,7 +20,9 @@ def document_of(manager: Manager, obj: Obj) -> dict[str, Any]:
     doc = encode(obj)
     cache = manager.cache
     if isinstance(obj, ClusterQueueSpec):
-        doc["status"] = cluster_queue_status(cache, obj.name, weighted_share=manager.weighted_share(obj.name, cohort=False))
+        doc["status"] = cluster_queue_status(
+            cache, obj.name, weighted_share=manager.weighted_share(obj.name, cohort=False)
+        )
     elif isinstance(obj, LocalQueueSpec):
         doc["status"] = local_queue_status(cache, obj)
     elif isinstance(obj, CohortSpec):

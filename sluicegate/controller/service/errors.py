@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# The context every servicer method receives.  The servicers only abort
+# through it and read its metadata and peer, never its message types.
+Context = grpc.aio.ServicerContext[Any, Any]
+
 
 # Longest status message sent: messages quote user input, which may be huge.
 MAX_MESSAGE_CHARS = 16 * 1024
@@ -76,7 +80,7 @@ def handled(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     """Turn domain errors into gRPC statuses; log unexpected ones once, here."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+    async def wrapper(self: Any, request: Any, context: Context) -> T:
         try:
             return await fn(self, request, context)
         except (ControllerError, StoreError) as exc:

@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from sluicegate.controller.errors import PermissionDenied, Unauthenticated
-from sluicegate.controller.service.errors import status_for
+from sluicegate.controller.service.errors import Context, status_for
 from sluicegate.security.audit import ALLOWED, DENIED, ERROR, AuditLog, AuditRecord
 from sluicegate.security.authz import Authorizer, PolicyError, denial_message
 from sluicegate.security.identity import Authenticator, OpenAuthenticator, Principal
@@ -54,7 +54,7 @@ class Gate:
 
     # ------------------------------------------------------------ who
 
-    def authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
+    def authenticate(self, context: Context) -> Principal:
         """The caller, or Unauthenticated (raised by the authenticator; audited with the peer's address)."""
         a = self.authenticator
         if type(a) is OpenAuthenticator:
@@ -124,7 +124,8 @@ class Gate:
     # ------------------------------------------------------------ SIGHUP
 
     def reload(self) -> None:
-        """SIGHUP: re-read the policy and the authenticator's token file (a bad file keeps the old one), reopen the audit log."""
+        """SIGHUP: re-read the policy and the authenticator's token file (a bad file keeps the old one),
+        reopen the audit log."""
         reload_tokens = getattr(self.authenticator, "reload", None)
         if reload_tokens is not None:
             try:
@@ -137,8 +138,11 @@ class Gate:
             log.error("authorization policy not reloaded, the previous one stays in force: %s", exc)
         else:
             if self.authorizer.path:
-                log.info("authorization policy reloaded from %s (%d bindings)",
-                         self.authorizer.path, len(self.authorizer.policy.bindings))
+                log.info(
+                    "authorization policy reloaded from %s (%d bindings)",
+                    self.authorizer.path,
+                    len(self.authorizer.policy.bindings),
+                )
         if self.audit_log is not None:
             self.audit_log.reopen()
 
@@ -162,7 +166,9 @@ class Mutation:
         return self
 
     def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.gate.audit(self.p, self.verb, self.kind, self.namespace, self.name, self.context, exc=exc, detail=self.detail)
+        self.gate.audit(
+            self.p, self.verb, self.kind, self.namespace, self.name, self.context, exc=exc, detail=self.detail
+        )
 
 
 def gate_from_settings(settings: Any, authenticator: Authenticator | None = None) -> Gate:
@@ -190,4 +196,8 @@ def install_sighup(gate: Gate) -> Callable[[], None]:
         loop.add_signal_handler(signal.SIGHUP, gate.reload)
     except (RuntimeError, ValueError, NotImplementedError):  # not the main thread: no signals here
         return lambda: None
-    return lambda: loop.remove_signal_handler(signal.SIGHUP) and None
+
+    def undo() -> None:
+        loop.remove_signal_handler(signal.SIGHUP)
+
+    return undo

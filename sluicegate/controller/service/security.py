@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import grpc
-
 from sluicegate.controller.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from sluicegate.controller.service.errors import handled
+from sluicegate.controller.service.errors import Context, handled
 from sluicegate.controller.service.gate import Gate
 from sluicegate.security import pki
 from sluicegate.security.authority import (
@@ -19,7 +17,7 @@ from sluicegate.security.authority import (
     check_node_name,
     serial_hex,
 )
-from sluicegate.security.identity import Principal
+from sluicegate.security.identity import AuthContext, Principal
 from sluicegate.v1 import security_pb2, security_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -39,7 +37,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         *,
         node_connected: Callable[[str], bool],
         node_revoked: Callable[[str], None],
-        serial_of: Callable[[dict[str, list[bytes]]], int | None] | None = None,
+        serial_of: Callable[[AuthContext], int | None] | None = None,
     ) -> None:
         self.authority = authority
         self.gate = gate
@@ -49,10 +47,12 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
 
     def _ca(self) -> Authority:
         if self.authority is None:
-            raise FailedPrecondition("the controller serves without TLS (no pkiDir): there is no cluster CA to join or issue from")
+            raise FailedPrecondition(
+                "the controller serves without TLS (no pkiDir): there is no cluster CA to join or issue from"
+            )
         return self.authority
 
-    def _admin(self, context: grpc.aio.ServicerContext, verb: str, what: str, name: str = "") -> Principal:
+    def _admin(self, context: Context, verb: str, what: str, name: str = "") -> Principal:
         p = self.gate.authenticate(context)
         if not p.is_cluster_admin:
             exc = PermissionDenied(f"user {p.user!r} may not {verb} {what}: it needs cluster-admin")
@@ -61,7 +61,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return p
 
     @handled
-    async def Join(self, request: security_pb2.JoinRequest, context: grpc.aio.ServicerContext) -> security_pb2.JoinResponse:
+    async def Join(self, request: security_pb2.JoinRequest, context: Context) -> security_pb2.JoinResponse:
         ca = self._ca()
         try:
             check_node_name(request.node_name)
@@ -78,17 +78,26 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             raise denied from exc
         if self.node_connected(request.node_name):
             # A live agent holds that name: joining must not take it over.
-            busy = FailedPrecondition(f"node {request.node_name} is connected now; "
-                                      f"run 'sluicectl delete node {request.node_name}' first to replace it")
+            busy = FailedPrecondition(
+                f"node {request.node_name} is connected now; "
+                f"run 'sluicectl delete node {request.node_name}' first to replace it"
+            )
             self.gate.audit(who, "join", "Node", "", request.node_name, context, exc=busy)
             raise busy
         cert = ca.issue_node(request.node_name, key)
-        log.info("node %s joined with token %s; certificate serial %s", request.node_name, rec.id, serial_hex(cert.serial_number))
-        self.gate.audit(who, "join", "Node", "", request.node_name, context, detail=f"serial {serial_hex(cert.serial_number)}")
+        log.info(
+            "node %s joined with token %s; certificate serial %s",
+            request.node_name,
+            rec.id,
+            serial_hex(cert.serial_number),
+        )
+        self.gate.audit(
+            who, "join", "Node", "", request.node_name, context, detail=f"serial {serial_hex(cert.serial_number)}"
+        )
         return security_pb2.JoinResponse(certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem)
 
     @handled
-    async def Renew(self, request: security_pb2.RenewRequest, context: grpc.aio.ServicerContext) -> security_pb2.RenewResponse:
+    async def Renew(self, request: security_pb2.RenewRequest, context: Context) -> security_pb2.RenewResponse:
         ca = self._ca()
         p = self.gate.authenticate(context)
         node = p.node
@@ -104,25 +113,32 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.RenewResponse(certificate=pki.cert_pem(cert))
 
     @handled
-    async def CreateToken(self, request: security_pb2.CreateTokenRequest, context: grpc.aio.ServicerContext) -> security_pb2.CreateTokenResponse:
+    async def CreateToken(
+        self, request: security_pb2.CreateTokenRequest, context: Context
+    ) -> security_pb2.CreateTokenResponse:
         ca = self._ca()
         p = self._admin(context, "create", "BootstrapToken")
         try:
-            token, rec = ca.create_token(ttl=request.ttl_seconds, uses=request.uses, description=request.description,
-                                         created_by=p.user)
+            token, rec = ca.create_token(
+                ttl=request.ttl_seconds, uses=request.uses, description=request.description, created_by=p.user
+            )
         except AuthorityError as exc:
             raise InvalidArgument(exc.field, str(exc).split(": ", 1)[-1]) from exc
         self.gate.audit(p, "create", "BootstrapToken", "", rec.id, context)
         return security_pb2.CreateTokenResponse(token=token, info=_token(rec), ca_cert_hash=ca.ca_hash)
 
     @handled
-    async def ListTokens(self, request: security_pb2.ListTokensRequest, context: grpc.aio.ServicerContext) -> security_pb2.ListTokensResponse:
+    async def ListTokens(
+        self, request: security_pb2.ListTokensRequest, context: Context
+    ) -> security_pb2.ListTokensResponse:
         ca = self._ca()
         self._admin(context, "list", "BootstrapToken")
         return security_pb2.ListTokensResponse(tokens=[_token(t) for t in ca.tokens()])
 
     @handled
-    async def DeleteToken(self, request: security_pb2.DeleteTokenRequest, context: grpc.aio.ServicerContext) -> security_pb2.DeleteTokenResponse:
+    async def DeleteToken(
+        self, request: security_pb2.DeleteTokenRequest, context: Context
+    ) -> security_pb2.DeleteTokenResponse:
         ca = self._ca()
         p = self._admin(context, "delete", "BootstrapToken")
         deleted = ca.delete_token(request.id)
@@ -130,8 +146,9 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.DeleteTokenResponse(deleted=deleted)
 
     @handled
-    async def IssueUserCertificate(self, request: security_pb2.IssueUserCertificateRequest,
-                                   context: grpc.aio.ServicerContext) -> security_pb2.IssueUserCertificateResponse:
+    async def IssueUserCertificate(
+        self, request: security_pb2.IssueUserCertificateRequest, context: Context
+    ) -> security_pb2.IssueUserCertificateResponse:
         ca = self._ca()
         p = self._admin(context, "create", "UserCertificate")
         try:
@@ -143,24 +160,36 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         except (AuthorityError, pki.PkiError) as exc:
             raise InvalidArgument("", str(exc)) from exc
         serial = serial_hex(cert.serial_number)
-        log.info("issued a certificate for user %s (groups %s), serial %s, by %s", request.user,
-                 ",".join(request.groups) or "-", serial, p.user)
+        log.info(
+            "issued a certificate for user %s (groups %s), serial %s, by %s",
+            request.user,
+            ",".join(request.groups) or "-",
+            serial,
+            p.user,
+        )
         self.gate.audit(p, "create", "UserCertificate", "", request.user, context, detail=f"serial {serial}")
-        return security_pb2.IssueUserCertificateResponse(certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem, serial=serial)
+        return security_pb2.IssueUserCertificateResponse(
+            certificate=pki.cert_pem(cert), ca_certificate=ca.ca_pem, serial=serial
+        )
 
     @handled
-    async def RevokeNode(self, request: security_pb2.RevokeNodeRequest, context: grpc.aio.ServicerContext) -> security_pb2.RevokeResponse:
+    async def RevokeNode(
+        self, request: security_pb2.RevokeNodeRequest, context: Context
+    ) -> security_pb2.RevokeResponse:
         ca = self._ca()
         p = self._admin(context, "delete", "Node", request.name)
         serials = ca.revoke_node(request.name)
         self.node_revoked(request.name)
         log.warning("node %s revoked by %s: serials %s", request.name, p.user, ", ".join(serials) or "none")
-        self.gate.audit(p, "delete", "Node", "", request.name, context, detail=f"revoked {', '.join(serials) or 'none'}")
+        self.gate.audit(
+            p, "delete", "Node", "", request.name, context, detail=f"revoked {', '.join(serials) or 'none'}"
+        )
         return security_pb2.RevokeResponse(serials=serials)
 
     @handled
-    async def RevokeCertificate(self, request: security_pb2.RevokeCertificateRequest,
-                                context: grpc.aio.ServicerContext) -> security_pb2.RevokeResponse:
+    async def RevokeCertificate(
+        self, request: security_pb2.RevokeCertificateRequest, context: Context
+    ) -> security_pb2.RevokeResponse:
         ca = self._ca()
         p = self._admin(context, "revoke", "Certificate")
         try:
@@ -171,13 +200,23 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         return security_pb2.RevokeResponse(serials=serials)
 
     @handled
-    async def WhoAmI(self, request: security_pb2.WhoAmIRequest, context: grpc.aio.ServicerContext) -> security_pb2.WhoAmIResponse:
+    async def WhoAmI(self, request: security_pb2.WhoAmIRequest, context: Context) -> security_pb2.WhoAmIResponse:
         p = self.gate.authenticate(context)
         serial = self._serial_of(context.auth_context()) if self._serial_of else None
-        return security_pb2.WhoAmIResponse(user=p.user, groups=sorted(p.groups), method=p.method,
-                                           serial=serial_hex(serial) if serial is not None else "")
+        return security_pb2.WhoAmIResponse(
+            user=p.user,
+            groups=sorted(p.groups),
+            method=p.method,
+            serial=serial_hex(serial) if serial is not None else "",
+        )
 
 
 def _token(t: TokenRecord) -> security_pb2.BootstrapToken:
-    return security_pb2.BootstrapToken(id=t.id, expires_at=t.expires_at, uses_left=t.uses_left,
-                                       description=t.description, created_by=t.created_by, created_at=t.created_at)
+    return security_pb2.BootstrapToken(
+        id=t.id,
+        expires_at=t.expires_at,
+        uses_left=t.uses_left,
+        description=t.description,
+        created_by=t.created_by,
+        created_at=t.created_at,
+    )

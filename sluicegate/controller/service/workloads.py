@@ -5,12 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-import grpc
-
 from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, PermissionDenied
 from sluicegate.controller.manager import Manager, parse_label_selector
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
-from sluicegate.controller.service.errors import handled, status_for
+from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
 from sluicegate.manifest.loader import RawDocument
@@ -52,7 +50,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     @handled
     async def Create(
-        self, request: workloads_pb2.CreateWorkloadRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.CreateWorkloadRequest, context: Context
     ) -> workloads_pb2.CreateWorkloadResponse:
         p = self.gate.authenticate(context)
         try:
@@ -69,12 +67,12 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     @handled
     async def CreateMany(
-        self, request: workloads_pb2.CreateWorkloadsRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.CreateWorkloadsRequest, context: Context
     ) -> workloads_pb2.CreateWorkloadsResponse:
         return self._create_many(request, self.gate.authenticate(context), context)
 
     async def CreateStream(
-        self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
     ) -> AsyncIterator[workloads_pb2.CreateWorkloadsResponse]:
         try:
             p = self.gate.authenticate(context)
@@ -94,7 +92,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             yield response
 
     def _create_many(
-        self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: Context
     ) -> workloads_pb2.CreateWorkloadsResponse:
         gate = self.gate
         grants = gate.authorizer.grants(p)
@@ -133,7 +131,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         ref_iter = iter(refs)
         records: list[AuditRecord] = []
         results: list[workloads_pb2.CreateWorkloadResult] = []
-        for r, rec in zip(out, early):
+        for r, rec in zip(out, early, strict=True):
             if r is None:
                 res = next(created)
                 ns, name = next(ref_iter)
@@ -153,13 +151,13 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         return workloads_pb2.CreateWorkloadsResponse(results=results)
 
     @handled
-    async def Get(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+    async def Get(self, request: workloads_pb2.WorkloadRef, context: Context) -> objects_pb2.Object:
         p = self.gate.authenticate(context)
         ns = request.namespace or "default"
         self.gate.authorize(p, "get", "Workload", ns, request.name, context)
         return object_to_proto(self.m, self.m.get_workload(ns, request.name))
 
-    def _visible(self, p: Principal, verb: str, namespace: str, name: str, context: grpc.aio.ServicerContext) -> frozenset[str] | None:
+    def _visible(self, p: Principal, verb: str, namespace: str, name: str, context: Context) -> frozenset[str] | None:
         """None: the caller may see every namespace asked for; else only these (never empty)."""
         if namespace:
             self.gate.authorize(p, verb, "Workload", namespace, name, context)
@@ -171,10 +169,11 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     @handled
     async def List(
-        self, request: workloads_pb2.ListWorkloadsRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.ListWorkloadsRequest, context: Context
     ) -> objects_pb2.ListResponse:
         if request.state not in _STATES:
-            raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {', '.join(s for s in _STATES if s)}")
+            expected = ", ".join(s for s in _STATES if s)
+            raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {expected}")
         if request.limit < 0:
             raise InvalidArgument("limit", "must not be negative")
         visible = self._visible(self.gate.authenticate(context), "list", request.namespace, "", context)
@@ -190,7 +189,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         return objects_pb2.ListResponse(objects=[object_to_proto(self.m, w) for w in wls])
 
     async def Watch(
-        self, request: workloads_pb2.WatchWorkloadsRequest, context: grpc.aio.ServicerContext
+        self, request: workloads_pb2.WatchWorkloadsRequest, context: Context
     ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
         max_batch = min(max(request.max_batch, 1), MAX_WATCH_BATCH)
         try:
@@ -205,8 +204,9 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         # manager still filters by the set it was started with).
         narrowed: frozenset[str] | None = None
         try:
-            async for batch in self.m.watch_batches(request.namespace, request.name, request.send_initial,
-                                                    max_batch=max_batch, namespaces=visible):
+            async for batch in self.m.watch_batches(
+                request.namespace, request.name, request.send_initial, max_batch=max_batch, namespaces=visible
+            ):
                 if authorizer.policy is not policy:
                     # SIGHUP changed the policy: ask again (PERMISSION_DENIED ends the watch).
                     policy = authorizer.policy
@@ -218,21 +218,22 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
                 if len(batch) > 1:
                     first.more.extend(
-                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:])
+                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:]
+                    )
                 yield first
         except (FailedPrecondition, PermissionDenied) as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
 
     @handled
-    async def Delete(self, request: workloads_pb2.WorkloadRef, context: grpc.aio.ServicerContext) -> objects_pb2.DeleteResponse:
+    async def Delete(self, request: workloads_pb2.WorkloadRef, context: Context) -> objects_pb2.DeleteResponse:
         p = self.gate.authenticate(context)
         ns = request.namespace or "default"
         with self.gate.mutation(p, "delete", "Workload", ns, request.name, context):
             return objects_pb2.DeleteResponse(deleted=self.m.delete_workload(ns, request.name))
 
     @handled
-    async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: grpc.aio.ServicerContext) -> objects_pb2.Object:
+    async def SetActive(self, request: workloads_pb2.SetActiveRequest, context: Context) -> objects_pb2.Object:
         p = self.gate.authenticate(context)
         ns = request.namespace or "default"
         with self.gate.mutation(p, "resume" if request.active else "stop", "Workload", ns, request.name, context):

@@ -676,5 +676,5 @@ def _assert_errors(base: Callable[[], Doc], path: str, value: Any, expected: lis
         return
     got = errors_of(doc)
     assert [e.path for e in got] == [p for p, _ in expected], [str(e) for e in got]
-    for err, (_, fragment) in zip(got, expected):
+    for err, (_, fragment) in zip(got, expected, strict=True):
         assert fragment in err.message, (err.path, err.message)

@@ -59,6 +59,7 @@ from sluicegate.model import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
+from tests import builders
 
 from . import samples
 
@@ -518,17 +519,15 @@ def test_fair_sharing_weight_without_a_finite_decimal_is_written_at_nano_precisi
 @pytest.mark.parametrize(
     ("obj", "ref"),
     [
-        pytest.param(ResourceFlavor(name=FlavorName("spot")), ("ResourceFlavor", "", "spot"), id="flavor"),
-        pytest.param(CohortSpec(name=CohortName("org")), ("Cohort", "", "org"), id="cohort"),
-        pytest.param(ClusterQueueSpec(name=ClusterQueueName("cq")), ("ClusterQueue", "", "cq"), id="cluster-queue"),
-        pytest.param(
-            LocalQueueSpec(namespace="ns", name="lq", cluster_queue=ClusterQueueName("cq")), ("LocalQueue", "ns", "lq"), id="local-queue"
-        ),
+        pytest.param(builders.resource_flavor("spot"), ("ResourceFlavor", "", "spot"), id="flavor"),
+        pytest.param(builders.cohort("org"), ("Cohort", "", "org"), id="cohort"),
+        pytest.param(builders.cluster_queue("cq"), ("ClusterQueue", "", "cq"), id="cluster-queue"),
+        pytest.param(builders.local_queue("lq", "cq", ns="ns"), ("LocalQueue", "ns", "lq"), id="local-queue"),
         pytest.param(WorkloadPriorityClass(name="high", value=1), ("WorkloadPriorityClass", "", "high"), id="wpc"),
         pytest.param(PriorityClass(name="pc", value=1), ("PriorityClass", "", "pc"), id="priority-class"),
         pytest.param(Namespace(name="ns"), ("Namespace", "", "ns"), id="namespace"),
         pytest.param(
-            Workload(namespace="ns", name="w", uid="", creation_timestamp=0.0, queue_name="q", pod_sets=()),
+            builders.workload("w", ns="ns", queue="q"),
             ("Workload", "ns", "w"),
             id="workload",
         ),

@@ -9,8 +9,9 @@ import pytest
 from sluicegate.controller.scheduling.cycle import EntryStatus, Head, RequeueReason, run_cycle
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.model import ClusterQueueName, LabelSelector, Namespace, StopPolicy
+from tests.builders import cluster_queue, flavor, group, pod_set, workload
 
-from .builders import build_cache, cq, flavor, group, podset, wl
+from .caches import build_cache
 
 
 def heads(*pairs):
@@ -23,8 +24,8 @@ def outcome(entries):
 
 def pair_cache(a_nominal: str = "5", b_nominal: str = "5"):
     return build_cache(queues=[
-        cq("a", group(flavor("default", cpu=a_nominal)), cohort="c"),
-        cq("b", group(flavor("default", cpu=b_nominal)), cohort="c"),
+        cluster_queue("a", group(flavor("default", cpu=a_nominal)), cohort="c"),
+        cluster_queue("b", group(flavor("default", cpu=b_nominal)), cohort="c"),
     ])
 
 
@@ -39,31 +40,31 @@ CASES = [
     (
         "a head within nominal quota goes before a borrowing head",
         pair_cache(),
-        [(wl("borrower", podset(cpu="6"), created=1), "a"), (wl("local", podset(cpu="5"), created=2), "b")],
+        [(workload("borrower", pod_set(cpu="6"), created=1), "a"), (workload("local", pod_set(cpu="5"), created=2), "b")],
         {"default/borrower": NO_LONGER_FITS, "default/local": ADMITTED},
     ),
     (
         "among non-borrowing heads, higher priority goes first",
         pair_cache("5", "5"),
-        [(wl("low", podset(cpu="5"), priority=1, created=1), "a"), (wl("high", podset(cpu="5"), priority=9, created=2), "b")],
+        [(workload("low", pod_set(cpu="5"), priority=1, created=1), "a"), (workload("high", pod_set(cpu="5"), priority=9, created=2), "b")],
         {"default/low": ADMITTED, "default/high": ADMITTED},
     ),
     (
         "among borrowing heads, higher priority wins the cohort's spare capacity",
         pair_cache("2", "2"),
-        [(wl("low", podset(cpu="3"), priority=1, created=1), "a"), (wl("high", podset(cpu="3"), priority=9, created=2), "b")],
+        [(workload("low", pod_set(cpu="3"), priority=1, created=1), "a"), (workload("high", pod_set(cpu="3"), priority=9, created=2), "b")],
         {"default/low": NO_LONGER_FITS, "default/high": ADMITTED},
     ),
     (
         "equal priority is first come, first served",
         pair_cache("2", "2"),
-        [(wl("second", podset(cpu="3"), created=2), "a"), (wl("first", podset(cpu="3"), created=1), "b")],
+        [(workload("second", pod_set(cpu="3"), created=2), "a"), (workload("first", pod_set(cpu="3"), created=1), "b")],
         {"default/second": NO_LONGER_FITS, "default/first": ADMITTED},
     ),
     (
         "a head that cannot fit at all is NoFit and parks",
         pair_cache("2", "2"),
-        [(wl("huge", podset(cpu="5")), "a")],
+        [(workload("huge", pod_set(cpu="5")), "a")],
         {"default/huge": ("NotNominated", "NoFit",
                           "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, "
                           "previously considered podsets requests (0) + current podset request (5) > maximum capacity (4)")},
@@ -77,27 +78,27 @@ def test_cycle(cache, hs, expected) -> None:
 
 
 def test_namespace_selector_keeps_other_tenants_out() -> None:
-    spec = replace(cq("a", group(flavor("default", cpu="4"))), namespace_selector=LabelSelector({"team": "ml"}))
+    spec = replace(cluster_queue("a", group(flavor("default", cpu="4"))), namespace_selector=LabelSelector({"team": "ml"}))
     cache = build_cache(queues=[spec])
     cache.namespaces["research"] = Namespace("research", {"team": "ml"})
-    got = run(cache, heads((wl("mine", ns="research"), "a"), (wl("theirs", ns="sales"), "a")))
+    got = run(cache, heads((workload("mine", ns="research"), "a"), (workload("theirs", ns="sales"), "a")))
     assert got["research/mine"] == ADMITTED
     assert got["sales/theirs"][1] == RequeueReason.NAMESPACE_MISMATCH.value
 
 
 def test_nil_namespace_selector_matches_nothing() -> None:
-    cache = build_cache(queues=[replace(cq("a", group(flavor("default", cpu="4"))), namespace_selector=None)])
-    got = run(cache, heads((wl("w"), "a")))
+    cache = build_cache(queues=[replace(cluster_queue("a", group(flavor("default", cpu="4"))), namespace_selector=None)])
+    got = run(cache, heads((workload("w"), "a")))
     assert got["default/w"][0] == EntryStatus.NOT_NOMINATED.value
 
 
 def test_stopped_queue_admits_nothing() -> None:
-    cache = build_cache(queues=[replace(cq("a", group(flavor("default", cpu="4"))), stop_policy=StopPolicy.HOLD)])
-    got = run(cache, heads((wl("w"), "a")))
+    cache = build_cache(queues=[replace(cluster_queue("a", group(flavor("default", cpu="4"))), stop_policy=StopPolicy.HOLD)])
+    got = run(cache, heads((workload("w"), "a")))
     assert got["default/w"] == ("NotNominated", "", "ClusterQueue a is inactive")
 
 
 def test_cycle_never_writes_the_live_tree() -> None:
     cache = pair_cache()
-    run(cache, heads((wl("x", podset(cpu="5")), "a"), (wl("y", podset(cpu="5")), "b")))
+    run(cache, heads((workload("x", pod_set(cpu="5")), "a"), (workload("y", pod_set(cpu="5")), "b")))
     assert all(not n.usage for n in cache.tree.cluster_queues.values())

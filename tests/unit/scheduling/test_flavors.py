@@ -7,8 +7,9 @@ import pytest
 from sluicegate.controller.scheduling.flavors import FlavorAssigner, Mode
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.model import FlavorName, ResourceFlavor
+from tests.builders import cluster_queue, flavor, group, pod_set, with_admission, workload
 
-from .builders import admitted, build_cache, cq, flavor, group, podset, wl
+from .caches import build_cache
 
 
 def assign(cache, queue: str, workload, counts=None):
@@ -31,8 +32,8 @@ def borrowing_pair(when_can_borrow: str) -> object:
     return build_cache(
         flavors=TWO_FLAVORS,
         queues=[
-            cq("a", group(flavor("on-demand", cpu="2"), flavor("spot", cpu="10")), cohort="c", when_can_borrow=when_can_borrow),
-            cq("b", group(flavor("on-demand", cpu="10"), flavor("spot", cpu="0")), cohort="c"),
+            cluster_queue("a", group(flavor("on-demand", cpu="2"), flavor("spot", cpu="10")), cohort="c", when_can_borrow=when_can_borrow),
+            cluster_queue("b", group(flavor("on-demand", cpu="10"), flavor("spot", cpu="0")), cohort="c"),
         ],
     )
 
@@ -40,59 +41,59 @@ def borrowing_pair(when_can_borrow: str) -> object:
 CASES = [
     (
         "first flavor fits",
-        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cq("a", group(flavor("on-demand", cpu="4"), flavor("spot", cpu="10")))]),
-        wl("w", podset(cpu="3")),
+        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cluster_queue("a", group(flavor("on-demand", cpu="4"), flavor("spot", cpu="10")))]),
+        workload("w", pod_set(cpu="3")),
         Mode.FIT, {"main": {"cpu": "on-demand"}}, 0,
     ),
     (
         "first flavor too small for the request falls through to the next",
-        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cq("a", group(flavor("on-demand", cpu="2"), flavor("spot", cpu="10")))]),
-        wl("w", podset(cpu="3")),
+        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cluster_queue("a", group(flavor("on-demand", cpu="2"), flavor("spot", cpu="10")))]),
+        workload("w", pod_set(cpu="3")),
         Mode.FIT, {"main": {"cpu": "spot"}}, 0,
     ),
     (
         "whenCanBorrow MayStopSearch borrows in the first flavor",
         lambda: borrowing_pair("MayStopSearch"),
-        wl("w", podset(cpu="4")),
+        workload("w", pod_set(cpu="4")),
         Mode.FIT, {"main": {"cpu": "on-demand"}}, 1,
     ),
     (
         "whenCanBorrow TryNextFlavor prefers a flavor that needs no borrowing",
         lambda: borrowing_pair("TryNextFlavor"),
-        wl("w", podset(cpu="4")),
+        workload("w", pod_set(cpu="4")),
         Mode.FIT, {"main": {"cpu": "spot"}}, 0,
     ),
     (
         "whenCanBorrow TryNextFlavor still borrows when no flavor avoids it",
         lambda: borrowing_pair("TryNextFlavor"),
-        wl("w", podset(cpu="11")),
+        workload("w", pod_set(cpu="11")),
         Mode.FIT, {"main": {"cpu": "on-demand"}}, 1,
     ),
     (
         "all resources of a group come from one flavor",
-        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cq("a", group(
+        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cluster_queue("a", group(
             flavor("on-demand", cpu="8", memory="1Gi"), flavor("spot", cpu="8", memory="8Gi")))]),
-        wl("w", podset(cpu="2", memory="2Gi")),
+        workload("w", pod_set(cpu="2", memory="2Gi")),
         Mode.FIT, {"main": {"cpu": "spot", "memory": "spot"}}, 0,
     ),
     (
         "resource groups are assigned independently",
-        lambda: build_cache(flavors=("cpu-a", "gpu-x", "gpu-y"), queues=[cq("a",
+        lambda: build_cache(flavors=("cpu-a", "gpu-x", "gpu-y"), queues=[cluster_queue("a",
             group(flavor("cpu-a", cpu="8")),
             group(flavor("gpu-x", **{"example.com/gpu": "1"}), flavor("gpu-y", **{"example.com/gpu": "4"})))]),
-        wl("w", podset(cpu="2", **{"example.com/gpu": "2"})),
+        workload("w", pod_set(cpu="2", **{"example.com/gpu": "2"})),
         Mode.FIT, {"main": {"cpu": "cpu-a", "example.com/gpu": "gpu-y"}}, 0,
     ),
     (
         "later pod sets see the quota earlier pod sets were assigned",
-        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cq("a", group(flavor("on-demand", cpu="5"), flavor("spot", cpu="10")))]),
-        wl("w", podset("driver", cpu="3"), podset("workers", cpu="3")),
+        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cluster_queue("a", group(flavor("on-demand", cpu="5"), flavor("spot", cpu="10")))]),
+        workload("w", pod_set("driver", cpu="3"), pod_set("workers", cpu="3")),
         Mode.FIT, {"driver": {"cpu": "on-demand"}, "workers": {"cpu": "spot"}}, 0,
     ),
     (
         "count multiplies the per-pod request",
-        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cq("a", group(flavor("on-demand", cpu="5"), flavor("spot", cpu="10")))]),
-        wl("w", podset(count=4, cpu="2")),
+        lambda: build_cache(flavors=TWO_FLAVORS, queues=[cluster_queue("a", group(flavor("on-demand", cpu="5"), flavor("spot", cpu="10")))]),
+        workload("w", pod_set(count=4, cpu="2")),
         Mode.FIT, {"main": {"cpu": "spot"}}, 0,
     ),
     (
@@ -100,14 +101,14 @@ CASES = [
         lambda: build_cache(
             flavors=(ResourceFlavor(FlavorName("arm"), {"kubernetes.io/arch": "arm64"}),
                      ResourceFlavor(FlavorName("x86"), {"kubernetes.io/arch": "amd64"})),
-            queues=[cq("a", group(flavor("arm", cpu="10"), flavor("x86", cpu="10")))]),
-        wl("w", podset(cpu="1", node_selector={"kubernetes.io/arch": "amd64", "zone": "z1"})),
+            queues=[cluster_queue("a", group(flavor("arm", cpu="10"), flavor("x86", cpu="10")))]),
+        workload("w", pod_set(cpu="1", node_selector={"kubernetes.io/arch": "amd64", "zone": "z1"})),
         Mode.FIT, {"main": {"cpu": "x86"}}, 0,
     ),
     (
         "the pods resource counts pods when the queue covers it",
-        lambda: build_cache(queues=[cq("a", group(flavor("default", cpu="10", pods="3")))]),
-        wl("w", podset(count=4, cpu="1")),
+        lambda: build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="10", pods="3")))]),
+        workload("w", pod_set(count=4, cpu="1")),
         Mode.NO_FIT, {}, 0,
     ),
 ]
@@ -122,36 +123,36 @@ def test_assignment(make, workload, mode, flavors, borrowing) -> None:
 MESSAGES = [
     (
         "request above everything the queue could ever get",
-        lambda: build_cache(queues=[cq("a", group(flavor("default", cpu="4")))]),
-        wl("w", podset(cpu="6")),
+        lambda: build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="4")))]),
+        workload("w", pod_set(cpu="6")),
         "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously "
         "considered podsets requests (0) + current podset request (6) > maximum capacity (4)",
     ),
     (
         "quota in use says how much more is needed",
         lambda: build_cache(
-            queues=[cq("a", group(flavor("default", cpu="4")))],
-            admitted_workloads=[admitted(wl("big", podset(cpu="3")), "a", {"cpu": "default"})],
+            queues=[cluster_queue("a", group(flavor("default", cpu="4")))],
+            admitted_workloads=[with_admission(workload("big", pod_set(cpu="3")), "a", {"cpu": "default"})],
         ),
-        wl("w", podset(cpu="2")),
+        workload("w", pod_set(cpu="2")),
         "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed",
     ),
     (
         "a resource the queue does not cover",
-        lambda: build_cache(queues=[cq("a", group(flavor("default", cpu="4")))]),
-        wl("w", podset(cpu="1", memory="1Gi")),
+        lambda: build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="4")))]),
+        workload("w", pod_set(cpu="1", memory="1Gi")),
         "couldn't assign flavors to pod set main: resource memory unavailable in ClusterQueue",
     ),
     (
         "a missing ResourceFlavor",
-        lambda: build_cache(flavors=(), queues=[cq("a", group(flavor("default", cpu="4")))]),
-        wl("w", podset(cpu="1")),
+        lambda: build_cache(flavors=(), queues=[cluster_queue("a", group(flavor("default", cpu="4")))]),
+        workload("w", pod_set(cpu="1")),
         "couldn't assign flavors to pod set main: flavor default not found",
     ),
     (
         "memory shown in binary units",
-        lambda: build_cache(queues=[cq("a", group(flavor("default", cpu="4", memory="1Gi")))]),
-        wl("w", podset(cpu="1", memory="2Gi")),
+        lambda: build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="4", memory="1Gi")))]),
+        workload("w", pod_set(cpu="1", memory="2Gi")),
         "couldn't assign flavors to pod set main: insufficient quota for memory in flavor default, previously "
         "considered podsets requests (0) + current podset request (2Gi) > maximum capacity (1Gi)",
     ),
@@ -166,6 +167,6 @@ def test_pending_message_says_why(make, workload, message) -> None:
 
 
 def test_partial_counts_are_respected() -> None:
-    cache = build_cache(queues=[cq("a", group(flavor("default", cpu="5")))])
-    a = assign(cache, "a", wl("w", podset(count=8, min_count=2, cpu="1")), counts=[5])
+    cache = build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="5")))])
+    a = assign(cache, "a", workload("w", pod_set(count=8, min_count=2, cpu="1")), counts=[5])
     assert (a.mode(), a.pod_sets[0].count, a.pod_sets[0].requests) == (Mode.FIT, 5, {"cpu": 5000})

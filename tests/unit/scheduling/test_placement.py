@@ -6,8 +6,7 @@ import pytest
 
 from sluicegate.controller.scheduling.placement import NodeView, PlacementFailure, place
 from sluicegate.model import FlavorName, ResourceFlavor
-
-from .builders import podset
+from tests.builders import pod_set
 
 FLAVORS = {
     FlavorName("default"): ResourceFlavor(FlavorName("default")),
@@ -28,21 +27,21 @@ def where(result) -> list[tuple[str, int, str]] | str:
 
 CASES = [
     ("packs onto the fullest node that fits",
-     [node("a", 8), node("b", 8, used=6)], [(podset(count=2, cpu="1"), "default")],
+     [node("a", 8), node("b", 8, used=6)], [(pod_set(count=2, cpu="1"), "default")],
      [("main", 0, "b"), ("main", 1, "b")]),
     ("spills to another node only when needed",
-     [node("a", 8), node("b", 4, used=3)], [(podset(count=3, cpu="1"), "default")],
+     [node("a", 8), node("b", 4, used=3)], [(pod_set(count=3, cpu="1"), "default")],
      [("main", 0, "b"), ("main", 1, "a"), ("main", 2, "a")]),
     ("skips nodes that are not ready or under pressure",
      [node("a", 8, ready=False), node("b", 8, conditions=["MemoryPressure"]), node("c", 8)],
-     [(podset(count=1, cpu="1"), "default")],
+     [(pod_set(count=1, cpu="1"), "default")],
      [("main", 0, "c")]),
     ("honours the flavor's node labels",
      [node("cpu-only", 8), node("gpu-box", 8, labels={"accel": "a100"})],
-     [(podset(count=1, cpu="1"), "gpu")],
+     [(pod_set(count=1, cpu="1"), "gpu")],
      [("main", 0, "gpu-box")]),
     ("equal nodes are chosen by name",
-     [node("n2", 4), node("n1", 4)], [(podset(count=1, cpu="1"), "default")],
+     [node("n2", 4), node("n1", 4)], [(pod_set(count=1, cpu="1"), "default")],
      [("main", 0, "n1")]),
 ]
 
@@ -55,7 +54,7 @@ def test_place(nodes, sets, expected) -> None:
 
 
 def test_a_gang_that_does_not_fit_binds_nothing() -> None:
-    got = place(pod_sets=[(podset(count=3, cpu="3"), 3, {"cpu": FlavorName("default")})],
+    got = place(pod_sets=[(pod_set(count=3, cpu="3"), 3, {"cpu": FlavorName("default")})],
                 nodes=[node("a", 4), node("b", 4)], flavors=FLAVORS)
     assert where(got) == (
         "no node has room for pod 2 of pod set main (cpu=3): 2 eligible node(s), 2 short of cpu; "
@@ -64,11 +63,11 @@ def test_a_gang_that_does_not_fit_binds_nothing() -> None:
 
 
 def test_no_matching_node_says_which_labels_were_wanted() -> None:
-    got = place(pod_sets=[(podset(count=1, cpu="1"), 1, {"cpu": FlavorName("gpu")})], nodes=[node("a", 4)], flavors=FLAVORS)
+    got = place(pod_sets=[(pod_set(count=1, cpu="1"), 1, {"cpu": FlavorName("gpu")})], nodes=[node("a", 4)], flavors=FLAVORS)
     assert where(got) == "no Ready node matches pod set main (node labels accel=a100); 1 node(s) known, 0 not ready or under pressure"
 
 
 def test_pods_placed_earlier_in_the_cycle_count() -> None:
-    got = place(pod_sets=[(podset(count=1, cpu="2"), 1, {"cpu": FlavorName("default")})],
+    got = place(pod_sets=[(pod_set(count=1, cpu="2"), 1, {"cpu": FlavorName("default")})],
                 nodes=[node("a", 4), node("b", 4)], flavors=FLAVORS, in_cycle={"a": {"cpu": 3000}})
     assert where(got) == [("main", 0, "b")]

@@ -6,8 +6,7 @@ import pytest
 
 from sluicegate.controller.scheduling.quota import QuotaTree, UsageOverlay, potential_available
 from sluicegate.model import ClusterQueueName, CohortName, FlavorName, FlavorResource
-
-from .builders import cohort, cq, flavor, group
+from tests.builders import cluster_queue, cohort, flavor, group
 
 CPU = FlavorResource(FlavorName("default"), "cpu")
 
@@ -29,36 +28,36 @@ def cpu(nominal: str, borrow: str | None = None, lend: str | None = None):
 
 CASES = [
     # (id, queues, cohorts, usage in cpus, queue asked, available cpus, potential cpus)
-    ("lone queue", [cq("a", cpu("10"))], [], {}, "a", 10, 10),
-    ("lone queue with usage", [cq("a", cpu("10"))], [], {"a": 4}, "a", 6, 10),
-    ("cohort pools nominal quota", [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")], [], {}, "a", 20, 20),
+    ("lone queue", [cluster_queue("a", cpu("10"))], [], {}, "a", 10, 10),
+    ("lone queue with usage", [cluster_queue("a", cpu("10"))], [], {"a": 4}, "a", 6, 10),
+    ("cohort pools nominal quota", [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10"), cohort="c")], [], {}, "a", 20, 20),
     ("borrowing limit caps what is taken from the cohort",
-     [cq("a", cpu("10", "5"), cohort="c"), cq("b", cpu("10"), cohort="c")], [], {}, "a", 15, 15),
+     [cluster_queue("a", cpu("10", "5"), cohort="c"), cluster_queue("b", cpu("10"), cohort="c")], [], {}, "a", 15, 15),
     ("lending limit caps what others may borrow",
-     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {}, "a", 14, 14),
+     [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10", None, "4"), cohort="c")], [], {}, "a", 14, 14),
     ("the lender keeps its guaranteed part and can still borrow",
-     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {}, "b", 20, 20),
+     [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10", None, "4"), cohort="c")], [], {}, "b", 20, 20),
     ("another queue's borrowing reduces what is left",
-     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")], [], {"a": 12}, "b", 8, 20),
+     [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10"), cohort="c")], [], {"a": 12}, "b", 8, 20),
     ("guaranteed quota is not visible to the cohort",
-     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {"b": 3}, "a", 14, 14),
+     [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10", None, "4"), cohort="c")], [], {"b": 3}, "a", 14, 14),
     ("usage within the guaranteed part does not reach the cohort",
-     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {"b": 6}, "a", 14, 14),
+     [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10", None, "4"), cohort="c")], [], {"b": 6}, "a", 14, 14),
     ("usage past the guaranteed part is stored in the cohort",
-     [cq("a", cpu("10"), cohort="c"), cq("b", cpu("10", None, "4"), cohort="c")], [], {"b": 8}, "a", 12, 14),
+     [cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10", None, "4"), cohort="c")], [], {"b": 8}, "a", 12, 14),
     ("cohort's own quota is shared with its queues",
-     [cq("a", cpu("2"), cohort="c")], [cohort("c", cpu("6"))], {}, "a", 8, 8),
+     [cluster_queue("a", cpu("2"), cohort="c")], [cohort("c", cpu("6"))], {}, "a", 8, 8),
     ("hierarchical: capacity from a sibling subtree",
-     [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+     [cluster_queue("a", cpu("5"), cohort="c1"), cluster_queue("b", cpu("5"), cohort="c1"), cluster_queue("x", cpu("10"), cohort="root")],
      [cohort("root"), cohort("c1", parent="root")], {}, "a", 20, 20),
     ("hierarchical: sibling subtree's usage",
-     [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+     [cluster_queue("a", cpu("5"), cohort="c1"), cluster_queue("b", cpu("5"), cohort="c1"), cluster_queue("x", cpu("10"), cohort="root")],
      [cohort("root"), cohort("c1", parent="root")], {"x": 10}, "a", 10, 20),
     ("hierarchical: a lending limit on a sibling queue",
-     [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10", None, "0"), cohort="root")],
+     [cluster_queue("a", cpu("5"), cohort="c1"), cluster_queue("b", cpu("5"), cohort="c1"), cluster_queue("x", cpu("10", None, "0"), cohort="root")],
      [cohort("root"), cohort("c1", parent="root")], {}, "a", 10, 10),
     ("over-admission gives negative availability",
-     [cq("a", cpu("4"))], [], {"a": 6}, "a", -2, 4),
+     [cluster_queue("a", cpu("4"))], [], {"a": 6}, "a", -2, 4),
 ]
 
 
@@ -80,7 +79,7 @@ HEIGHT_CASES = [
 @pytest.mark.parametrize(("cpus", "expected"), [c[1:] for c in HEIGHT_CASES], ids=[c[0] for c in HEIGHT_CASES])
 def test_lowest_subtree_that_fits(cpus: int, expected: tuple[int, bool]) -> None:
     t = tree_of(
-        [cq("a", cpu("5"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+        [cluster_queue("a", cpu("5"), cohort="c1"), cluster_queue("b", cpu("5"), cohort="c1"), cluster_queue("x", cpu("10"), cohort="root")],
         [cohort("root"), cohort("c1", parent="root")],
     )
     assert t.live.lowest_subtree_that_fits(t.cluster_queues[ClusterQueueName("a")], CPU, cpus * 1000) == expected
@@ -88,7 +87,7 @@ def test_lowest_subtree_that_fits(cpus: int, expected: tuple[int, bool]) -> None
 
 def test_add_and_remove_usage_round_trip_through_the_tree() -> None:
     t = tree_of(
-        [cq("a", cpu("5", None, "2"), cohort="c1"), cq("b", cpu("5"), cohort="c1"), cq("x", cpu("10"), cohort="root")],
+        [cluster_queue("a", cpu("5", None, "2"), cohort="c1"), cluster_queue("b", cpu("5"), cohort="c1"), cluster_queue("x", cpu("10"), cohort="root")],
         [cohort("root"), cohort("c1", parent="root")],
     )
     a = t.cluster_queues[ClusterQueueName("a")]
@@ -101,7 +100,7 @@ def test_add_and_remove_usage_round_trip_through_the_tree() -> None:
 
 
 def test_overlay_never_writes_the_live_tree() -> None:
-    t = tree_of([cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")])
+    t = tree_of([cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10"), cohort="c")])
     a, b = t.cluster_queues[ClusterQueueName("a")], t.cluster_queues[ClusterQueueName("b")]
     overlay = UsageOverlay()
     overlay.add_usage(a, CPU, 15000)
@@ -113,8 +112,8 @@ def test_overlay_never_writes_the_live_tree() -> None:
 
 
 def test_structural_change_recomputes_subtree_quota_and_keeps_usage() -> None:
-    t = tree_of([cq("a", cpu("10"), cohort="c"), cq("b", cpu("10"), cohort="c")], usage={"a": 12})
-    t.set_cluster_queue(ClusterQueueName("b"), quotas=cq("b", cpu("20")).quotas(), cohort=CohortName("c"))
+    t = tree_of([cluster_queue("a", cpu("10"), cohort="c"), cluster_queue("b", cpu("10"), cohort="c")], usage={"a": 12})
+    t.set_cluster_queue(ClusterQueueName("b"), quotas=cluster_queue("b", cpu("20")).quotas(), cohort=CohortName("c"))
     a = t.cluster_queues[ClusterQueueName("a")]
     assert t.live.available(a, CPU) == 18000
     t.remove_cluster_queue(ClusterQueueName("b"))

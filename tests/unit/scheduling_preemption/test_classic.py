@@ -21,20 +21,9 @@ from sluicegate.controller.scheduling.flavors import Assignment, Mode
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
 from sluicegate.model import ClusterQueueName, ClusterQueueSpec, CohortSpec, Workload
+from tests.builders import Policy, Qty, QuotaArg, cluster_queue, cohort, workload
 
-from .builders import (
-    Policy,
-    Qty,
-    QuotaArg,
-    admitted,
-    assignment,
-    cluster_queue,
-    cohort,
-    overlay_state,
-    reasons,
-    snapshot,
-    workload,
-)
+from .builders import admitted, assignment, overlay_state, reasons, snapshot
 
 CQ = IN_CLUSTER_QUEUE
 RECLAIM = IN_COHORT_RECLAMATION

@@ -30,8 +30,9 @@ from sluicegate.model import (
     FlavorName,
     FlavorResource,
 )
+from tests.builders import cluster_queue, qty, workload
 
-from .builders import admitted, assignment, cluster_queue, head, q, reasons, snapshot, workload
+from .builders import admitted, assignment, head, reasons, snapshot
 
 
 def outcome(entries: Sequence[Entry]) -> dict[str, tuple[EntryStatus, set[tuple[str, str]]]]:
@@ -259,4 +260,4 @@ def test_fair_cycle_preempts_the_queue_with_the_highest_share() -> None:
         "a_incoming": (EntryStatus.PREEMPTING, {("b5", IN_COHORT_FAIR_SHARING)})
     }
     cpu = FlavorResource(FlavorName("default"), "cpu")
-    assert snap.view.usage(snap.node(ClusterQueueName("a")), cpu) == q("cpu", 4)
+    assert snap.view.usage(snap.node(ClusterQueueName("a")), cpu) == qty("cpu", 4)

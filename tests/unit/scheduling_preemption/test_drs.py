@@ -18,8 +18,9 @@ from sluicegate.controller.scheduling.fairsharing import (
 )
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
 from sluicegate.model import ClusterQueueSpec, CohortSpec, FlavorName, FlavorResource
+from tests.builders import Qty, QuotaArg, cluster_queue, cohort, qty
 
-from .builders import Qty, QuotaArg, admitted, cluster_queue, cohort, q, snapshot
+from .builders import admitted, snapshot
 
 GPU = "example.com/gpu"
 
@@ -177,7 +178,7 @@ def _node(snap, name: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_dominant_resource_share(case: Case) -> None:
     snap = snapshot(cqs=case.cqs, cohorts=case.cohorts, admitted=case.usage)
-    extra = {FlavorResource(FlavorName(f), r): q(r, v) for (f, r), v in case.extra.items()}
+    extra = {FlavorResource(FlavorName(f), r): qty(r, v) for (f, r), v in case.extra.items()}
     got = {}
     for name in case.want:
         node = _node(snap, name)

@@ -16,19 +16,9 @@ from sluicegate.controller.scheduling.cycle import IN_CLUSTER_QUEUE, IN_COHORT_F
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
 from sluicegate.model import ClusterQueueName, ClusterQueueSpec, CohortSpec, Workload
+from tests.builders import Policy, Qty, cluster_queue, cohort, workload
 
-from .builders import (
-    Policy,
-    Qty,
-    admitted,
-    assignment,
-    cluster_queue,
-    cohort,
-    overlay_state,
-    reasons,
-    snapshot,
-    workload,
-)
+from .builders import admitted, assignment, overlay_state, reasons, snapshot
 
 CQ = IN_CLUSTER_QUEUE
 FAIR = IN_COHORT_FAIR_SHARING

@@ -12,8 +12,9 @@ from sluicegate.controller.scheduling.flavors import PreemptionPossibility
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
 from sluicegate.model import ClusterQueueName, ClusterQueueSpec, FlavorName, FlavorResource
+from tests.builders import Policy, cluster_queue, qty, workload
 
-from .builders import Policy, admitted, cluster_queue, overlay_state, q, snapshot, workload
+from .builders import admitted, overlay_state, snapshot
 
 
 def cohort_pair(**c1_policy: Unpack[Policy]) -> list[ClusterQueueSpec]:
@@ -81,7 +82,7 @@ def test_simulate_preemption(case: Case) -> None:
         cq=snap.node(ClusterQueueName(case.cq)),
         workload=workload("in", priority=case.priority),
         fr=FlavorResource(FlavorName("default"), "cpu"),
-        quantity=q("cpu", case.quantity),
+        quantity=qty("cpu", case.quantity),
     )
     assert got == case.want
     assert overlay_state(snap) == before

@@ -9,8 +9,9 @@ import pytest
 from sluicegate.controller.scheduling.ordering import satisfies_policy, sort_candidates
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload
 from sluicegate.model import ClusterQueueName, PreemptionPolicy, ReclaimPolicy, RequeuingTimestamp
+from tests.builders import workload
 
-from .builders import admitted, workload
+from .builders import admitted
 
 PREEMPTOR_CQ = ClusterQueueName("preemptor")
 

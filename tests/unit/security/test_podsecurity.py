@@ -41,7 +41,7 @@ PER_POD = PodUserPolicy(uid=30000, gid=30000, uid_range=(30000, 30099), per_pod=
 def resolve(policy: PodUserPolicy, pod: SC | None = None, *containers: SC | None) -> ResolvedUser:
     paths = [f"spec.podSets[0].template.spec.containers[{i}].securityContext" for i in range(len(containers) or 1)]
     return resolve_pod_user(namespace="team-a", policy=policy, pod_context=pod, pod_path=POD,
-                            containers=list(zip(paths, containers or (None,))))
+                            containers=list(zip(paths, containers or (None,), strict=True)))
 
 
 @pytest.mark.parametrize(
