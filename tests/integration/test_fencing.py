@@ -99,8 +99,10 @@ def test_a_cut_off_agent_stops_its_pods_and_the_requeued_job_runs_exactly_once(s
     c.kill9()
     # Cut off: after the node timeout the agent stops the pod by itself.
     wait_for("the agent to stop its pod (self-fencing)", lambda: gone(pid), timeout=NODE_TIMEOUT + 3)
-    fenced = next(p for p in agent.pods() if p["workload"] == "once")
-    assert (fenced["phase"], fenced["reason"]) == ("Failed", "NodeFenced")
+    # The process is gone; the agent records why once it has reaped it.
+    wait_for("the pod recorded as fenced",
+             lambda: [(p["phase"], p["reason"]) for p in agent.pods() if p["workload"] == "once"] == [("Failed", "NodeFenced")],
+             timeout=10)
     assert not effect.exists()
     c.start()
     wait_for("the requeued job finished", lambda: workload_states(c.address).get("once") == "Finished", timeout=40)
