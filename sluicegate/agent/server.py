@@ -36,6 +36,7 @@ from sluicegate.agent.settings import AgentSettings, SettingsError, load_setting
 from sluicegate.agent.static import StaticPods
 from sluicegate.common.health import HealthServer
 from sluicegate.common.metrics import Registry
+from sluicegate.common.netaddr import is_loopback, split_hostport
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.supervise import (
     DEFAULT_HARD_DEADLINE,
@@ -44,7 +45,6 @@ from sluicegate.common.supervise import (
     stop_on_signals,
     supervise,
 )
-from sluicegate.controller.settings import is_loopback, split_hostport
 
 log = logging.getLogger("sluicegate.agent")
 

@@ -53,3 +53,14 @@ def test_only_transport_modules_import_generated_stubs() -> None:
         if any(m.startswith("sluicegate.v1") for m in imports_of(path)):
             bad.append(rel)
     assert bad == []
+
+
+@pytest.mark.parametrize(("side", "other"), [("agent", "sluicegate.controller"), ("controller", "sluicegate.agent")])
+def test_agent_and_controller_do_not_import_each_other(side: str, other: str) -> None:
+    """Shared code lives in sluicegate/common (or model, security, quantity), never on the other side."""
+    bad = []
+    for path in sorted((ROOT / side).rglob("*.py")):
+        for mod in imports_of(path):
+            if mod == other or mod.startswith(other + "."):
+                bad.append(f"{path.relative_to(ROOT)}: {mod}")
+    assert bad == []
