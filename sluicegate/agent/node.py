@@ -396,7 +396,8 @@ class AgentNode:
             meta = PodMeta(
                 uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
                 index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
-                qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=wish.termination_grace_seconds,
+                qos=qos.value, static=wish.static, admitted_at=self.clock(),
+                grace_seconds=wish.termination_grace_seconds,
                 containers=tuple(c.name for c in wish.containers), source=wish.source,
             )
             try:
