@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +77,11 @@ class RuntimeBase:
         self._crash: PodTaskCrashed | None = None
         self._closed = False
         self.events: asyncio.Queue[PodStatus] = asyncio.Queue()
-        # Called before every checkpoint write.  The agent writes its own
-        # per-pod metadata there, so that file is never behind the checkpoint
-        # (a pod is never started before its metadata is on disk) and both
-        # are written once per batch.  Must not raise.
-        self.before_write: Callable[[], None] | None = None
+        # The agent node's per-pod records, written in the same file and the
+        # same write as the runtime's own (see "Node records" below).
+        self.adopted_node_records: tuple[ckpt.JSONObject, ...] | None = None
+        self._node_json: dict[str, str] | None = None
+        self._node_encoders: dict[str, Callable[[], str]] = {}
 
     # -- internals: bookkeeping --
 
@@ -175,6 +175,44 @@ class RuntimeBase:
             containers=tuple(container.record() for container in pod.containers),
         )
 
+    # Node records.  The agent node keeps its own record of each pod (what
+    # the controller asked for: workload, priority, admission, the pod's
+    # user) in the checkpoint, beside the runtime's: one file, one atomic
+    # write, so the two never disagree after a crash and a change of both
+    # costs one write.  The runtime does not read them; it keeps each one
+    # encoded, like its own, and encodes a changed one (``encode``) only
+    # when it writes.  Until the node hands its records over, the file has
+    # no "node" key (so an upgraded agent knows to import pods-meta.json).
+
+    def set_node_records(self, records: Mapping[str, str], *, write: bool) -> None:
+        """The node's records (JSON text by uid, in the node's order); ``write``: write the file at once."""
+        self._node_json = dict(records)
+        self._node_encoders.clear()
+        if write:
+            self._file_stale = True
+            self._flush(publish=False)
+
+    def put_node_record(self, uid: str, encode: Callable[[], str], *, within: float) -> None:
+        """The node's record of ``uid`` changed: ``encode()`` goes into the next write, within ``within`` s."""
+        if self._node_json is None:
+            self._node_json = {}
+        self._node_json.setdefault(uid, "null")
+        self._node_encoders[uid] = encode
+        self._schedule_flush(within)
+
+    def drop_node_record(self, uid: str, *, within: float) -> None:
+        if self._node_json is not None and self._node_json.pop(uid, None) is not None:
+            self._node_encoders.pop(uid, None)
+            self._file_stale = True
+            self._schedule_flush(within)
+
+    def write_now(self) -> None:
+        """Write every pending change now (statuses are still published by the next scheduled write).
+
+        Raises CheckpointError; the changes stay pending.
+        """
+        self._flush(publish=False)
+
     def _mark(self, pod: LivePod) -> None:
         """The pod's record changed: rewrite it with the next flush."""
         self._stale.add(pod.uid)
@@ -215,17 +253,21 @@ class RuntimeBase:
         Raises CheckpointError with nothing published; the changes stay
         pending for the next attempt.
         """
-        if self.before_write is not None:
-            self.before_write()
-        if self._stale or self._file_stale:
+        if self._stale or self._file_stale or self._node_encoders:
             for uid in self._stale:
                 pod = self._pods.get(uid)
                 if pod is not None:
                     self._records[uid] = ckpt.encode_pod(self._record(pod))
             self._stale.clear()
+            node = self._node_json
+            if node is not None:
+                for uid, encode in self._node_encoders.items():
+                    node[uid] = encode()
+            self._node_encoders.clear()
             self._file_stale = True
             self._checkpoint_file.write(
-                boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(), pods=self._records.values()
+                boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(), pods=self._records.values(),
+                node=None if node is None else node.values(),
             )
             self._file_stale = False
         if not publish:

@@ -270,6 +270,7 @@ class PodRuntime(Supervision):
             pods = [self._restore_pod(record, path=path) for record in checkpoint.pods]
             same_boot = checkpoint.boot_id == self._boot_id
             self._seq = max(self._seq, checkpoint.seq)
+            self.adopted_node_records = checkpoint.node_records
             for pod in pods:
                 self._pods[pod.uid] = pod
                 if pod.finished:

@@ -50,6 +50,15 @@ async def test_a_pod_running_under_todays_checkpoint_is_adopted_with_its_metadat
         if shutil.which("setpriv"):
             # The pod's user comes back too: a probe or a restart would run as it.
             assert node.runtime.privilege_argv("pod-a")[1:4] == ["--reuid=65534", "--regid=65534", "--clear-groups"]
+
+        # The metadata now lives in the checkpoint, one file: the old file is gone
+        # and the next agent reads the same from the checkpoint alone.
+        assert not (tmp_path / "agent" / "pods-meta.json").exists()
+        before = node.meta["pod-a"]
+        again = await make_node()
+        assert again.meta["pod-a"] == before
+        again_report = again.report("pod-a")
+        assert again_report is not None and again_report.workload == "wl-1"
     finally:
         proc.kill()
         proc.wait()
