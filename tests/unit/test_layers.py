@@ -64,3 +64,10 @@ def test_agent_and_controller_do_not_import_each_other(side: str, other: str) ->
             if mod == other or mod.startswith(other + "."):
                 bad.append(f"{path.relative_to(ROOT)}: {mod}")
     assert bad == []
+
+
+def test_agent_modules_stay_small() -> None:
+    """One layer per module: none of the agent's grows past 700 lines (split it instead)."""
+    big = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "agent").rglob("*.py"))
+           if (n := len(p.read_text().splitlines())) >= 700}
+    assert big == {}
