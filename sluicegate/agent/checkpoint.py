@@ -143,6 +143,11 @@ class Checkpoint:
     written_at: float
     pods: tuple[PodRecord, ...]
     version: int = FORMAT_VERSION
+    # The agent node's record of each pod it was asked to run (workload,
+    # priority, admission, user; see sluicegate.agent.node), opaque here and
+    # written in the same atomic write as the runtime's records.  None: a
+    # checkpoint from before they were kept here (in pods-meta.json).
+    node_records: tuple[JSONObject, ...] | None = None
 
 
 def path_for(data_dir: Path) -> Path:
@@ -201,13 +206,16 @@ def _pod_json(pod: PodRecord) -> JSONObject:
 
 
 def encode(checkpoint: Checkpoint) -> JSONObject:
-    return {
+    out: JSONObject = {
         "version": checkpoint.version,
         "bootId": checkpoint.boot_id,
         "seq": checkpoint.seq,
         "writtenAt": checkpoint.written_at,
         "pods": [_pod_json(pod) for pod in checkpoint.pods],
     }
+    if checkpoint.node_records is not None:
+        out["node"] = list(checkpoint.node_records)
+    return out
 
 
 def _dumps(value: JSONValue) -> str:
@@ -386,12 +394,19 @@ def decode(obj: JSONValue, *, path: str) -> Checkpoint:
                 containers=tuple(_container(container) for container in pod.objs("containers")),
             )
         )
+    node_records: tuple[JSONObject, ...] | None = None
+    if top.has("node"):
+        raw = obj["node"]
+        if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+            raise CheckpointError(path=path, detail="checkpoint.node: expected a list of objects")
+        node_records = tuple(item for item in raw if isinstance(item, dict))
     return Checkpoint(
         boot_id=top.get_str("bootId"),
         seq=top.get_int("seq"),
         written_at=top.get_float("writtenAt"),
         pods=tuple(pods),
         version=version,
+        node_records=node_records,
     )
 
 
@@ -483,13 +498,16 @@ class CheckpointFile:
         self.path = path
         self._file = AtomicFile(path, mode=0o600)
 
-    def write(self, *, boot_id: str, seq: int, written_at: float, pods: Iterable[str]) -> None:
-        """Replace the file; ``pods`` are records from ``encode_pod``."""
+    def write(
+        self, *, boot_id: str, seq: int, written_at: float, pods: Iterable[str], node: Iterable[str] | None = None
+    ) -> None:
+        """Replace the file; ``pods`` are records from ``encode_pod``, ``node`` the node's records as JSON text."""
         # Byte for byte what save() writes (keys sorted), assembled from
         # pre-encoded records so an unchanged pod costs a string copy.
         head = _dumps({"bootId": boot_id})
         tail = _dumps({"seq": seq, "version": FORMAT_VERSION, "writtenAt": written_at})
-        data = "".join((head[:-1], ',"pods":[', ",".join(pods), "],", tail[1:], "\n")).encode()
+        node_part = "" if node is None else ',"node":[' + ",".join(node) + "]"
+        data = "".join((head[:-1], node_part, ',"pods":[', ",".join(pods), "],", tail[1:], "\n")).encode()
         try:
             self._file.replace(data)
         except OSError as exc:

@@ -40,7 +40,8 @@ def _agent_batch(messages: list[agent_pb2.AgentMessage]) -> agent_pb2.AgentMessa
 
 def _is_register(msg: agent_pb2.AgentMessage) -> bool:
     # The controller reads the stream's first message by itself as the registration.
-    return msg.WhichOneof("kind") == "register"
+    kind: str | None = msg.WhichOneof("kind")
+    return kind == "register"
 
 
 def report_to_proto(r: PodReport) -> agent_pb2.PodStatus:
@@ -62,7 +63,8 @@ def wish_from_proto(p: agent_pb2.PodSpec) -> PodWish:
             ContainerWish(name=c.name, command=tuple(c.command), args=tuple(c.args),
                           env=tuple((e.name, e.value) for e in c.env), working_dir=c.working_dir,
                           requests=dict(c.requests), limits=dict(c.limits),
-                          readiness_probe=probe_from_proto(c.readiness_probe) if c.HasField("readiness_probe") else None,
+                          readiness_probe=(probe_from_proto(c.readiness_probe)
+                                           if c.HasField("readiness_probe") else None),
                           security=_security_from_proto(c))
             for c in p.containers
         ),
@@ -180,7 +182,8 @@ class ControllerLink:
         n = self.node
         return agent_pb2.AgentMessage(register=agent_pb2.Register(
             node=agent_pb2.NodeInfo(name=n.name, labels=self.labels, capacity=n.capacity, allocatable=n.allocatable,
-                                    agent_version=AGENT_VERSION, boot_id=self.boot_id, health_address=self.health_address),
+                                    agent_version=AGENT_VERSION, boot_id=self.boot_id,
+                                    health_address=self.health_address),
             pods=[report_to_proto(r) for r in n.reports()],
         ))
 
@@ -245,7 +248,7 @@ class ControllerLink:
         if delay > 0:
             await asyncio.sleep(delay)
         key = pki.new_key()
-        stub = security_pb2_grpc.SecurityStub(channel)
+        stub = security_pb2_grpc.SecurityStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
         resp = await stub.Renew(security_pb2.RenewRequest(csr=pki.make_csr(key, f"system:node:{node_creds.node}")),
                                 timeout=30)
         assert self.pki_dir is not None
@@ -257,7 +260,7 @@ class ControllerLink:
         """One stream, until it ends; True when it ended to reconnect with a renewed certificate."""
         channel, node_creds = self._channel()
         async with channel:
-            stub = agent_pb2_grpc.AgentLinkStub(channel)
+            stub = agent_pb2_grpc.AgentLinkStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
             sent_at = self.fencing.clock() if self.fencing is not None else 0.0
@@ -370,7 +373,8 @@ class ControllerLink:
             meta = self.node.meta.get(uid)
             all_names = self.node.container_names(uid)
             if not all_names or (meta is not None and meta.rejected):
-                chunk(eof=True, error=f"the pod never started on node {self.node.name}" + (f": {meta.message}" if meta else ""))
+                why = f": {meta.message}" if meta else ""
+                chunk(eof=True, error=f"the pod never started on node {self.node.name}{why}")
                 return
             names = [n for n in all_names if not container or n == container]
             if not names:
@@ -404,13 +408,15 @@ class ControllerLink:
             self._log_tasks.pop(request_id, None)
 
 
-async def join(*, address: str, token: str, ca_hash: str, node_name: str, pki_dir: Path, timeout: float = 30.0) -> creds.NodeCredentials:
+async def join(
+    *, address: str, token: str, ca_hash: str, node_name: str, pki_dir: Path, timeout: float = 30.0
+) -> creds.NodeCredentials:
     """Join the cluster: pin the CA by hash, trade the bootstrap token and a CSR for a node certificate."""
     ca = await asyncio.to_thread(creds.fetch_ca, address, ca_hash, timeout=timeout)
     key = pki.new_key()
     csr = pki.make_csr(key, f"system:node:{node_name}")
     async with open_channel(address, ca=ca) as channel:
-        stub = security_pb2_grpc.SecurityStub(channel)
+        stub = security_pb2_grpc.SecurityStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
         resp = await stub.Join(security_pb2.JoinRequest(token=token, node_name=node_name, csr=csr), timeout=timeout)
     cert = pki.load_cert(resp.certificate)
     if not pki.signed_by(cert, pki.load_cert(ca)):

@@ -1,9 +1,10 @@
 """The agent's view of its node: what runs here, node admission, and status reports.
 
 Sits between the controller link and the process runtime.  The controller's
-pod metadata (workload, priority, requests) is kept in ``pods-meta.json``
-beside the runtime's checkpoint and written before a pod starts, so a
-restarted agent reports its pods exactly as before.
+pod metadata (workload, priority, requests) is kept in the runtime's
+checkpoint, beside the runtime's own records and in the same writes, and
+is on disk before a pod starts, so a restarted agent reports its pods
+exactly as before.
 
 Node admission follows the kubelet: a pod must fit the node's allocatable
 minus the requests of pods already admitted; a critical pod that does not
@@ -27,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from sluicegate.agent.checkpoint import AtomicFile
+from sluicegate.agent.checkpoint import CheckpointError
 from sluicegate.agent.monitor import Monitor, NodeReading
 from sluicegate.agent.policy import (
     ContainerResources,
@@ -54,6 +55,8 @@ from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, r
 
 log = logging.getLogger(__name__)
 
+# Where agents before November 2026 kept the metadata; read once by an
+# upgraded agent (then written into the checkpoint and removed).
 META_FILE = "pods-meta.json"
 # How long a metadata change nothing waits for (a forgotten pod, a reason
 # set before a stop) may stay unwritten; see "Metadata writes are batched".
@@ -222,21 +225,13 @@ class AgentNode:
         self.on_readiness: Callable[[str], None] | None = None
         self.probes = ReadinessProbes(self._readiness_changed)
         self._lock = asyncio.Lock()
-        # pods-meta.json kept encoded per pod, like the runtime's checkpoint:
-        # a write re-encodes only the pods in _meta_stale.
-        self._meta_json: dict[str, str] = {}
-        self._meta_stale: set[str] = set()
         # Finished pods the runtime is dropping right now (see forget).
         self._forgetting: set[str] = set()
-        self._meta_file_stale = False
-        self._meta_flush: asyncio.TimerHandle | None = None
         # Pods found in our cgroups with no checkpoint record (killed at start-up), reported
         # Failed/Orphaned until the controller forgets them.  Kept in memory only: after
         # another restart the controller finds them missing, which it treats the same way.
         self.orphans: dict[str, PodReport] = {}
-        self._meta_file = AtomicFile(self._meta_path(), mode=0o600)
         self._load_meta()
-        runtime.before_write = self._scheduled_meta_flush
 
     def _readiness_changed(self, uid: str) -> None:
         if self.on_readiness is not None:
@@ -257,72 +252,54 @@ class AgentNode:
 
     # ------------------------------------------------------------ metadata
 
-    def _meta_path(self) -> Path:
-        return self.data_dir / META_FILE
-
     def _load_meta(self) -> None:
-        path = self._meta_path()
-        if not path.exists():
+        """Read the metadata from the adopted checkpoint, or once from an older agent's pods-meta.json."""
+        records: list[Any] | tuple[Any, ...] | None = self.runtime.adopted_node_records
+        legacy = self.data_dir / META_FILE
+        imported = records is None and legacy.exists()
+        try:
+            if imported:
+                records = json.loads(legacy.read_text())
+            if records:
+                self.meta = {m["uid"]: PodMeta(**{**m, "containers": tuple(m.get("containers", ()))}) for m in records}
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            log.error("cannot read %s (%s); pods will be reported without controller metadata",
+                      legacy if imported else self.runtime.checkpoint_path, exc)
+            self.meta = {}
+        encoded = {uid: _encode_meta(m) for uid, m in self.meta.items()}
+        if not imported:
+            self.runtime.set_node_records(encoded, write=False)
             return
         try:
-            raw = json.loads(path.read_text())
-            self.meta = {m["uid"]: PodMeta(**{**m, "containers": tuple(m.get("containers", ()))}) for m in raw}
-            self._meta_json = {uid: _encode_meta(m) for uid, m in self.meta.items()}
-        except (OSError, ValueError, TypeError) as exc:
-            log.error("cannot read %s (%s); pods will be reported without controller metadata", path, exc)
+            self.runtime.set_node_records(encoded, write=True)
+            legacy.unlink()
+        except (CheckpointError, OSError) as exc:
+            log.error("cannot move %s into the checkpoint (%s); it is read again at the next start", legacy, exc)
 
-    # Metadata writes are batched.  A change marks the pod; the file is
-    # written by the runtime's next checkpoint write (``before_write``), so
-    # it is never behind the checkpoint and a status the runtime publishes
-    # (an eviction reason, a finished pod) is covered by the same write.
-    # Where a report or a start follows in the same step -- a rejection, a
-    # critical pod's admission, a pod about to start -- it is written at once
+    # Metadata writes are batched with the runtime's checkpoint writes.  A
+    # change hands the runtime the pod's record (encoded only when written);
+    # it is written with the runtime's next write, so it is never behind
+    # the checkpoint, a status the runtime publishes (an eviction reason, a
+    # finished pod) is covered by the same write, and a pod's process is
+    # never spawned before its metadata is on disk (the runtime writes
+    # before every spawn).  Where a report follows in the same step -- a
+    # rejection, a critical pod's admission -- it is written at once
     # (_flush_meta).  Changes nothing waits for (forgotten pods) are written
-    # within META_BATCH_SECONDS if no checkpoint write comes first.
+    # within META_BATCH_SECONDS if no other write comes first.
 
     def _put_meta(self, m: PodMeta) -> None:
         self.meta[m.uid] = m
-        self._meta_stale.add(m.uid)
-        self._schedule_meta_flush()
+        self.runtime.put_node_record(m.uid, lambda: _encode_meta(m), within=META_BATCH_SECONDS)
 
     def _drop_meta(self, uid: str) -> PodMeta | None:
         m = self.meta.pop(uid, None)
         if m is not None:
-            self._meta_json.pop(uid, None)
-            self._meta_stale.discard(uid)
-            self._meta_file_stale = True
-            self._schedule_meta_flush()
+            self.runtime.drop_node_record(uid, within=META_BATCH_SECONDS)
         return m
 
-    def _schedule_meta_flush(self) -> None:
-        if self._meta_flush is None:
-            self._meta_flush = asyncio.get_running_loop().call_later(META_BATCH_SECONDS, self._scheduled_meta_flush)
-
-    def _scheduled_meta_flush(self) -> None:
-        if self._meta_flush is not None:
-            self._meta_flush.cancel()
-            self._meta_flush = None
-        try:
-            self._flush_meta()
-        except OSError as exc:
-            # Left pending: the next write tries again (a start would fail with it).
-            log.error("cannot write %s (%s); pod metadata will be written with the next change",
-                      self._meta_path(), exc.strerror or exc)
-
     def _flush_meta(self) -> None:
-        """Write pending metadata now (atomic, not fsynced: like the checkpoint it only has to outlive the agent)."""
-        if not (self._meta_stale or self._meta_file_stale):
-            return
-        for uid in self._meta_stale:
-            m = self.meta.get(uid)
-            if m is not None:
-                self._meta_json[uid] = _encode_meta(m)
-        self._meta_stale.clear()
-        self._meta_file_stale = True
-        # In self.meta's order, so a restarted agent lists pods as this one did.
-        data = "[" + ",".join(self._meta_json[uid] for uid in self.meta) + "]"
-        self._meta_file.replace(data.encode())
-        self._meta_file_stale = False
+        """Write pending metadata (and the runtime's pending changes) now: atomic, not fsynced, like the checkpoint."""
+        self.runtime.write_now()
 
     def set_reason(self, uid: str, reason: str, message: str) -> None:
         m = self.meta.get(uid)
@@ -396,7 +373,8 @@ class AgentNode:
             meta = PodMeta(
                 uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
                 index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
-                qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=wish.termination_grace_seconds,
+                qos=qos.value, static=wish.static, admitted_at=self.clock(),
+                grace_seconds=wish.termination_grace_seconds,
                 containers=tuple(c.name for c in wish.containers), source=wish.source,
             )
             try:
@@ -456,8 +434,8 @@ class AgentNode:
         probes = {c.name: c.readiness_probe.to_json() for c in wish.containers if c.readiness_probe is not None}
         if probes:
             self._put_meta(replace(self.meta[wish.uid], probes=probes))
-        # Before the pod starts: a restarted agent reports it exactly as we would.
-        self._flush_meta()
+        # The runtime writes the checkpoint, this metadata included, before it
+        # spawns anything: a restarted agent reports the pod exactly as we would.
         try:
             await self.runtime.run(spec)
         except PodRuntimeError as exc:

@@ -194,7 +194,7 @@ class _Worker:
         finally:
             if entered:
                 try:
-                    for path, fd in zip(self.home, self._home_fds):
+                    for path, fd in zip(self.home, self._home_fds, strict=False):
                         try:
                             os.write(fd, tid)
                         except OSError as exc:

@@ -247,7 +247,10 @@ class PressureLoop:
         self._stuck_logged = False
 
     def candidates(self) -> list[PodInfo]:
-        """Pods that may be evicted: running and not already being stopped (critical ones included; the policy skips them)."""
+        """Pods that may be evicted: running and not already being stopped.
+
+        Critical ones are included; the policy skips them.
+        """
         out = []
         for pod in self.node.admitted_pods():
             st = self.node.runtime.status(pod.uid)

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +36,17 @@ class ProbeSpec:
                 "timeout": self.timeout_seconds, "success": self.success_threshold, "failure": self.failure_threshold}
 
     @staticmethod
-    def from_json(d: Mapping[str, object]) -> ProbeSpec:
+    def from_json(d: Mapping[str, Any]) -> ProbeSpec:
         return ProbeSpec(
-            exec_command=tuple(str(x) for x in d.get("exec", []) or []),  # type: ignore[union-attr]
-            tcp_port=int(d.get("tcpPort", 0) or 0),  # type: ignore[arg-type]
+            exec_command=tuple(str(x) for x in d.get("exec", []) or []),
+            tcp_port=int(d.get("tcpPort", 0) or 0),
             http_path=str(d.get("httpPath", "") or ""),
-            http_port=int(d.get("httpPort", 0) or 0),  # type: ignore[arg-type]
-            initial_delay_seconds=float(d.get("initialDelay", 0) or 0),  # type: ignore[arg-type]
-            period_seconds=float(d.get("period", 10) or 10),  # type: ignore[arg-type]
-            timeout_seconds=float(d.get("timeout", 1) or 1),  # type: ignore[arg-type]
-            success_threshold=int(d.get("success", 1) or 1),  # type: ignore[arg-type]
-            failure_threshold=int(d.get("failure", 3) or 3),  # type: ignore[arg-type]
+            http_port=int(d.get("httpPort", 0) or 0),
+            initial_delay_seconds=float(d.get("initialDelay", 0) or 0),
+            period_seconds=float(d.get("period", 10) or 10),
+            timeout_seconds=float(d.get("timeout", 1) or 1),
+            success_threshold=int(d.get("success", 1) or 1),
+            failure_threshold=int(d.get("failure", 3) or 3),
         )
 
 
@@ -69,7 +70,8 @@ async def check(spec: ProbeSpec, *, env: Mapping[str, str] | None = None, cwd: s
                 await proc.wait()
                 return False
         if spec.tcp_port:
-            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", spec.tcp_port), spec.timeout_seconds)
+            connecting = asyncio.open_connection("127.0.0.1", spec.tcp_port)
+            _, writer = await asyncio.wait_for(connecting, spec.timeout_seconds)
             writer.close()
             return True
         if spec.http_port:
@@ -106,7 +108,8 @@ class ReadinessProbes:
         if key in self._tasks:
             return
         self._ready[key] = False
-        self._tasks[key] = asyncio.create_task(self._run(key, spec, env, cwd, tuple(prefix)), name=f"probe-{uid}-{container}")
+        self._tasks[key] = asyncio.create_task(self._run(key, spec, env, cwd, tuple(prefix)),
+                                               name=f"probe-{uid}-{container}")
 
     def stop(self, uid: str) -> None:
         for key in [k for k in self._tasks if k[0] == uid]:
@@ -124,7 +127,8 @@ class ReadinessProbes:
             else:
                 successes, failures = 0, failures + 1
             was = self._ready.get(key, False)
-            now = True if successes >= spec.success_threshold else (False if failures >= spec.failure_threshold else was)
+            now = True if successes >= spec.success_threshold else (
+                False if failures >= spec.failure_threshold else was)
             if now != was:
                 self._ready[key] = now
                 log.info("pod %s container %s is %s", key[0], key[1], "ready" if now else "not ready")

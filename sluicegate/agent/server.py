@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import grpc
 
@@ -34,8 +35,9 @@ from sluicegate.agent.pressure import PressureLoop
 from sluicegate.agent.runtime import DEFAULT_PATH, PodRuntime, RuntimeConfig
 from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
 from sluicegate.agent.static import StaticPods
-from sluicegate.common.health import HealthServer
+from sluicegate.common.health import HealthServer, JsonValue
 from sluicegate.common.metrics import Registry
+from sluicegate.common.netaddr import is_loopback, split_hostport
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.supervise import (
     DEFAULT_HARD_DEADLINE,
@@ -44,7 +46,6 @@ from sluicegate.common.supervise import (
     stop_on_signals,
     supervise,
 )
-from sluicegate.controller.settings import is_loopback, split_hostport
 
 log = logging.getLogger("sluicegate.agent")
 
@@ -97,7 +98,8 @@ def agent_metrics(node: AgentNode, link: ControllerLink) -> Registry:
     reg.callback_gauge("sluicegate_pods", "Pods on this node by phase.", collect=phases, labelnames=("phase",))
     reg.callback_gauge("sluicegate_evictions", "Pods this agent evicted (node pressure or critical pods).",
                        collect=lambda: [((), float(node.evictions))])
-    reg.callback_gauge("sluicegate_node_condition", "1 while the node reports the condition (MemoryPressure, DiskPressure).",
+    reg.callback_gauge("sluicegate_node_condition",
+                       "1 while the node reports the condition (MemoryPressure, DiskPressure).",
                        collect=lambda: [((c,), 1.0 if c in node.conditions else 0.0)
                                         for c in ("MemoryPressure", "DiskPressure")],
                        labelnames=("condition",))
@@ -204,10 +206,15 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
             return False, f"not registered with the controller at {settings.controller}: {link.last_error}"
         return True, f"registered with {settings.controller} as {settings.node_name}"
 
+    def pods_json() -> JsonValue:
+        # Only JSON values, in containers whose exact types JsonValue's invariant ones do not match.
+        return cast(JsonValue, node.pods_json())
+
     health = HealthServer(registry=agent_metrics(node, link), readiness=readiness, host=hhost, port=hport,
-                          json_routes={"/pods": node.pods_json})
+                          json_routes={"/pods": pods_json})
     await health.start()
-    link.health_address = "%s:%d" % health.address
+    health_host, health_port = health.address
+    link.health_address = f"{health_host}:{health_port}"
     notifier = Notifier.from_environment()
     try:
         async def announce_ready() -> None:
@@ -216,7 +223,7 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
                 await asyncio.sleep(0.05)
             if ready_file:
                 tmp = f"{ready_file}.tmp"
-                Path(tmp).write_text(json.dumps({"health": "%s:%d" % health.address, "pid": os.getpid(),
+                Path(tmp).write_text(json.dumps({"health": link.health_address, "pid": os.getpid(),
                                                  "node": settings.node_name}))
                 os.replace(tmp, ready_file)
             notifier.ready(f"node {settings.node_name} registered with {settings.controller}")
@@ -273,10 +280,13 @@ async def _main(ns: argparse.Namespace) -> int:
 
 def join_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="sluicegate-agent join",
-                                description="Join this node to a cluster: get a node certificate with a bootstrap token.")
-    p.add_argument("--controller", required=True, help="the controller's token port HOST:PORT (tokenListen, e.g. :7423)")
+                                description="Join this node to a cluster: get a node certificate with a bootstrap "
+                                            "token.")
+    p.add_argument("--controller", required=True,
+                   help="the controller's token port HOST:PORT (tokenListen, e.g. :7423)")
     p.add_argument("--token", required=True, help="a bootstrap token from 'sluicectl token create'")
-    p.add_argument("--ca-cert-hash", required=True, help="sha256:... of the cluster CA ('sluicegate-controller init' prints it)")
+    p.add_argument("--ca-cert-hash", required=True,
+                   help="sha256:... of the cluster CA ('sluicegate-controller init' prints it)")
     p.add_argument("--config", help="the agent's settings YAML (for dataDir, pkiDir, nodeName)")
     p.add_argument("--node-name")
     p.add_argument("--data-dir")

@@ -195,7 +195,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         raise SettingsError(f"cgroupBase: must be one directory name, got {s.cgroup_base!r}")
     if s.restart_backoff_base <= 0 or s.restart_backoff_cap < s.restart_backoff_base:
         raise SettingsError("restartBackoff: need 0 < base <= cap")
-    for key, seconds in (("evictionInterval", s.eviction_interval), ("staticPodSyncInterval", s.static_pod_sync_interval)):
+    intervals = (("evictionInterval", s.eviction_interval), ("staticPodSyncInterval", s.static_pod_sync_interval))
+    for key, seconds in intervals:
         if seconds <= 0:
             raise SettingsError(f"{key}: must be a positive duration, got {seconds:g}s")
     if s.eviction_pressure_transition_period < 0:

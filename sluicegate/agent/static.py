@@ -341,10 +341,10 @@ class StaticPods:
             await asyncio.gather(*(self._stop(uid) for uid in stopping))
         started: list[str] = []
         for file, wish in scan.wishes.items():
-            m = self.node.meta.get(wish.uid)
-            if m is not None and not m.rejected:
+            known = self.node.meta.get(wish.uid)
+            if known is not None and not known.rejected:
                 continue
-            if m is not None:
+            if known is not None:
                 # The kubelet leaves a rejected static pod failed; a critical
                 # pod is worth retrying once something may have left the node.
                 await self.node.remove(wish.uid)

@@ -265,3 +265,26 @@ def test_checkpoint_file_write_failure_is_a_checkpoint_error(tmp_path: Path) -> 
         str(blocker / "checkpoint.json"),
         True,
     )
+
+
+def test_the_node_records_travel_in_the_same_file_and_are_absent_from_older_ones(tmp_path: Path) -> None:
+    node = ({"uid": "pod-a", "workload": "wl-1", "containers": ["main"]}, {"uid": "pod-b", "workload": "wl-2"})
+    whole = Checkpoint(boot_id="boot-1", seq=3, written_at=15.0, pods=(_record("pod-a"),), node_records=node)
+    checkpoint.save(tmp_path / "saved.json", whole)
+    checkpoint.CheckpointFile(tmp_path / "batched.json").write(
+        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods],
+        node=[json.dumps(record, separators=(",", ":"), sort_keys=True) for record in node],
+    )
+    assert (tmp_path / "batched.json").read_bytes() == (tmp_path / "saved.json").read_bytes()
+    assert checkpoint.load(tmp_path / "batched.json") == whole
+    # Written before the node kept its records here: None, so the agent reads pods-meta.json instead.
+    checkpoint.save(tmp_path / "older.json", Checkpoint(boot_id="b", seq=1, written_at=1.0, pods=()))
+    loaded = checkpoint.load(tmp_path / "older.json")
+    assert loaded is not None and loaded.node_records is None
+
+
+def test_node_records_that_are_not_objects_make_the_checkpoint_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps({"version": 1, "bootId": "b", "seq": 1, "writtenAt": 1.0, "pods": [], "node": [3]}))
+    with pytest.raises(CheckpointError, match="checkpoint.node"):
+        checkpoint.load(path)

@@ -168,8 +168,8 @@ def test_pods_run_unprivileged_in_a_private_home_and_cannot_read_other_logs_or_t
     env = proc_environ(pid)
     assert (env["HOME"], env["HOSTNAME"], env["PATH"]) == (str(home), NODE, DEFAULT_PATH)
 
-    # Owner-only files: logs (root's), the agent's checkpoint and metadata, the store.
-    for path in (alpha_log, beta_log, cluster.agent.data_dir / "pods-meta.json", store):
+    # Owner-only files: logs (root's), the agent's checkpoint (with the pods' metadata), the store.
+    for path in (alpha_log, beta_log, cluster.agent.data_dir / "checkpoint.json", store):
         info = path.stat()
         assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o600), path
     for wal in store.parent.glob(store.name + "-*"):

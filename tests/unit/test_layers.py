@@ -99,3 +99,21 @@ def test_manifest_does_not_import_the_controller() -> None:
         if mod == "sluicegate.controller" or mod.startswith("sluicegate.controller.")
     ]
     assert bad == []
+
+
+@pytest.mark.parametrize(("side", "other"), [("agent", "sluicegate.controller"), ("controller", "sluicegate.agent")])
+def test_agent_and_controller_do_not_import_each_other(side: str, other: str) -> None:
+    """Shared code lives in sluicegate/common (or model, security, quantity), never on the other side."""
+    bad = []
+    for path in sorted((ROOT / side).rglob("*.py")):
+        for mod in imports_of(path):
+            if mod == other or mod.startswith(other + "."):
+                bad.append(f"{path.relative_to(ROOT)}: {mod}")
+    assert bad == []
+
+
+def test_agent_modules_stay_small() -> None:
+    """One layer per module: none of the agent's grows past 700 lines (split it instead)."""
+    big = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "agent").rglob("*.py"))
+           if (n := len(p.read_text().splitlines())) >= 700}
+    assert big == {}

@@ -1,4 +1,4 @@
-"""pods-meta.json: on disk before a pod starts, batched otherwise, read back by a restarted agent."""
+"""Pod metadata (in the checkpoint): on disk before a pod starts, batched otherwise, read back by a restarted agent."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from sluicegate.agent.node import META_BATCH_SECONDS, META_FILE, AgentNode, ContainerWish, PodWish
+from sluicegate.agent import checkpoint as ckpt
+from sluicegate.agent.node import META_BATCH_SECONDS, AgentNode, ContainerWish, PodWish
 
 from .conftest import MakeNode
 
@@ -21,9 +23,15 @@ def wish(uid: str, script: str) -> PodWish:
     )
 
 
+def meta_records_on_disk(node: AgentNode) -> list[dict[str, Any]]:
+    """The node's per-pod records in the checkpoint, as a restarted agent would read them."""
+    records: list[dict[str, Any]] = json.loads(ckpt.path_for(node.data_dir).read_text())["node"]
+    return records
+
+
 def meta_on_disk(node: AgentNode) -> dict[str, str]:
     """uid -> workload, as a restarted agent would read it."""
-    return {m["uid"]: m["workload"] for m in json.loads((node.data_dir / META_FILE).read_text())}
+    return {m["uid"]: m["workload"] for m in meta_records_on_disk(node)}
 
 
 async def wait_until(predicate: Callable[[], bool], *, timeout: float) -> bool:
@@ -63,7 +71,7 @@ async def test_a_forgotten_pod_leaves_the_file_within_the_batch_window(make_node
 async def test_a_pod_that_does_not_fit_is_on_disk_as_rejected_before_it_is_reported(make_node: MakeNode) -> None:
     node = await make_node(allocatable={"cpu": 50, "memory": 1 << 30, "pods": 110})
     assert await node.run_pod(wish("too-big", "exit 0")) is False
-    on_disk = {m["uid"]: (m["rejected"], m["reason"]) for m in json.loads((node.data_dir / META_FILE).read_text())}
+    on_disk = {m["uid"]: (m["rejected"], m["reason"]) for m in meta_records_on_disk(node)}
     assert on_disk == {"too-big": (True, "OutOfcpu")}
 
 

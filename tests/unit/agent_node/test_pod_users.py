@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,11 @@ def wish(uid: str, script: str, *, namespace: str = "team-a", security: Requeste
 
 
 def ids(pid: int) -> dict[str, str]:
+    # The pid is setpriv's until it execs the command, halfway through dropping privileges for a moment.
+    for _ in range(200):
+        if Path(f"/proc/{pid}/comm").read_text().strip() != "setpriv":
+            break
+        time.sleep(0.01)
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     status = {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
     return {k: status[k] for k in ("Uid", "Gid", "Groups", "NoNewPrivs")}

@@ -1,0 +1,187 @@
+"""The cgroup v1 driver: one hierarchy per controller."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sluicegate.agent.cgroups.tree import (
+    TreeDriver,
+    read_int,
+    read_keyed,
+    resolve_parent,
+    write_value,
+)
+from sluicegate.agent.cgroups.values import (
+    CFS_PERIOD_US,
+    DEFAULT_BASE,
+    PARENT_ROOT,
+    THREAD_PLACEMENT_MIN_QUOTA_US,
+    V1_CONTROLLERS,
+    CgroupError,
+    CgroupHandle,
+    CgroupLimits,
+    CgroupUnavailable,
+    T,
+    cfs_quota_us,
+    cpu_shares,
+)
+from sluicegate.agent.placement import PlacementError, ThreadPlacer
+
+log = logging.getLogger("sluicegate.agent.cgroups")
+
+# --- cgroup v1 ---------------------------------------------------------------
+
+
+class CgroupV1(TreeDriver):
+    """Per-controller hierarchies; memory is required, cpu and cpuacct are used when present.
+
+    With a ``placer`` (what ``setup`` gives when the agent's thread can move
+    between its cgroups and the pods'), commands are forked from a thread
+    inside their cgroups; without one, through the placement wrapper.
+    """
+
+    def __init__(
+        self, *, bases: Sequence[tuple[str, Path]], shell: str = "/bin/sh", placer: ThreadPlacer | None = None
+    ) -> None:
+        super().__init__(bases=bases, shell=shell)
+        self._placer = placer
+
+    @property
+    def placer(self) -> ThreadPlacer | None:
+        return self._placer
+
+    def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], T]) -> T:
+        if handle is None or self._placer is None or self._tight_quota(handle):
+            return super().spawn(handle, argv, start)
+        command = list(argv)
+        try:
+            return self._placer.run([f"{directory}/tasks" for directory in handle.dir_names], lambda: start(command))
+        except PlacementError as exc:
+            raise CgroupError(path=exc.path, operation="place", detail=exc.detail) from exc
+
+    @property
+    def kind(self) -> str:
+        return "v1"
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name}={base}" for name, base in self._bases)
+        how = "from a thread inside their cgroups" if self._placer is not None else f"through {self._shell}"
+        return f"cgroup v1 ({parts}; commands start {how})"
+
+    @classmethod
+    def setup(
+        cls,
+        *,
+        root: Path,
+        parent: str = PARENT_ROOT,
+        base: str = DEFAULT_BASE,
+        shell: str = "/bin/sh",
+    ) -> CgroupV1:
+        memory_mount = root / "memory"
+        if not (memory_mount / "memory.limit_in_bytes").exists():
+            raise CgroupUnavailable(
+                path=str(memory_mount), operation="detect", detail="no v1 memory hierarchy mounted here"
+            )
+        bases: list[tuple[str, Path]] = []
+        seen: dict[str, Path] = {}
+        hierarchies: list[tuple[str, Path]] = []
+        for controller in V1_CONTROLLERS:
+            mount = root / controller
+            if not (mount / "cgroup.procs").exists():
+                continue
+            # cpu and cpuacct are often one mount ("cpu,cpuacct") reached by two
+            # symlinks; use one directory for both so nothing is created twice.
+            real = os.path.realpath(mount)
+            base_dir = seen.get(real)
+            if base_dir is None:
+                base_dir = resolve_parent(mount, parent, controller) / base
+                try:
+                    base_dir.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    if controller == "memory":
+                        raise CgroupUnavailable(
+                            path=str(base_dir), operation="detect", detail=exc.strerror or str(exc)
+                        ) from exc
+                    log.debug("cgroup v1 %s hierarchy is not writable at %s: %s", controller, base_dir, exc)
+                    continue
+                seen[real] = base_dir
+                hierarchies.append((controller, mount))
+            bases.append((controller, base_dir))
+        memory_base = bases[0][1]
+        if not os.access(memory_base / "cgroup.procs", os.W_OK):
+            raise CgroupUnavailable(path=str(memory_base), operation="detect", detail="cgroup.procs is not writable")
+        placer = ThreadPlacer(hierarchies=hierarchies)
+        try:
+            placer.probe([str(base / "tasks") for base in seen.values()])
+        except PlacementError as exc:
+            log.info("cgroup v1: commands start through %s, not from a thread inside their cgroups: %s", shell, exc)
+            return cls(bases=bases, shell=shell)
+        return cls(bases=bases, shell=shell, placer=placer)
+
+    def _tight_quota(self, handle: CgroupHandle) -> bool:
+        cpu = handle.dir_for("cpu")
+        if cpu is None:
+            return False
+        quota = read_int(cpu / "cpu.cfs_quota_us")  # -1: no limit
+        return quota is not None and 0 < quota < THREAD_PLACEMENT_MIN_QUOTA_US
+
+    def _apply_limits(self, handle: CgroupHandle, limits: CgroupLimits) -> None:
+        memory = handle.dir_for("memory")
+        cpu = handle.dir_for("cpu")
+        if limits.memory_limit_bytes is not None and memory is not None:
+            write_value(memory / "memory.limit_in_bytes", str(limits.memory_limit_bytes), operation="set memory limit")
+            # memory+swap at the same value keeps swap out of the picture (see
+            # v2); it must be written after the memory limit, which it may not
+            # undercut.  Kernels without swap accounting have no such file.
+            if (memory / "memory.memsw.limit_in_bytes").exists():
+                try:
+                    write_value(
+                        memory / "memory.memsw.limit_in_bytes",
+                        str(limits.memory_limit_bytes),
+                        operation="set memory+swap limit",
+                    )
+                except CgroupError as exc:
+                    log.debug("memory+swap limit not applied: %s", exc)
+        if limits.cpu_limit_millicores:
+            if cpu is None:
+                raise CgroupError(
+                    path=str(memory),
+                    operation="limit",
+                    detail="a CPU limit needs the v1 cpu hierarchy, which is not mounted or not writable",
+                )
+            write_value(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US), operation="set CPU period")
+            quota = cfs_quota_us(limits.cpu_limit_millicores)
+            write_value(cpu / "cpu.cfs_quota_us", str(quota), operation="set CPU limit")
+        if cpu is not None:
+            write_value(cpu / "cpu.shares", str(cpu_shares(limits.cpu_request_millicores)), operation="set CPU shares")
+
+    def working_set_bytes(self, handle: CgroupHandle | None) -> int | None:
+        memory = None if handle is None else handle.dir_for("memory")
+        if memory is None:
+            return None
+        usage = read_int(memory / "memory.usage_in_bytes")
+        if usage is None:
+            return None
+        inactive = read_keyed(memory / "memory.stat", "total_inactive_file") or 0
+        return max(0, usage - inactive)
+
+    def cpu_seconds(self, handle: CgroupHandle | None) -> float | None:
+        cpuacct = None if handle is None else handle.dir_for("cpuacct")
+        if cpuacct is None:
+            return None
+        usage = read_int(cpuacct / "cpuacct.usage")
+        return None if usage is None else usage / 1e9
+
+    def oom_kills(self, handle: CgroupHandle | None) -> int:
+        memory = None if handle is None else handle.dir_for("memory")
+        if memory is None:
+            return 0
+        kills = read_keyed(memory / "memory.oom_control", "oom_kill")
+        if kills is not None:
+            return kills
+        # Kernels before 4.13 have no oom_kill counter.  failcnt counts how
+        # often usage hit the limit, which is the closest signal they offer.
+        return read_int(memory / "memory.failcnt") or 0

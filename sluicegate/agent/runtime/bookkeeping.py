@@ -1,0 +1,326 @@
+"""The runtime's bookkeeping: pods by uid, snapshots, the batched checkpoint write, task supervision."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+from sluicegate.agent import checkpoint as ckpt
+from sluicegate.agent.cgroups import CgroupDriver
+from sluicegate.agent.monitor import Monitor, read_boot_id
+from sluicegate.agent.runtime.errors import (
+    PodNotFoundError,
+    PodRuntimeError,
+    PodTaskCrashed,
+    RuntimeClosedError,
+)
+from sluicegate.agent.runtime.process import (
+    HOME_DIR,
+    privilege_argv,
+)
+from sluicegate.agent.runtime.rules import pod_phase
+from sluicegate.agent.runtime.state import LivePod
+from sluicegate.agent.runtime.values import (
+    Clock,
+    PodPhase,
+    PodStatus,
+    Reason,
+    RunAs,
+    RuntimeConfig,
+    SystemClock,
+)
+
+log = logging.getLogger("sluicegate.agent.runtime")
+
+
+class RuntimeBase:
+    """State shared by the runtime's layers, and the checkpoint and status bookkeeping."""
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        cgroups: CgroupDriver,
+        monitor: Monitor | None = None,
+        clock: Clock | None = None,
+        config: RuntimeConfig | None = None,
+    ) -> None:
+        self._data_dir = Path(data_dir)
+        self._cgroups = cgroups
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._monitor = monitor if monitor is not None else Monitor(clock=self._clock.now)
+        self._config = config if config is not None else RuntimeConfig()
+        self._checkpoint_path = ckpt.path_for(self._data_dir)
+        self._checkpoint_file = ckpt.CheckpointFile(self._checkpoint_path)
+        self._needs_adopt = self._checkpoint_path.exists()
+        self._adopt_called = False
+        self._boot_id = read_boot_id()
+        self._found_commands: dict[tuple[str, str], str] = {}
+        self._dirs_ready = False
+        self._seq = 0
+        self._pods: dict[str, LivePod] = {}
+        # The checkpoint, kept encoded per pod: a write re-encodes only the
+        # pods in ``_stale`` and copies the others (see ``_flush``).
+        self._records: dict[str, str] = {}
+        self._stale: set[str] = set()
+        self._file_stale = False
+        self._unpublished: list[PodStatus] = []
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._flushed: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()
+        self._crashed = asyncio.Event()
+        self._crash: PodTaskCrashed | None = None
+        self._closed = False
+        self.events: asyncio.Queue[PodStatus] = asyncio.Queue()
+        # The agent node's per-pod records, written in the same file and the
+        # same write as the runtime's own (see "Node records" below).
+        self.adopted_node_records: tuple[ckpt.JSONObject, ...] | None = None
+        self._node_json: dict[str, str] | None = None
+        self._node_encoders: dict[str, Callable[[], str]] = {}
+
+    # -- internals: bookkeeping --
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeClosedError()
+
+    def _get(self, uid: str) -> LivePod:
+        pod = self._pods.get(uid)
+        if pod is None:
+            raise PodNotFoundError(uid=uid)
+        return pod
+
+    def _pod_dir(self, uid: str) -> Path:
+        return self._data_dir / "pods" / uid
+
+    def home(self, uid: str) -> Path:
+        """A pod's private HOME (and default working directory)."""
+        return self._pod_dir(uid) / HOME_DIR
+
+    def privilege_argv(self, uid: str) -> list[str]:
+        """The prefix that runs a command as the pod's user (probes use it too); [] for an unknown pod."""
+        pod = self._pods.get(uid)
+        return privilege_argv(pod.spec.run_as) if pod is not None else []
+
+    def _make_pod_dirs(self, directory: Path, run_as: RunAs | None) -> None:
+        # The data dir, pods/ and the pod's dir can be passed through (0711)
+        # but not listed or read: the pod's user reaches its HOME, and no one
+        # else's logs (0600, root's) or files.
+        if not self._dirs_ready:
+            for d in (self._data_dir, self._data_dir / "pods"):
+                d.mkdir(mode=0o711, parents=True, exist_ok=True)
+                os.chmod(d, 0o711)
+            self._dirs_ready = True
+        directory.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(directory, 0o711)
+        home = directory / HOME_DIR
+        home.mkdir(mode=0o700, exist_ok=True)
+        if run_as is not None:
+            os.chown(home, run_as.uid, run_as.gid)
+        os.chmod(home, 0o700)
+
+    def _snapshot(self, pod: LivePod) -> PodStatus:
+        containers = tuple(container.status() for container in pod.containers)
+        phase = pod_phase(containers, restart_policy=pod.spec.restart_policy, terminal=pod.finished)
+        if pod.finished and pod.stop is not None and pod.stop.reason is Reason.EVICTED:
+            phase = PodPhase.FAILED  # an evicted pod failed, whatever its containers did
+        return PodStatus(
+            uid=pod.uid,
+            phase=phase,
+            containers=containers,
+            at=self._clock.now(),
+            seq=self._seq,
+            finished=pod.finished,
+            reason=pod.reason,
+            message=pod.message,
+        )
+
+    # Checkpoint writes and status publication.
+    #
+    # A status change marks its pod stale and schedules one flush, at most
+    # ``checkpoint_batch_seconds`` later; every change made until then shares
+    # its one write.  The flush writes the file and only then publishes the
+    # statuses it covers (``status()``, ``events``, ``wait_for()``), so
+    # nothing outside the runtime learns of a change before a restarted
+    # agent would: the controller hears of pods only through what is
+    # published, and run() and stop() return only after the flush.
+    #
+    # Deferring a write is safe only while nothing irreversible depends on
+    # it.  Spawning a process is irreversible, so the "starting" mark is
+    # written synchronously (``_flush(publish=False)``, which takes every
+    # other pending change along) before every spawn.  The pid that follows
+    # is written by the next flush; a crash before then leaves "starting",
+    # which adoption reports as a lost start and whose cgroup it empties,
+    # exactly as for a crash during the spawn itself.  run() returns only
+    # once the pid is written, so whoever started a pod can count on its
+    # re-adoption.
+
+    def _record(self, pod: LivePod) -> ckpt.PodRecord:
+        stop = None
+        if pod.stop is not None:
+            stop = ckpt.StopRecord(reason=str(pod.stop.reason), message=pod.stop.message, deadline=pod.stop.deadline)
+        return ckpt.PodRecord(
+            uid=pod.uid,
+            spec=pod.spec_json,
+            phase=str(pod.latest.phase if pod.latest is not None else PodPhase.PENDING),
+            finished=pod.finished,
+            reason=pod.reason,
+            message=pod.message,
+            stop=stop,
+            containers=tuple(container.record() for container in pod.containers),
+        )
+
+    # Node records.  The agent node keeps its own record of each pod (what
+    # the controller asked for: workload, priority, admission, the pod's
+    # user) in the checkpoint, beside the runtime's: one file, one atomic
+    # write, so the two never disagree after a crash and a change of both
+    # costs one write.  The runtime does not read them; it keeps each one
+    # encoded, like its own, and encodes a changed one (``encode``) only
+    # when it writes.  Until the node hands its records over, the file has
+    # no "node" key (so an upgraded agent knows to import pods-meta.json).
+
+    def set_node_records(self, records: Mapping[str, str], *, write: bool) -> None:
+        """The node's records (JSON text by uid, in the node's order); ``write``: write the file at once."""
+        self._node_json = dict(records)
+        self._node_encoders.clear()
+        if write:
+            self._file_stale = True
+            self._flush(publish=False)
+
+    def put_node_record(self, uid: str, encode: Callable[[], str], *, within: float) -> None:
+        """The node's record of ``uid`` changed: ``encode()`` goes into the next write, within ``within`` s."""
+        if self._node_json is None:
+            self._node_json = {}
+        self._node_json.setdefault(uid, "null")
+        self._node_encoders[uid] = encode
+        self._schedule_flush(within)
+
+    def drop_node_record(self, uid: str, *, within: float) -> None:
+        if self._node_json is not None and self._node_json.pop(uid, None) is not None:
+            self._node_encoders.pop(uid, None)
+            self._file_stale = True
+            self._schedule_flush(within)
+
+    def write_now(self) -> None:
+        """Write every pending change now (statuses are still published by the next scheduled write).
+
+        Raises CheckpointError; the changes stay pending.
+        """
+        self._flush(publish=False)
+
+    def _mark(self, pod: LivePod) -> None:
+        """The pod's record changed: rewrite it with the next flush."""
+        self._stale.add(pod.uid)
+        self._schedule_flush(self._config.checkpoint_batch_seconds)
+
+    def _schedule_flush(self, delay: float) -> None:
+        """Make sure a flush runs within ``delay`` seconds."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        handle = self._flush_handle
+        if handle is not None:
+            if handle.when() <= loop.time() + delay:
+                return
+            handle.cancel()
+        self._flush_handle = loop.call_later(delay, self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_handle = None
+        try:
+            self._flush(publish=True)
+        except Exception as exc:
+            # A CheckpointError (disk) or a bug.  Nothing covered by this write
+            # is published; the runtime stops as it would for any supervision
+            # failure, since it can no longer keep its record ahead of what it
+            # reports, and whoever waits for the write gets the error.
+            log.error("checkpoint write failed: %s", exc, exc_info=not isinstance(exc, ckpt.CheckpointError))
+            if self._flushed is not None:
+                self._flushed.set_exception(exc)
+                self._flushed = None
+            if self._crash is None:
+                self._crash = PodTaskCrashed(task="checkpoint", error=exc)
+                self._crashed.set()
+
+    def _flush(self, *, publish: bool) -> None:
+        """Write pending changes now; with ``publish``, then publish the statuses the write covers.
+
+        Raises CheckpointError with nothing published; the changes stay
+        pending for the next attempt.
+        """
+        if self._stale or self._file_stale or self._node_encoders:
+            for uid in self._stale:
+                pod = self._pods.get(uid)
+                if pod is not None:
+                    self._records[uid] = ckpt.encode_pod(self._record(pod))
+            self._stale.clear()
+            node = self._node_json
+            if node is not None:
+                for uid, encode in self._node_encoders.items():
+                    node[uid] = encode()
+            self._node_encoders.clear()
+            self._file_stale = True
+            self._checkpoint_file.write(
+                boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(), pods=self._records.values(),
+                node=None if node is None else node.values(),
+            )
+            self._file_stale = False
+        if not publish:
+            return
+        unpublished, self._unpublished = self._unpublished, []
+        for status in unpublished:
+            pod = self._pods.get(status.uid)
+            if pod is not None:
+                pod.status = status
+            self.events.put_nowait(status)
+        if unpublished:
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
+        flushed, self._flushed = self._flushed, None
+        if flushed is not None and not flushed.done():
+            flushed.set_result(None)
+
+    async def _durable(self) -> None:
+        """Return once every change made so far is written and published."""
+        if self._closed or not (self._flush_handle or self._unpublished or self._stale or self._file_stale):
+            return  # close() writes what is left
+        self._schedule_flush(self._config.checkpoint_batch_seconds)
+        if self._flushed is None:
+            self._flushed = asyncio.get_running_loop().create_future()
+        # Shielded: one waiter being cancelled must not cancel the others' wait.
+        await asyncio.shield(self._flushed)
+
+    def _emit(self, pod: LivePod) -> PodStatus:
+        """A new status for the pod; written and published by the next flush."""
+        self._seq += 1
+        status = self._snapshot(pod)
+        pod.latest = status
+        self._unpublished.append(status)
+        self._mark(pod)
+        return status
+
+    def _start_task(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None:
+            return
+        if isinstance(error, PodRuntimeError) and not isinstance(error, PodTaskCrashed):
+            # A resumed stop that timed out: already explained by the error.
+            log.error("%s: %s", task.get_name(), error)
+            return
+        log.error("task %s crashed", task.get_name(), exc_info=error)
+        if self._crash is None:
+            self._crash = PodTaskCrashed(task=task.get_name(), error=error)
+            self._crashed.set()

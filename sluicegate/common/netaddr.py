@@ -1,0 +1,26 @@
+"""Address helpers shared by the agent and the controller (neither imports the other)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+
+class AddressError(ValueError):
+    """A setting that should be HOST:PORT is not."""
+
+
+def split_hostport(value: str, *, key: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise AddressError(f"{key}: expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for a host that only this machine can reach (a name that resolves elsewhere is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
