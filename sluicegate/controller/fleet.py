@@ -32,7 +32,7 @@ from sluicegate.controller.nodes import (
 )
 from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model.names import WorkloadKey, workload_key
-from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, pods_or_last, with_pods
+from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
 from sluicegate.model.workloads import Workload
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Fleet:
     def track(self, wl: Workload) -> None:
         """Index a stored workload's pods (at load, or after an admission was written)."""
         now = self.m.clock()
-        for p in pods_of(wl):
+        for p in wl.status.pods:
             self.pod_owner[p.uid] = wl.key
             if not p.terminal:
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
@@ -86,7 +86,7 @@ class Fleet:
     def launch(self, wl: Workload) -> None:
         """Tell the agents to start the (already stored) pods of an admitted workload."""
         specs = {ps.name: ps for ps in wl.pod_sets}
-        for p in pods_of(wl):
+        for p in wl.status.pods:
             if p.phase != PENDING:
                 continue
             node = self.registry.nodes.get(p.node)
@@ -137,7 +137,7 @@ class Fleet:
                 continue
             key = self.pod_owner.get(uid)
             wl = self.m.cache.workloads.get(key) if key else None
-            rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+            rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
             if wl is None or rec is None or rec.terminal:
                 node.remove_pod(uid)
                 continue
@@ -207,7 +207,7 @@ class Fleet:
             return
         key = self.pod_owner.get(rp.uid)
         wl = self.m.cache.workloads.get(key) if key else None
-        rec = next((r for r in pods_of(wl) if r.uid == rp.uid), None) if wl else None
+        rec = next((r for r in wl.status.pods if r.uid == rp.uid), None) if wl else None
         if wl is None or rec is None:
             self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             if rp.phase in (FAILED, "Succeeded"):
@@ -251,7 +251,7 @@ class Fleet:
                       new_uid=lambda: str(uuid.uuid4()))
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
-        pods = tuple(rec if p.uid == rec.uid else p for p in pods_of(wl))
+        pods = tuple(rec if p.uid == rec.uid else p for p in wl.status.pods)
         if rec.terminal:
             # Its processes are gone: the node's capacity is free again now.
             self.registry.unbind(rec.node, rec.uid)
@@ -289,7 +289,7 @@ class Fleet:
             m.wake()
         if s.release:
             # The pods as stored before this settlement: a release may have moved them aside.
-            finished_pods = pods_of(c.workloads.get(wl.key, wl)) or pods_of(wl)
+            finished_pods = c.workloads.get(wl.key, wl).status.pods or wl.status.pods
             for p in finished_pods:
                 self.registry.unbind(p.node, p.uid)
                 self.pod_owner.pop(p.uid, None)
@@ -359,7 +359,7 @@ class Fleet:
         for uid in node.pods:
             key = self.pod_owner.get(uid)
             wl = self.m.cache.workloads.get(key) if key else None
-            rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+            rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
             if wl is None or rec is None:
                 continue
             grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == rec.pod_set), 30)
@@ -394,7 +394,7 @@ class Fleet:
             for uid in list(node.pods):
                 key = self.pod_owner.get(uid)
                 wl = self.m.cache.workloads.get(key) if key else None
-                rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+                rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
                 if wl is None or rec is None or rec.terminal:
                     node.remove_pod(uid)
                     continue

@@ -46,7 +46,6 @@ from sluicegate.model.objects import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
-from sluicegate.model.pods import pods_of, with_extra, with_pods
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
 from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
@@ -610,7 +609,7 @@ class Manager:
         now = self.clock()
         st = wl.status
         conds = st.conditions
-        if pods_of(wl):
+        if wl.status.pods:
             # Running pods are stopped first; the quota goes back once they exit.
             return evict(wl, reason="InactiveWorkload", message="The workload is deactivated", now=now)
         if wl.has_quota_reservation:
@@ -680,7 +679,7 @@ class Manager:
         c = self.cache
         old = c.workloads.get(wl.key)
         c.workloads[wl.key] = wl
-        if pods_of(wl) and (wl.status.is_true("Evicted") or wl.status.extra.get("deleting")):
+        if wl.status.pods and (wl.status.is_true("Evicted") or wl.status.deleting):
             self.fleet.apply(self.fleet.settle(wl))
             return
         if old is not None and c.holds_quota(wl.key) and not wl.has_quota_reservation:
@@ -718,9 +717,9 @@ class Manager:
         wl = self.cache.workloads.get(key)
         if wl is None:
             raise NotFound("Workload", namespace, name)
-        if any(not p.terminal for p in pods_of(wl)):
+        if any(not p.terminal for p in wl.status.pods):
             # Stop the pods first; the workload (and its quota) goes once they exited.
-            self.fleet.apply(self.fleet.settle(with_extra(wl, deleting=True)))
+            self.fleet.apply(self.fleet.settle(replace(wl, status=replace(wl.status, deleting=True))))
             return True
         self._write(deletes=[("Workload", namespace, name)])
         c = self.cache
@@ -875,7 +874,7 @@ class Manager:
         for holder in self.cache.admitted.values():
             for info in holder.values():
                 wl = self.cache.workloads.get(info.key, info.workload)
-                if pods_of(wl) and not wl.status.is_true("PodsReady") and not wl.is_finished:
+                if wl.status.pods and not wl.status.is_true("PodsReady") and not wl.is_finished:
                     return True
         return False
 
@@ -1036,7 +1035,8 @@ class Manager:
                                           message=f"Previously: {old.message}", now=now)
             admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
             if placements is not None:
-                admitted = with_pods(with_extra(admitted, lastPods=None), self.fleet.pod_records(wl, placements))
+                admitted = replace(admitted, status=replace(admitted.status, last_pods=(),
+                                                            pods=tuple(self.fleet.pod_records(wl, placements))))
             return admitted
         message = e.message or "Workload is waiting for quota"
         old = st.condition("QuotaReserved")
@@ -1096,7 +1096,7 @@ class Manager:
     def _act_on_eviction(self, new: Workload, now: float) -> None:
         """A workload just marked Evicted: stop its pods (quota comes back when they exit) or,
         in quota-only mode where nothing runs, release its quota at once."""
-        if pods_of(new):
+        if new.status.pods:
             self.fleet.apply(self.fleet.settle(new))
             return
         new = released(new, now, self.cache.config.wait_for_pods_ready)
@@ -1148,7 +1148,7 @@ class Manager:
                 if fired is None:
                     continue
                 ev = fired.status.condition("Evicted")
-                log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.extra.get("terminate"))
+                log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.terminate)
                 if ev is not None and ev.is_true:
                     self.evict_now(replace(wl, active=fired.active), reason=ev.reason, message=ev.message)
                 else:

@@ -383,7 +383,6 @@ class RecordingSession:
 def test_block_admission_waits_for_every_admitted_workload_to_be_ready() -> None:
     from sluicegate.controller.nodes import ReportedPod
     from sluicegate.model import ControllerConfig, WaitForPodsReadyConfig
-    from sluicegate.model.pods import pods_of
 
     cfg = ControllerConfig(wait_for_pods_ready=WaitForPodsReadyConfig(enabled=True, timeout_seconds=300, block_admission=True))
     m = Manager(MemoryStore(), clock=Clock(), config=cfg)
@@ -395,7 +394,7 @@ def test_block_admission_waits_for_every_admitted_workload_to_be_ready() -> None
     m.create_workload(workload("second", "1"))
     settle(m)
     assert states(m, ["first", "second"]) == {"first": "Admitted", "second": "Pending"}
-    pod = pods_of(m.get_workload("default", "first"))[0]
+    pod = m.get_workload("default", "first").status.pods[0]
     m.fleet.pod_status("n1", ReportedPod(uid=pod.uid, name=pod.name, namespace="default", workload="first",
                                          phase="Running", ready=True))
     assert m.get_workload("default", "first").status.is_true("PodsReady")
