@@ -1,7 +1,9 @@
 """The controller's side of running pods: agents, bindings, pod status, node loss.
 
 Owned by the :class:`~sluicegate.controller.manager.Manager` and called on
-the same coroutine, so it never races a scheduling cycle.  Every decision
+the same coroutine, so it never races a scheduling cycle.  It carries out
+its decisions through the committer (store first, watchers last) and the
+cache, never through the manager.  Every decision
 is stored before an agent hears of it: a binding is written with the
 workload before RunPod is sent; a pod's end is written before the agent is
 told it may forget the pod.
@@ -14,8 +16,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.commit import Committer
 from sluicegate.controller.errors import FailedPrecondition, NotFound
 from sluicegate.controller.lifecycle import Settlement, evict, settle
 from sluicegate.controller.nodes import (
@@ -35,9 +38,6 @@ from sluicegate.model.names import WorkloadKey, workload_key
 from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
 from sluicegate.model.workloads import Workload
 
-if TYPE_CHECKING:
-    from sluicegate.controller.manager import Manager
-
 log = logging.getLogger(__name__)
 
 # Added to the longest termination grace of a lost node's pods: the agent
@@ -47,11 +47,16 @@ FENCING_MARGIN = 2.0
 
 
 class Fleet:
-    def __init__(self, manager: Manager, *, node_timeout: float, fencing_grace: float = 45.0,
+    def __init__(self, cache: Cache, commit: Committer, *, clock: Callable[[], float],
+                 enqueue: Callable[[Workload], None], node_timeout: float, fencing_grace: float = 45.0,
                  self_fencing: bool = True, monotonic: Callable[[], float] | None = None) -> None:
-        self.m = manager
-        # Node timeouts count on this clock (the manager's clock when none is given: tests).
-        self.monotonic = monotonic or manager.clock
+        self.cache = cache
+        self.commit = commit
+        self.clock = clock
+        # Queue a workload that holds no quota, if it may wait (the manager's queueing policy).
+        self.enqueue = enqueue
+        # Node timeouts count on this clock (the wall clock when none is given: tests).
+        self.monotonic = monotonic or clock
         self.registry = NodeRegistry()
         self.node_timeout = node_timeout
         self.fencing_grace = fencing_grace
@@ -77,7 +82,7 @@ class Fleet:
 
     def track(self, wl: Workload) -> None:
         """Index a stored workload's pods (at load, or after an admission was written)."""
-        now = self.m.clock()
+        now = self.clock()
         for p in wl.status.pods:
             self.pod_owner[p.uid] = wl.key
             if not p.terminal:
@@ -108,7 +113,7 @@ class Fleet:
         pods: Sequence[ReportedPod],
         session: Session,
     ) -> None:
-        now = self.m.clock()
+        now = self.clock()
         node = self.registry.nodes.get(name)
         if node is None:
             node = NodeState(name, labels, capacity, allocatable)
@@ -136,7 +141,7 @@ class Fleet:
             if uid in reported:
                 continue
             key = self.pod_owner.get(uid)
-            wl = self.m.cache.workloads.get(key) if key else None
+            wl = self.cache.workloads.get(key) if key else None
             rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
             if wl is None or rec is None or rec.terminal:
                 node.remove_pod(uid)
@@ -148,12 +153,12 @@ class Fleet:
                 msg = (f"node {name} no longer runs pod {rec.name} (its agent restarted without a record of it: "
                        "checkpoint lost)")
                 self._lose_pod(wl, rec, reason="PodLost", message=msg)
-        self.m.cache.queues.node_capacity_freed()
-        self.m.wake()
+        self.cache.queues.node_capacity_freed()
+        self.commit.wake()
 
     def _lose_pod(self, wl: Workload, rec: PodRecord, *, reason: str, message: str) -> None:
         """A pod ended through a fault of its node: evict and requeue the workload (never Failed)."""
-        now = self.m.clock()
+        now = self.clock()
         if not wl.is_finished and not wl.status.is_true("Evicted"):
             log.warning("workload %s evicted: %s", wl.key, message)
             wl = evict(wl, reason=reason, message=message, now=now)
@@ -174,21 +179,21 @@ class Fleet:
         node = self.registry.nodes.get(name)
         if node is None:
             return
-        node.last_heartbeat = self.m.clock()
+        node.last_heartbeat = self.clock()
         node.heard_at = self.monotonic()
         if not node.ready and node.session is not None:
             # Silent for the timeout (a stalled controller or network), then heard again on its live stream.
             log.info("node %s is Ready again: heartbeats resumed", name)
             node.ready, node.not_ready_reason = True, ""
-            self.m.cache.queues.node_capacity_freed()
-            self.m.wake()
+            self.cache.queues.node_capacity_freed()
+            self.commit.wake()
         node.usage = usage
         before = node.conditions
         node.conditions = tuple(sorted(conditions))
         if before and not node.conditions:
             log.info("node %s: %s cleared", name, ", ".join(before))
-            self.m.cache.queues.node_capacity_freed()
-            self.m.wake()
+            self.cache.queues.node_capacity_freed()
+            self.commit.wake()
         elif node.conditions != before:
             log.warning("node %s reports %s: nothing new is placed there", name, ", ".join(node.conditions))
         for p in pods:
@@ -202,11 +207,11 @@ class Fleet:
                     node.static_pods[rp.uid] = rp
                 elif node.static_pods.pop(rp.uid, None) is not None:
                     # The node has room again: workloads parked for lack of it may fit.
-                    self.m.cache.queues.node_capacity_freed()
-                    self.m.wake()
+                    self.cache.queues.node_capacity_freed()
+                    self.commit.wake()
             return
         key = self.pod_owner.get(rp.uid)
-        wl = self.m.cache.workloads.get(key) if key else None
+        wl = self.cache.workloads.get(key) if key else None
         rec = next((r for r in wl.status.pods if r.uid == rp.uid), None) if wl else None
         if wl is None or rec is None:
             self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
@@ -230,7 +235,7 @@ class Fleet:
             # critical pod, evicted under pressure): the workload goes back to its queue.
             reason, message = node_eviction
             log.warning("workload %s evicted by node %s: %s", wl.key, node_name, message)
-            wl = evict(wl, reason=reason, message=message, now=self.m.clock())
+            wl = evict(wl, reason=reason, message=message, now=self.clock())
         new = replace(
             rec,
             phase=rp.phase,
@@ -247,7 +252,7 @@ class Fleet:
             self._update_pod(wl, new)
 
     def settle(self, wl: Workload) -> Settlement:
-        return settle(wl, self.m.clock(), wait_for_pods_ready=self.m.cache.config.wait_for_pods_ready,
+        return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
                       new_uid=lambda: str(uuid.uuid4()))
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
@@ -255,26 +260,26 @@ class Fleet:
         if rec.terminal:
             # Its processes are gone: the node's capacity is free again now.
             self.registry.unbind(rec.node, rec.uid)
-            if self.m.cache.queues.node_capacity_freed():
-                self.m.wake()
+            if self.cache.queues.node_capacity_freed():
+                self.commit.wake()
         self.apply(self.settle(with_pods(wl, pods)))
 
     # ------------------------------------------------------------ settling
 
     def apply(self, s: Settlement) -> None:
         """Store a settlement, then act on it: stop pods, release, requeue, forget."""
-        m, c = self.m, self.m.cache
+        m, c = self.commit, self.cache
         wl = s.workload
         if s.forget:
-            m._write(deletes=[("Workload", wl.namespace, wl.name)])
+            m.write(deletes=[("Workload", wl.namespace, wl.name)])
         else:
-            m._write([wl])
+            m.write([wl])
         for p in s.stop:
             grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == p.pod_set), 30)
             self._tell(p.node, StopPodCommand(p.uid, float(grace), "Stopping", p.message))
         if s.launch:
             specs = {ps.name: ps for ps in wl.pod_sets}
-            now = m.clock()
+            now = self.clock()
             for p in s.launch:
                 self.pod_owner[p.uid] = wl.key
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
@@ -305,16 +310,16 @@ class Fleet:
         if s.forget:
             c.workloads.pop(wl.key, None)
             c.queues.delete(wl.key)
-            m._publish("DELETED", wl)
+            m.publish("DELETED", wl)
             return
         c.workloads[wl.key] = wl
         if c.holds_quota(wl.key):
             c.update_admitted(wl)
         if s.requeue:
-            m._enqueue(wl)
+            self.enqueue(wl)
         if c.config.wait_for_pods_ready.block_admission:
             m.wake()
-        m._publish("MODIFIED", wl)
+        m.publish("MODIFIED", wl)
 
     def _tell(self, node_name: str, command: StopPodCommand | ForgetPodCommand) -> None:
         node = self.registry.nodes.get(node_name)
@@ -323,7 +328,7 @@ class Fleet:
 
     def stop_workload(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict a running workload: stop its pods, release its quota once they exit."""
-        now = self.m.clock()
+        now = self.clock()
         self.apply(self.settle(evict(wl, reason=reason, message=message, now=now)))
 
     def node_connected(self, name: str) -> bool:
@@ -358,7 +363,7 @@ class Fleet:
         longest = 0.0
         for uid in node.pods:
             key = self.pod_owner.get(uid)
-            wl = self.m.cache.workloads.get(key) if key else None
+            wl = self.cache.workloads.get(key) if key else None
             rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
             if wl is None or rec is None:
                 continue
@@ -393,7 +398,7 @@ class Fleet:
                    f"+ fencing grace {grace:g}s, within which its agent stops its pods by itself)")
             for uid in list(node.pods):
                 key = self.pod_owner.get(uid)
-                wl = self.m.cache.workloads.get(key) if key else None
+                wl = self.cache.workloads.get(key) if key else None
                 rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
                 if wl is None or rec is None or rec.terminal:
                     node.remove_pod(uid)
@@ -405,7 +410,7 @@ class Fleet:
     async def logs(
         self, namespace: str, workload: str, pod: str, container: str, follow: bool
     ) -> AsyncIterator[tuple[str, str, bytes]]:
-        wl = self.m.cache.workloads.get(workload_key(namespace, workload))
+        wl = self.cache.workloads.get(workload_key(namespace, workload))
         if wl is None:
             raise NotFound("Workload", namespace, workload)
         records = list(pods_or_last(wl))

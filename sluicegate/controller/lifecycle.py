@@ -278,7 +278,7 @@ def backoff_seconds(count: int, cfg: WaitForPodsReadyConfig, rng: random.Random 
     """Kueue's requeue backoff: base * 2^(count-1), capped, with a little jitter."""
     base = cfg.backoff_base_seconds * (2 ** max(0, count - 1))
     jitter = 1.0 + (rng or random).random() * 0.0001
-    return min(base * jitter, cfg.backoff_max_seconds)
+    return float(min(base * jitter, cfg.backoff_max_seconds))
 
 
 def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = None) -> Workload:

@@ -16,23 +16,41 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from sluicegate.controller.cache import Cache
+from sluicegate.controller.commit import Committer
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
+from sluicegate.controller.objects import (
+    KIND_ALIASES,
+    KIND_OF,
+    LOAD_ORDER,
+    NAMESPACED,
+    Obj,
+    canonical_kind,
+    check_cohort_cycles,
+    decode_for_apply,
+    existing,
+    listed,
+    parse_label_selector,
+    ref_of,
+    spec_difference,
+    workload_state,
+)
+from sluicegate.controller.objects import action as applied
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
-from sluicegate.controller.store import Delete, Put, Store, StoreError
-from sluicegate.manifest.decode import decode, find_cohort_cycle
+from sluicegate.controller.store import Store, StoreError
+from sluicegate.controller.watch import Watcher, WatchEvent
+from sluicegate.manifest.decode import decode
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
-from sluicegate.manifest.encode import EncodedObject, encode_json
+from sluicegate.manifest.encode import EncodedObject
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.model.conditions import set_condition
@@ -50,102 +68,15 @@ from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
+# Names that callers import from here (their home is objects.py / watch.py).
+__all__ = ["KIND_ALIASES", "KIND_OF", "NAMESPACED", "CycleStats", "Manager", "Obj", "WatchEvent", "canonical_kind",
+           "parse_label_selector", "ref_of", "replace_entry_workload", "spec_difference", "workload_state"]
+
 log = logging.getLogger(__name__)
-
-Obj = Any  # one of the decoded model objects
-
-# Encoded objects remembered for replies and watch events (see Manager.encoded).
-# A write and the replies/events about it come within one synchronous call,
-# so this must cover the largest batch one write holds (a cycle's heads: at
-# most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
-# it only saves re-encoding for Get and List.  A running workload's JSON is
-# 2-4 KiB, so this holds at most ~16 MiB.
-ENCODED_CACHE_SIZE = 4_096
 
 # A pending workload's message is refreshed at most this often when only its
 # wording changes (a changed reason is always stored at once).
 PENDING_MESSAGE_REFRESH_SECONDS = 5.0
-
-KIND_OF: dict[type, str] = {
-    ResourceFlavor: "ResourceFlavor",
-    CohortSpec: "Cohort",
-    ClusterQueueSpec: "ClusterQueue",
-    LocalQueueSpec: "LocalQueue",
-    WorkloadPriorityClass: "WorkloadPriorityClass",
-    PriorityClass: "PriorityClass",
-    Namespace: "Namespace",
-    Workload: "Workload",
-}
-NAMESPACED = {"LocalQueue", "Workload"}
-KIND_ALIASES = {
-    "resourceflavor": "ResourceFlavor",
-    "resourceflavors": "ResourceFlavor",
-    "flavor": "ResourceFlavor",
-    "flavors": "ResourceFlavor",
-    "rf": "ResourceFlavor",
-    "cohort": "Cohort",
-    "cohorts": "Cohort",
-    "clusterqueue": "ClusterQueue",
-    "clusterqueues": "ClusterQueue",
-    "cq": "ClusterQueue",
-    "localqueue": "LocalQueue",
-    "localqueues": "LocalQueue",
-    "queue": "LocalQueue",
-    "queues": "LocalQueue",
-    "lq": "LocalQueue",
-    "workloadpriorityclass": "WorkloadPriorityClass",
-    "workloadpriorityclasses": "WorkloadPriorityClass",
-    "wpc": "WorkloadPriorityClass",
-    "priorityclass": "PriorityClass",
-    "priorityclasses": "PriorityClass",
-    "pc": "PriorityClass",
-    "namespace": "Namespace",
-    "namespaces": "Namespace",
-    "ns": "Namespace",
-    "workload": "Workload",
-    "workloads": "Workload",
-    "wl": "Workload",
-}
-
-
-def canonical_kind(kind: str) -> str:
-    k = KIND_ALIASES.get(kind.lower())
-    if k is None:
-        raise InvalidArgument("kind", f"unknown kind {kind!r}; expected one of {', '.join(sorted(set(KIND_ALIASES.values())))}")
-    return k
-
-
-def ref_of(obj: Obj) -> tuple[str, str, str]:
-    kind = KIND_OF[type(obj)]
-    if isinstance(obj, LocalQueueSpec):
-        return kind, obj.namespace, obj.name
-    if isinstance(obj, Workload):
-        return kind, obj.namespace, obj.name
-    return kind, "", str(obj.name)
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: str  # ADDED | MODIFIED | DELETED
-    workload: Workload
-    resource_version: int
-    # The workload as stored by the write this event reports (encoded once, by
-    # that write): watchers send it without encoding the workload again.
-    encoded: EncodedObject
-
-
-class _Watcher:
-    def __init__(self, namespace: str, name: str, namespaces: Collection[str] | None = None) -> None:
-        self.namespace = namespace
-        self.name = name
-        # None: every namespace; else only these (what the watching caller may see).
-        self.namespaces = namespaces
-        self.queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue(maxsize=100_000)
-        self.overflowed = False
-
-    def wants(self, wl: Workload) -> bool:
-        return ((not self.namespace or wl.namespace == self.namespace) and (not self.name or wl.name == self.name)
-                and (self.namespaces is None or wl.namespace in self.namespaces))
 
 
 @dataclass(slots=True)
@@ -190,31 +121,21 @@ class Manager:
     ) -> None:
         """``placement=False`` is quota-only mode: workloads are admitted without
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
-        self.store = store
+        # Store, versions, encoded bytes, watchers, write groups and degraded mode.
+        self.commit = Committer(store)
         self.clock = clock
         # Who pods may run as, by namespace: checked when a workload is created.
         self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
-        # The store's last write failure while writes fail (disk full,
-        # read-only, I/O error): the controller is degraded, refuses writes,
-        # serves reads, and probes the store until a write succeeds.
-        self.store_problem: StoreError | None = None
-        self._group_depth = 0
-        self._group_wrote = False
         self.cache = Cache(config=config or ControllerConfig())
         self.preemptor: Preemptor = preemptor or DefaultPreemptor()
-        self.versions: dict[tuple[str, str, str], int] = {}
-        # ref -> (object, its JSON): valid only while the object is that very
-        # instance (model objects are immutable, so identity means "unchanged").
-        self._encoded: dict[tuple[str, str, str], tuple[Obj, EncodedObject]] = {}
         self.cycle = 0
         # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
         self.cycles_admitting = 0
-        self._watchers: list[_Watcher] = []
-        self._wake = asyncio.Event()
+        self._wake = self.commit.woken
         self._stopping = False
         self.placement = placement
-        self.fleet = Fleet(self, node_timeout=node_timeout, fencing_grace=fencing_grace, self_fencing=self_fencing,
-                           monotonic=monotonic)
+        self.fleet = Fleet(self.cache, self.commit, clock=clock, enqueue=self._enqueue, node_timeout=node_timeout,
+                           fencing_grace=fencing_grace, self_fencing=self_fencing, monotonic=monotonic)
         # Workloads waiting out a requeue backoff (requeueState.requeueAt), by key.
         self._backoff: dict[WorkloadKey, float] = {}
         # When each pending workload's "why it waits" message was last stored.
@@ -233,10 +154,9 @@ class Manager:
                 log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace, stored.name, exc)
                 continue
             objs.append((obj, stored.resource_version))
-        order = {"Namespace": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2, "Cohort": 3, "ClusterQueue": 4, "LocalQueue": 5, "Workload": 6}
-        objs.sort(key=lambda o: order[KIND_OF[type(o[0])]])
+        objs.sort(key=lambda o: LOAD_ORDER[KIND_OF[type(o[0])]])
         for obj, rv in objs:
-            self.versions[ref_of(obj)] = rv
+            self.commit.versions[ref_of(obj)] = rv
             if isinstance(obj, Workload):
                 self._load_workload(obj)
             else:
@@ -257,43 +177,17 @@ class Manager:
 
     # ------------------------------------------------------------- helpers
 
-    def _write(self, puts: Iterable[Obj] = (), deletes: Iterable[tuple[str, str, str]] = ()) -> int:
-        changes: list[Put | Delete] = []
-        written: list[tuple[tuple[str, str, str], Obj, EncodedObject]] = []
-        for obj in puts:
-            ref = ref_of(obj)
-            enc = encode_json(obj)
-            changes.append(Put(ref[0], ref[1], ref[2], enc.body))
-            written.append((ref, obj, enc))
-        deletes = list(deletes)
-        for kind, ns, name in deletes:
-            changes.append(Delete(kind, ns, name))
-        try:
-            version = self.store.write(changes)
-        except StoreError as exc:
-            self._store_failed(exc)
-            raise
-        if self._group_depth:
-            self._group_wrote = True  # known durable only once the group commits
-        elif self.store_problem is not None:
-            self._store_recovered()
-        for ref, obj, enc in written:
-            self.versions[ref] = version
-            self._remember(ref, obj, enc)
-        for r in deletes:
-            self.versions.pop(r, None)
-        return version
+    @property
+    def store(self) -> Store:
+        return self.commit.store
 
-    def _store_failed(self, exc: StoreError) -> None:
-        if self.store_problem is None:
-            log.error("store writes fail; refusing writes, serving reads, retrying until a write succeeds: %s", exc)
-        self.store_problem = exc
+    @property
+    def store_problem(self) -> StoreError | None:
+        return self.commit.store_problem
 
-    def _store_recovered(self) -> None:
-        if self.store_problem is not None:
-            log.warning("store writes succeed again; ready (was: %s)", self.store_problem)
-            self.store_problem = None
-            self._wake.set()
+    @property
+    def versions(self) -> dict[tuple[str, str, str], int]:
+        return self.commit.versions
 
     def readiness(self) -> tuple[bool, str]:
         """What /readyz answers: not ready while the store refuses writes, with the cause."""
@@ -302,54 +196,16 @@ class Manager:
         return True, f"{len(self.cache.workloads)} workloads, cycle {self.cycle}"
 
     def check_store(self) -> bool:
-        """While degraded, probe the store with a real write (which also commits writes a failed
-        group commit left to redo); True once writes succeed."""
-        if self.store_problem is None:
-            return True
-        try:
-            self.store.flush()
-        except StoreError as exc:
-            self.store_problem = exc
-            return False
-        self._store_recovered()
-        return True
+        """While degraded, probe the store with a real write; True once writes succeed."""
+        return self.commit.check_store()
 
-    def _remember(self, ref: tuple[str, str, str], obj: Obj, enc: EncodedObject) -> None:
-        cache = self._encoded
-        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
-        cache[ref] = (obj, enc)
-        if len(cache) > ENCODED_CACHE_SIZE:
-            del cache[next(iter(cache))]
+    def write_group(self) -> AbstractContextManager[None]:
+        """Writes inside share one commit (see Committer.write_group); no ``await`` inside."""
+        return self.commit.write_group()
 
     def encoded(self, obj: Obj) -> EncodedObject:
-        """The object's JSON as stored: the bytes its last write encoded, or encoded now.
-
-        Replies and watch events use this, so a write is encoded once for the
-        store and everyone who reads it right after.
-        """
-        ref = ref_of(obj)
-        hit = self._encoded.get(ref)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        enc = encode_json(obj)
-        self._remember(ref, obj, enc)
-        return enc
-
-    def _publish(self, type_: str, wl: Workload) -> None:
-        if not self._watchers:
-            return
-        ev: WatchEvent | None = None
-        for w in self._watchers:
-            if w.overflowed or not w.wants(wl):
-                continue
-            if ev is None:
-                ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0), self.encoded(wl))
-            try:
-                w.queue.put_nowait(ev)
-            except asyncio.QueueFull:
-                w.overflowed = True
-                w.queue.get_nowait()
-                w.queue.put_nowait(None)
+        """The object's JSON as stored: the bytes its last write encoded, or encoded now."""
+        return self.commit.encoded(obj)
 
     def wake(self) -> None:
         self._wake.set()
@@ -358,43 +214,21 @@ class Manager:
 
     def apply(self, docs: Sequence[RawDocument], *, dry_run: bool = False) -> list[tuple[tuple[str, str, str], str]]:
         """Create or update objects of any kind: all documents or none."""
-        objs: list[Obj] = []
-        errors: list[str] = []
-        for doc in docs:
-            try:
-                obj = decode(doc, source=doc.source)
-            except ManifestError as exc:
-                errors.append(str(exc))
-                continue
-            if KIND_OF.get(type(obj)) is None:
-                errors.append(
-                    f"{doc.source}: kind {type(obj).__name__} is not applied to a running controller "
-                    "(the Configuration is read from the controller's --config file)"
-                )
-                continue
-            objs.append(obj)
-        if errors:
-            raise InvalidArgument("", "\n".join(errors))
-        seen: set[tuple[str, str, str]] = set()
-        for obj in objs:
-            r = ref_of(obj)
-            if r in seen:
-                raise InvalidArgument("metadata.name", f"{r[0]} {r[1] + '/' if r[1] else ''}{r[2]} appears twice in one apply")
-            seen.add(r)
-        self._check_cohort_cycles(objs)
+        objs = decode_for_apply(docs)
+        check_cohort_cycles(self.cache, objs)
         prepared: list[tuple[Obj, str]] = []
         for obj in objs:
             if isinstance(obj, Workload):
                 new, action = self._prepare_workload(obj)
             else:
-                new, action = obj, self._action(obj)
+                new, action = obj, applied(self.cache, obj)
             prepared.append((new, action))
         results = [(ref_of(o), a) for o, a in prepared]
         if dry_run:
             return results
         changed = [o for o, a in prepared if a != "unchanged"]
         if changed:
-            self._write(changed)
+            self.commit.write(changed)
         for obj, action in prepared:
             if action == "unchanged":
                 continue
@@ -405,41 +239,6 @@ class Manager:
         self.cache.refresh_queue_activity()
         self._wake.set()
         return results
-
-    def _existing(self, kind: str, ns: str, name: str) -> Obj | None:
-        c = self.cache
-        table: dict[str, Any] = {
-            "ResourceFlavor": c.flavors,
-            "Cohort": c.cohorts,
-            "ClusterQueue": c.cluster_queues,
-            "WorkloadPriorityClass": c.workload_priority_classes,
-            "PriorityClass": c.priority_classes,
-            "Namespace": c.namespaces,
-        }
-        if kind == "LocalQueue":
-            return c.local_queues.get((ns, name))
-        if kind == "Workload":
-            return c.workloads.get(workload_key(ns, name))
-        return table[kind].get(name)
-
-    def _action(self, obj: Obj) -> str:
-        old = self._existing(*ref_of(obj))
-        if old is None:
-            return "created"
-        return "unchanged" if old == obj else "configured"
-
-    def _check_cohort_cycles(self, objs: Sequence[Obj]) -> None:
-        parents: dict[str, str | None] = {name: spec.parent for name, spec in self.cache.cohorts.items()}
-        touched = False
-        for obj in objs:
-            if isinstance(obj, CohortSpec):
-                parents[obj.name] = obj.parent
-                touched = True
-        if not touched:
-            return
-        cycle = find_cohort_cycle(parents)
-        if cycle:
-            raise InvalidArgument("spec.parentName", f"cohort parents form a cycle: {' -> '.join(cycle)}")
 
     def _apply_to_cache(self, obj: Obj) -> None:
         c = self.cache
@@ -669,7 +468,7 @@ class Manager:
             new[wl.key] = wl
             results.append((wl, True))
         if new:
-            self._write(new.values())
+            self.commit.write(new.values())
             for wl in new.values():
                 self._workload_stored(wl, created=True)
             self._wake.set()
@@ -689,7 +488,7 @@ class Manager:
         elif c.holds_quota(wl.key):
             c.update_admitted(wl)
         self._enqueue(wl)
-        self._publish("ADDED" if created else "MODIFIED", wl)
+        self.commit.publish("ADDED" if created else "MODIFIED", wl)
 
     def get_workload(self, namespace: str, name: str) -> Workload:
         wl = self.cache.workloads.get(workload_key(namespace, name))
@@ -707,7 +506,7 @@ class Manager:
         else:
             # Reactivation resets the backoff bookkeeping, as Kueue does.
             new = replace(new, status=replace(new.status, requeue_state=None))
-        self._write([new])
+        self.commit.write([new])
         self._workload_stored(new, created=False)
         self._wake.set()
         return new
@@ -721,14 +520,14 @@ class Manager:
             # Stop the pods first; the workload (and its quota) goes once they exited.
             self.fleet.apply(self.fleet.settle(replace(wl, status=replace(wl.status, deleting=True))))
             return True
-        self._write(deletes=[("Workload", namespace, name)])
+        self.commit.write(deletes=[("Workload", namespace, name)])
         c = self.cache
         del c.workloads[key]
         c.queues.delete(key)
         cq = c.release(key)
         if cq is not None:
             c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-        self._publish("DELETED", wl)
+        self.commit.publish("DELETED", wl)
         self._wake.set()
         return True
 
@@ -773,25 +572,12 @@ class Manager:
         per-message cost once per list instead of once per event.
         ``namespaces`` (None: all) limits events to workloads in those namespaces.
         """
-        w = _Watcher(namespace, name, namespaces)
-        if send_initial:
-            for wl in self.list_workloads(namespace=namespace, namespaces=namespaces):
-                if w.wants(wl):
-                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0),
-                                                  self.encoded(wl)))
-        self._watchers.append(w)
-        try:
-            while True:
-                batch = [await w.queue.get()]
-                while len(batch) < max_batch and not w.queue.empty():
-                    batch.append(w.queue.get_nowait())
-                events = [ev for ev in batch if ev is not None]
-                if events:
-                    yield events
-                if len(events) < len(batch):
-                    raise FailedPrecondition("watch fell behind by more than 100000 events; start a new watch")
-        finally:
-            self._watchers.remove(w)
+        w = Watcher(namespace, name, namespaces)
+        initial = ([self.commit.event("ADDED", wl)
+                    for wl in self.list_workloads(namespace=namespace, namespaces=namespaces) if w.wants(wl)]
+                   if send_initial else [])
+        async for events in self.commit.watchers.stream(w, initial, max_batch=max_batch):
+            yield events
 
     # ------------------------------------------------------------ generic
 
@@ -800,7 +586,7 @@ class Manager:
         ns = namespace if kind in NAMESPACED else ""
         if kind in NAMESPACED and not ns:
             ns = "default"
-        obj = self._existing(kind, ns, name)
+        obj = existing(self.cache, kind, ns, name)
         if obj is None:
             raise NotFound(kind, ns, name)
         return obj
@@ -810,18 +596,7 @@ class Manager:
         c = self.cache
         if kind == "Workload":
             return list(self.list_workloads(namespace=namespace, labels=labels))
-        if kind == "LocalQueue":
-            items: list[Obj] = [lq for (ns, _), lq in sorted(c.local_queues.items()) if not namespace or ns == namespace]
-            return items
-        table: dict[str, dict[Any, Any]] = {
-            "ResourceFlavor": c.flavors,
-            "Cohort": c.cohorts,
-            "ClusterQueue": c.cluster_queues,
-            "WorkloadPriorityClass": c.workload_priority_classes,
-            "PriorityClass": c.priority_classes,
-            "Namespace": c.namespaces,
-        }
-        return [table[kind][k] for k in sorted(table[kind])]
+        return listed(c, kind, namespace)
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
         kind = canonical_kind(kind)
@@ -829,7 +604,7 @@ class Manager:
             return self.delete_workload(namespace or "default", name)
         c = self.cache
         ns = (namespace or "default") if kind in NAMESPACED else ""
-        obj = self._existing(kind, ns, name)
+        obj = existing(self.cache, kind, ns, name)
         if obj is None:
             raise NotFound(kind, ns, name)
         if kind == "ClusterQueue":
@@ -843,7 +618,7 @@ class Manager:
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:
                 raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
-        self._write(deletes=[(kind, ns, name)])
+        self.commit.write(deletes=[(kind, ns, name)])
         if kind == "ResourceFlavor":
             c.flavors.pop(FlavorName(name), None)
         elif kind == "Cohort":
@@ -878,31 +653,6 @@ class Manager:
                     return True
         return False
 
-    @contextmanager
-    def write_group(self) -> Iterator[None]:
-        """Writes inside share one commit (``Store.group``); no ``await`` inside.
-
-        Every mutation writes before it changes memory, so a write refused
-        inside the group leaves memory as it was.  A failed commit leaves
-        memory ahead of the store by the group's writes: the store keeps them
-        and redoes them first in the next transaction that commits (a later
-        write or ``check_store``'s probe), so the process stays up, degraded,
-        instead of exiting into a restart loop while the disk stays full.
-        """
-        if self._group_depth == 0:
-            self._group_wrote = False
-        self._group_depth += 1
-        try:
-            with self.store.group():
-                yield
-        except StoreError as exc:
-            self._store_failed(exc)
-            raise
-        finally:
-            self._group_depth -= 1
-        if self._group_depth == 0 and self._group_wrote and self.store_problem is not None:
-            self._store_recovered()
-
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
         with self.write_group():
@@ -935,10 +685,10 @@ class Manager:
                 updated.append((e, new))
         try:
             if updated:
-                self._write([wl for _, wl in updated])
+                self.commit.write([wl for _, wl in updated])
         except Exception as exc:
             if isinstance(exc, StoreError):
-                # _write logged the episode's one ERROR already.
+                # Committer.write logged the episode's one ERROR already.
                 log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
             else:
                 log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
@@ -975,7 +725,7 @@ class Manager:
                 else:
                     stats.pending += 1
             if e.key in decided:
-                self._publish("MODIFIED", wl)
+                self.commit.publish("MODIFIED", wl)
         if stats.admitted:
             self.cycles_admitting += 1
         return stats
@@ -1100,13 +850,13 @@ class Manager:
             self.fleet.apply(self.fleet.settle(new))
             return
         new = released(new, now, self.cache.config.wait_for_pods_ready)
-        self._write([new])
+        self.commit.write([new])
         self.cache.workloads[new.key] = new
         cq = self.cache.release(new.key)
         if cq is not None:
             self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
         self._enqueue(new)
-        self._publish("MODIFIED", new)
+        self.commit.publish("MODIFIED", new)
         self._wake.set()
 
     def tick(self) -> None:
@@ -1117,7 +867,7 @@ class Manager:
             with self.write_group():
                 self._tick()
         except StoreError:
-            pass  # logged once per episode by _store_failed; the next tick probes the store
+            pass  # logged once per episode by the committer; the next tick probes the store
 
     def _tick(self) -> None:
         now = self.clock()
@@ -1132,11 +882,11 @@ class Manager:
             conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
                                   message="The workload backoff was finished", now=now)
             new = replace(wl, status=replace(wl.status, conditions=conds))
-            self._write([new])
+            self.commit.write([new])
             del self._backoff[key]  # only once stored: a refused write leaves it to the next tick
             c.workloads[key] = new
             self._enqueue(new)
-            self._publish("MODIFIED", new)
+            self.commit.publish("MODIFIED", new)
             self._wake.set()
         wfpr = c.config.wait_for_pods_ready
         for holder in list(c.admitted.values()):
@@ -1157,10 +907,10 @@ class Manager:
             for wl in list(c.workloads.values()):
                 fin = wl.status.condition("Finished")
                 if fin is not None and fin.is_true and now - fin.last_transition_time > self.finished_retention:
-                    self._write(deletes=[("Workload", wl.namespace, wl.name)])
+                    self.commit.write(deletes=[("Workload", wl.namespace, wl.name)])
                     c.workloads.pop(wl.key, None)
                     self.fleet.purge(wl)
-                    self._publish("DELETED", wl)
+                    self.commit.publish("DELETED", wl)
         self.fleet.check_nodes()
 
     def weighted_share(self, name: str, *, cohort: bool) -> float | None:
@@ -1180,56 +930,9 @@ class Manager:
         self._wake.set()
 
 
-def spec_difference(existing: Workload, submitted: Workload) -> str:
-    """The first spec field in which a submission differs from the stored workload ("" if none).
-
-    Only what the submitter writes counts: status, uid, timestamps,
-    generation, labels and annotations are metadata or filled by the server,
-    the resolved priority comes from the class when one is named, and
-    ``active`` is the operator's switch (SetActive), not the submission's.
-    """
-    if existing.queue_name != submitted.queue_name:
-        return "spec.queueName"
-    if existing.pod_sets != submitted.pod_sets:
-        return "spec.podSets"
-    if submitted.priority_class is not None:
-        if existing.priority_class != submitted.priority_class:
-            return "spec.priorityClassRef"
-    elif not any(ps.priority_class_name for ps in submitted.pod_sets):
-        # (A pod template's priorityClassName is part of podSets, compared above.)
-        if existing.priority_class is not None:
-            return "spec.priorityClassRef"
-        if existing.priority != submitted.priority:
-            return "spec.priority"
-    if existing.maximum_execution_time_seconds != submitted.maximum_execution_time_seconds:
-        return "spec.maximumExecutionTimeSeconds"
-    return ""
-
-
 def replace_entry_workload(e: Entry, wl: Workload) -> Entry:
     """The entry, carrying the workload as the cycle left it (so the queue keeps the new status)."""
     if e.workload is not wl:
         e.head = replace(e.head, workload=wl)
     return e
 
-
-def workload_state(wl: Workload) -> str:
-    if wl.is_finished:
-        return "Finished"
-    if not wl.active:
-        return "Inactive"
-    if wl.is_admitted:
-        return "Admitted"
-    if wl.has_quota_reservation:
-        return "QuotaReserved"
-    return "Pending"
-
-
-def parse_label_selector(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in part:
-            raise InvalidArgument("label_selector", f"expected key=value, got {part!r}")
-        k, v = part.split("=", 1)
-        out[k.strip().rstrip("=")] = v.strip()
-    return out
