@@ -48,13 +48,15 @@ FENCING_MARGIN = 2.0
 
 class Fleet:
     def __init__(self, cache: Cache, commit: Committer, *, clock: Callable[[], float],
-                 enqueue: Callable[[Workload], None], node_timeout: float, fencing_grace: float = 45.0,
+                 enqueue: Callable[[Workload], None], deadlines: Callable[[Workload], None], node_timeout: float, fencing_grace: float = 45.0,
                  self_fencing: bool = True, monotonic: Callable[[], float] | None = None) -> None:
         self.cache = cache
         self.commit = commit
         self.clock = clock
         # Queue a workload that holds no quota, if it may wait (the manager's queueing policy).
         self.enqueue = enqueue
+        # Arm the workload's timers for the state it was stored in.
+        self.deadlines = deadlines
         # Node timeouts count on this clock (the wall clock when none is given: tests).
         self.monotonic = monotonic or clock
         self.registry = NodeRegistry()
@@ -317,6 +319,7 @@ class Fleet:
             c.update_admitted(wl)
         if s.requeue:
             self.enqueue(wl)
+        self.deadlines(wl)
         if c.config.wait_for_pods_ready.block_admission:
             m.wake()
         m.publish("MODIFIED", wl)

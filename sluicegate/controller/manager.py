@@ -13,6 +13,7 @@ scheduling cycles never interleave half-way; the asyncio side only decides
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import uuid
@@ -42,11 +43,13 @@ from sluicegate.controller.objects import (
     workload_state,
 )
 from sluicegate.controller.objects import action as applied
+from sluicegate.controller.queueing import Queueing
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Store, StoreError
+from sluicegate.controller.timers import BACKOFF, EVICTION, RETENTION, Deadlines, eviction_deadline, retention_deadline
 from sluicegate.controller.watch import Watcher, WatchEvent
 from sluicegate.manifest.decode import decode
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
@@ -134,10 +137,12 @@ class Manager:
         self._wake = self.commit.woken
         self._stopping = False
         self.placement = placement
-        self.fleet = Fleet(self.cache, self.commit, clock=clock, enqueue=self._enqueue, node_timeout=node_timeout,
-                           fencing_grace=fencing_grace, self_fencing=self_fencing, monotonic=monotonic)
-        # Workloads waiting out a requeue backoff (requeueState.requeueAt), by key.
-        self._backoff: dict[WorkloadKey, float] = {}
+        # Timers: backoffs, execution-time and pods-ready limits, retention (a deadline heap).
+        self.deadlines = Deadlines()
+        self.queueing = Queueing(self.cache, self.deadlines, clock)
+        self.fleet = Fleet(self.cache, self.commit, clock=clock, enqueue=self.queueing.enqueue,
+                           deadlines=self.track_deadlines, node_timeout=node_timeout, fencing_grace=fencing_grace,
+                           self_fencing=self_fencing, monotonic=monotonic)
         # When each pending workload's "why it waits" message was last stored.
         self._pending_written: dict[WorkloadKey, float] = {}
         self.finished_retention = finished_retention
@@ -173,7 +178,8 @@ class Manager:
             cond = wl.status.condition("QuotaReserved")
             c.add_admitted(wl, cond.last_transition_time if cond else wl.creation_timestamp)
         else:
-            self._enqueue(wl)
+            self.queueing.enqueue(wl)
+        self.track_deadlines(wl)
 
     # ------------------------------------------------------------- helpers
 
@@ -258,7 +264,7 @@ class Manager:
                     wl = c.workloads.get(info.key)
                     if wl is not None and not wl.status.is_true("Evicted") and not wl.is_finished:
                         self.evict_now(wl, reason="ClusterQueueStopped", message="The ClusterQueue is stopped")
-            self._requeue_unqueued(lambda wl: self._cq_for(wl) == obj.name)
+            self.queueing.requeue_unqueued(lambda wl: self.queueing.cq_for(wl) == obj.name)
             c.queues.queue_inadmissible(c.tree_members(obj.name))
         elif isinstance(obj, LocalQueueSpec):
             c.local_queues[(obj.namespace, obj.name)] = obj
@@ -268,7 +274,7 @@ class Manager:
                         self.evict_now(wl, reason="LocalQueueStopped", message="The LocalQueue is stopped")
             for wl in list(c.workloads_of_local_queue(obj.namespace, obj.name)):
                 if not c.holds_quota(wl.key) and not wl.is_finished:
-                    self._enqueue(wl)
+                    self.queueing.enqueue(wl)
         elif isinstance(obj, WorkloadPriorityClass):
             c.workload_priority_classes[obj.name] = obj
         elif isinstance(obj, PriorityClass):
@@ -276,49 +282,6 @@ class Manager:
         elif isinstance(obj, Namespace):
             c.namespaces[obj.name] = obj
             c.queues.queue_inadmissible(list(c.cluster_queues))
-
-    def _requeue_unqueued(self, pred: Callable[[Workload], bool]) -> None:
-        c = self.cache
-        for wl in list(c.workloads.values()):
-            if c.queues.cluster_queue_of(wl.key) is None and not c.holds_quota(wl.key) and pred(wl):
-                self._enqueue(wl)
-
-    # ---------------------------------------------------------- queueing
-
-    def _cq_for(self, wl: Workload) -> ClusterQueueName | None:
-        lq = self.cache.local_queue_for(wl)
-        return lq.cluster_queue if lq is not None else None
-
-    def _unqueued_reason(self, wl: Workload) -> str | None:
-        """Why a workload cannot even wait in a ClusterQueue (None: it can)."""
-        if not wl.active:
-            return None
-        lq = self.cache.local_queue_for(wl)
-        if lq is None:
-            return f"LocalQueue {wl.namespace}/{wl.queue_name} doesn't exist"
-        if lq.stop_policy is not StopPolicy.NONE:
-            return f"LocalQueue {wl.namespace}/{wl.queue_name} is stopped (spec.stopPolicy={lq.stop_policy.value})"
-        if lq.cluster_queue not in self.cache.cluster_queues:
-            return f"ClusterQueue {lq.cluster_queue} doesn't exist"
-        return None
-
-    def _enqueue(self, wl: Workload) -> None:
-        """Queue a workload that holds no quota, if it may wait for admission."""
-        c = self.cache
-        if not wl.active or wl.is_finished or c.holds_quota(wl.key):
-            c.queues.delete(wl.key)
-            return
-        cq = self._cq_for(wl)
-        if cq is None or self._unqueued_reason(wl) is not None:
-            c.queues.delete(wl.key)
-            return
-        rs = wl.status.requeue_state
-        if rs is not None and rs.requeue_at is not None and rs.requeue_at > self.clock():
-            c.queues.delete(wl.key)
-            self._backoff[wl.key] = rs.requeue_at
-            return
-        self._backoff.pop(wl.key, None)
-        c.queues.add_or_update(wl, cq)
 
     # --------------------------------------------------------- workloads
 
@@ -487,7 +450,8 @@ class Manager:
                 c.queues.queue_inadmissible(c.tree_members(cq))
         elif c.holds_quota(wl.key):
             c.update_admitted(wl)
-        self._enqueue(wl)
+        self.queueing.enqueue(wl)
+        self.track_deadlines(wl)
         self.commit.publish("ADDED" if created else "MODIFIED", wl)
 
     def get_workload(self, namespace: str, name: str) -> Workload:
@@ -546,7 +510,7 @@ class Manager:
                 continue
             if cluster_queue:
                 adm = wl.status.admission
-                cq = adm.cluster_queue if adm is not None else self._cq_for(wl)
+                cq = adm.cluster_queue if adm is not None else self.queueing.cq_for(wl)
                 if cq != cluster_queue:
                     continue
             if state and workload_state(wl) != state:
@@ -678,7 +642,7 @@ class Manager:
             placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
         )
         stats.entries = entries
-        updated: list[tuple[Entry, Workload]] = []
+        updated: builtins.list[tuple[Entry, Workload]] = []
         for e in entries:
             new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
             if new is not None:
@@ -703,6 +667,7 @@ class Manager:
             if e.status is EntryStatus.ASSUMED:
                 c.workloads[wl.key] = wl
                 c.add_admitted(wl, now)
+                self.track_deadlines(wl)
                 c.queues.admitted(e)
                 self.fleet.track(wl)
                 self.fleet.launch(wl)
@@ -748,7 +713,7 @@ class Manager:
                 preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now), now)
         return issued
 
-    def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
+    def _pod_sets_to_place(self, e: Entry) -> builtins.list[tuple[PodSet, int, dict[str, FlavorName]]]:
         assert e.assignment is not None
         specs = {ps.name: ps for ps in e.workload.pod_sets}
         return [
@@ -756,7 +721,7 @@ class Manager:
             for r in e.assignment.pod_sets
         ]
 
-    def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None) -> Workload | None:
+    def _decided(self, e: Entry, now: float, placements: builtins.list[PodPlacement] | None = None) -> Workload | None:
         """The workload's new state after its cycle, or None if nothing changed."""
         wl = e.workload
         st = wl.status
@@ -855,7 +820,8 @@ class Manager:
         cq = self.cache.release(new.key)
         if cq is not None:
             self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
-        self._enqueue(new)
+        self.queueing.enqueue(new)
+        self.track_deadlines(new)
         self.commit.publish("MODIFIED", new)
         self._wake.set()
 
@@ -869,49 +835,69 @@ class Manager:
         except StoreError:
             pass  # logged once per episode by the committer; the next tick probes the store
 
+    def track_deadlines(self, wl: Workload) -> None:
+        """Arm (or drop) the workload's timers for the state it was just stored in."""
+        key = wl.key
+        holds = self.cache.holds_quota(key)
+        self.deadlines.arm(EVICTION, key, eviction_deadline(wl, self.cache.config.wait_for_pods_ready) if holds else None)
+        self.deadlines.arm(RETENTION, key, retention_deadline(wl, self.finished_retention))
+
     def _tick(self) -> None:
         now = self.clock()
+        due = self.deadlines.pop_due(now)
+        later: builtins.list[Workload] = []
+        for n, (kind, key, _) in enumerate(due):
+            try:
+                self._fire(kind, key, now, later)
+            except BaseException:
+                # Not done (a refused write): what was due stays due for the next tick.
+                for k, key2, at2 in due[n:]:
+                    if self.deadlines.armed(k, key2) is None:
+                        self.deadlines.arm(k, key2, at2)
+                raise
+        for wl in later:
+            self.track_deadlines(wl)
+        self.fleet.check_nodes()
+
+    def _fire(self, kind: str, key: WorkloadKey, now: float, later: builtins.list[Workload]) -> None:
+        """One due timer, checked against the workload as it is now."""
         c = self.cache
-        for key, at in list(self._backoff.items()):
-            wl = c.workloads.get(key)
-            if wl is None:
-                del self._backoff[key]
-                continue
-            if at > now:
-                continue
+        wl = c.workloads.get(key)
+        if wl is None:
+            return
+        if kind == BACKOFF:
             conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
                                   message="The workload backoff was finished", now=now)
             new = replace(wl, status=replace(wl.status, conditions=conds))
             self.commit.write([new])
-            del self._backoff[key]  # only once stored: a refused write leaves it to the next tick
             c.workloads[key] = new
-            self._enqueue(new)
+            self.queueing.enqueue(new)
             self.commit.publish("MODIFIED", new)
             self._wake.set()
-        wfpr = c.config.wait_for_pods_ready
-        for holder in list(c.admitted.values()):
-            for info in list(holder.values()):
-                wl = c.workloads.get(info.key)
-                if wl is None:
-                    continue
-                fired = due_eviction(wl, now, wfpr)
-                if fired is None:
-                    continue
-                ev = fired.status.condition("Evicted")
-                log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.terminate)
-                if ev is not None and ev.is_true:
-                    self.evict_now(replace(wl, active=fired.active), reason=ev.reason, message=ev.message)
-                else:
-                    self.fleet.apply(self.fleet.settle(fired))
-        if self.finished_retention is not None:
-            for wl in list(c.workloads.values()):
-                fin = wl.status.condition("Finished")
-                if fin is not None and fin.is_true and now - fin.last_transition_time > self.finished_retention:
-                    self.commit.write(deletes=[("Workload", wl.namespace, wl.name)])
-                    c.workloads.pop(wl.key, None)
-                    self.fleet.purge(wl)
-                    self.commit.publish("DELETED", wl)
-        self.fleet.check_nodes()
+        elif kind == EVICTION:
+            if not c.holds_quota(key):
+                return
+            fired = due_eviction(wl, now, c.config.wait_for_pods_ready)
+            if fired is None:
+                later.append(wl)  # not yet (the deadline moved): armed again after this tick
+                return
+            ev = fired.status.condition("Evicted")
+            log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.terminate)
+            if ev is not None and ev.is_true:
+                self.evict_now(replace(wl, active=fired.active), reason=ev.reason, message=ev.message)
+            else:
+                self.fleet.apply(self.fleet.settle(fired))
+        elif kind == RETENTION and self.finished_retention is not None:
+            fin = wl.status.condition("Finished")
+            if fin is None or not fin.is_true:
+                return
+            if now - fin.last_transition_time <= self.finished_retention:
+                later.append(wl)
+                return
+            self.commit.write(deletes=[("Workload", wl.namespace, wl.name)])
+            c.workloads.pop(wl.key, None)
+            self.fleet.purge(wl)
+            self.commit.publish("DELETED", wl)
 
     def weighted_share(self, name: str, *, cohort: bool) -> float | None:
         """The fair-sharing share of a queue or cohort (None when fair sharing is off)."""

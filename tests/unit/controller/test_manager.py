@@ -268,8 +268,10 @@ def test_finished_workloads_are_deleted_after_the_retention() -> None:
 
     finished = dc_replace(w, status=dc_replace(w.status, conditions=set_condition(
         w.status.conditions, type_="Finished", status=True, reason="Succeeded", message="ok", now=clock.t)))
-    m.commit.write([finished])
-    m.cache.workloads[finished.key] = finished
+    # Stored as a settlement stores a workload that finished (it arms the retention timer).
+    from sluicegate.controller.lifecycle import Settlement
+
+    m.fleet.apply(Settlement(finished))
     m.tick()
     assert [x.name for x in m.list_workloads()] == ["done"]
     clock.t += 61
