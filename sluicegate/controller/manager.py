@@ -12,20 +12,19 @@ scheduling cycles never interleave half-way; the asyncio side only decides
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
-from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
+from sluicegate.controller.lifecycle import due_eviction, evict, released
 from sluicegate.controller.objects import (
     KIND_ALIASES,
     KIND_OF,
@@ -44,9 +43,8 @@ from sluicegate.controller.objects import (
 )
 from sluicegate.controller.objects import action as applied
 from sluicegate.controller.queueing import Queueing
-from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
-from sluicegate.controller.scheduling.fairsharing import order_for
-from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
+from sluicegate.controller.scheduler import CycleStats, Scheduler, replace_entry_workload
+from sluicegate.controller.scheduling.cycle import Preemptor
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Store, StoreError
 from sluicegate.controller.timers import BACKOFF, EVICTION, RETENTION, Deadlines, eviction_deadline, retention_deadline
@@ -68,7 +66,7 @@ from sluicegate.model.objects import (
     WorkloadPriorityClass,
 )
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
-from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
+from sluicegate.model.workloads import Workload
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
 # Names that callers import from here (their home is objects.py / watch.py).
@@ -76,35 +74,6 @@ __all__ = ["KIND_ALIASES", "KIND_OF", "NAMESPACED", "CycleStats", "Manager", "Ob
            "parse_label_selector", "ref_of", "replace_entry_workload", "spec_difference", "workload_state"]
 
 log = logging.getLogger(__name__)
-
-# A pending workload's message is refreshed at most this often when only its
-# wording changes (a changed reason is always stored at once).
-PENDING_MESSAGE_REFRESH_SECONDS = 5.0
-
-
-@dataclass(slots=True)
-class CycleStats:
-    heads: int = 0
-    admitted: int = 0
-    preempting: int = 0
-    pending: int = 0
-    # Heads put straight back into their heap: the next cycle sees them again.
-    requeued: int = 0
-    # Victims newly told to go (a preemptor waiting on earlier victims issues none).
-    evictions_issued: int = 0
-    entries: list[Entry] = field(default_factory=list)
-
-    @property
-    def made_progress(self) -> bool:
-        """False when another cycle right now would see the same heads and decide the same."""
-        return self.heads > self.requeued or self.admitted > 0 or self.evictions_issued > 0
-
-
-# After a cycle that admitted nothing, the scheduler backs off exponentially
-# between these bounds before the next one, as Kueue's scheduler does.
-SLOWDOWN_INITIAL_SECONDS = 0.001
-SLOWDOWN_MAX_SECONDS = 0.1
-
 
 class Manager:
     def __init__(
@@ -130,22 +99,17 @@ class Manager:
         # Who pods may run as, by namespace: checked when a workload is created.
         self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
         self.cache = Cache(config=config or ControllerConfig())
-        self.preemptor: Preemptor = preemptor or DefaultPreemptor()
-        self.cycle = 0
-        # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
-        self.cycles_admitting = 0
         self._wake = self.commit.woken
-        self._stopping = False
-        self.placement = placement
         # Timers: backoffs, execution-time and pods-ready limits, retention (a deadline heap).
         self.deadlines = Deadlines()
         self.queueing = Queueing(self.cache, self.deadlines, clock)
         self.fleet = Fleet(self.cache, self.commit, clock=clock, enqueue=self.queueing.enqueue,
                            deadlines=self.track_deadlines, node_timeout=node_timeout, fencing_grace=fencing_grace,
                            self_fencing=self_fencing, monotonic=monotonic)
-        # When each pending workload's "why it waits" message was last stored.
-        self._pending_written: dict[WorkloadKey, float] = {}
         self.finished_retention = finished_retention
+        self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
+                                   preemptor=preemptor or DefaultPreemptor(), placement=placement,
+                                   track=self.track_deadlines, evict=self._act_on_eviction)
 
     # ------------------------------------------------------------------ load
 
@@ -605,204 +569,6 @@ class Manager:
 
     # --------------------------------------------------------- scheduling
 
-    def admission_blocked(self) -> bool:
-        """waitForPodsReady.blockAdmission: nothing new is admitted while an admitted workload is not ready."""
-        wfpr = self.cache.config.wait_for_pods_ready
-        if not (wfpr.enabled and wfpr.block_admission):
-            return False
-        for holder in self.cache.admitted.values():
-            for info in holder.values():
-                wl = self.cache.workloads.get(info.key, info.workload)
-                if wl.status.pods and not wl.status.is_true("PodsReady") and not wl.is_finished:
-                    return True
-        return False
-
-    def schedule_once(self) -> CycleStats:
-        """Run one scheduling cycle and commit its decisions."""
-        with self.write_group():
-            return self._schedule_once()
-
-    def _schedule_once(self) -> CycleStats:
-        c = self.cache
-        if self.admission_blocked():
-            return CycleStats()
-        heads = c.queues.heads()
-        stats = CycleStats(heads=len(heads))
-        if not heads:
-            return stats
-        self.cycle += 1
-        now = self.clock()
-        snapshot = c.snapshot(now)
-        placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
-        entries = run_cycle(
-            heads,
-            snapshot,
-            preemptor=self.preemptor,
-            ordering=order_for(snapshot),
-            placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
-        )
-        stats.entries = entries
-        updated: builtins.list[tuple[Entry, Workload]] = []
-        for e in entries:
-            new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
-            if new is not None:
-                updated.append((e, new))
-        try:
-            if updated:
-                self.commit.write([wl for _, wl in updated])
-        except Exception as exc:
-            if isinstance(exc, StoreError):
-                # Committer.write logged the episode's one ERROR already.
-                log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
-            else:
-                log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
-            for e in entries:
-                e.status = EntryStatus.SKIPPED
-                c.queues.requeue(e)
-            stats.requeued = stats.heads
-            return stats
-        decided = {e.key: wl for e, wl in updated}
-        for e in entries:
-            wl = decided.get(e.key, e.workload)
-            if e.status is EntryStatus.ASSUMED:
-                c.workloads[wl.key] = wl
-                c.add_admitted(wl, now)
-                self.track_deadlines(wl)
-                c.queues.admitted(e)
-                self.fleet.track(wl)
-                self.fleet.launch(wl)
-                stats.admitted += 1
-                log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
-            else:
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("cycle %d: workload %s not admitted (%s, %s): %s", self.cycle, e.key, e.status.name,
-                              e.requeue_reason.name if e.requeue_reason else "-", e.message)
-                if e.key in c.workloads:
-                    c.workloads[wl.key] = wl
-                    quota_bound = e.requeue_reason in (
-                        RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES) and c.quota_bound(e.cluster_queue)
-                    node_bound = e.requeue_reason is RequeueReason.NO_PLACEMENT
-                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound, node_bound=node_bound):
-                        stats.requeued += 1
-                if e.status is EntryStatus.PREEMPTING:
-                    stats.preempting += 1
-                    stats.evictions_issued += self._preempt(e, now)
-                else:
-                    stats.pending += 1
-            if e.key in decided:
-                self.commit.publish("MODIFIED", wl)
-        if stats.admitted:
-            self.cycles_admitting += 1
-        return stats
-
-    def _preempt(self, e: Entry, now: float) -> int:
-        """Evict the entry's victims (each once); returns how many were newly evicted.
-
-        The victims' status is stored before their pods are stopped; their
-        quota is released only when every pod has exited, and the preemptor
-        is admitted by a later cycle once it fits.
-        """
-        issued = 0
-        for t in e.targets:
-            victim = self.cache.workloads.get(t.victim.key)
-            if victim is None or victim.status.is_true("Evicted") or not self.cache.holds_quota(victim.key):
-                continue
-            issued += 1
-            log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
-            self._act_on_eviction(
-                preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now), now)
-        return issued
-
-    def _pod_sets_to_place(self, e: Entry) -> builtins.list[tuple[PodSet, int, dict[str, FlavorName]]]:
-        assert e.assignment is not None
-        specs = {ps.name: ps for ps in e.workload.pod_sets}
-        return [
-            (specs[r.name], r.count, {res: fc.flavor for res, fc in r.flavors.items()})
-            for r in e.assignment.pod_sets
-        ]
-
-    def _decided(self, e: Entry, now: float, placements: builtins.list[PodPlacement] | None = None) -> Workload | None:
-        """The workload's new state after its cycle, or None if nothing changed."""
-        wl = e.workload
-        st = wl.status
-        if e.status is EntryStatus.ASSUMED:
-            assert e.assignment is not None
-            admission = Admission(
-                cluster_queue=e.cluster_queue,
-                pod_set_assignments=tuple(
-                    PodSetAssignment(
-                        name=ps.name,
-                        flavors={r: fc.flavor for r, fc in ps.flavors.items()},
-                        resource_usage={r: ps.requests[r] for r in ps.flavors},
-                        count=ps.count,
-                    )
-                    for ps in e.assignment.pod_sets
-                ),
-            )
-            conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
-                                  message=f"Quota reserved in ClusterQueue {e.cluster_queue}", now=now)
-            conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
-                                  message="The workload is admitted", now=now)
-            for t in ("Evicted", "Preempted"):
-                old = st.condition(t)
-                if old is not None and old.is_true:
-                    conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
-                                          message=f"Previously: {old.message}", now=now)
-            admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
-            if placements is not None:
-                admitted = replace(admitted, status=replace(admitted.status, last_pods=(),
-                                                            pods=tuple(self.fleet.pod_records(wl, placements))))
-            return admitted
-        message = e.message or "Workload is waiting for quota"
-        old = st.condition("QuotaReserved")
-        if old is not None and old.status == "False" and old.reason == "Pending":
-            if old.message == message:
-                return None
-            # Only the wording changed ("2 more needed" -> "1 more needed"): refresh it
-            # at most every few seconds instead of writing on every attempt.
-            if now - self._pending_written.get(wl.key, 0.0) < PENDING_MESSAGE_REFRESH_SECONDS:
-                return None
-        self._pending_written[wl.key] = now
-        conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
-        return replace(wl, status=replace(st, conditions=conds))
-
-    async def run_scheduler(self) -> None:
-        """Run cycles whenever there may be something to admit."""
-        while not self._stopping:
-            await self._wake.wait()
-            self._wake.clear()
-            backoff = 0.0
-            while self.cache.queues.has_heads():
-                if self.store_problem is not None:
-                    break  # degraded: decisions could not be stored; recovery wakes us
-                try:
-                    stats = self.schedule_once()
-                except StoreError:
-                    break  # the cycle's commit failed (logged once); the store redoes it on recovery
-                if not stats.made_progress:
-                    # Nothing changed: wait for an event (quota released, new
-                    # workload, queue changed) instead of spinning on the same heads.
-                    break
-                if stats.admitted:
-                    # Kueue's KeepGoing: a cycle admits one head per ClusterQueue,
-                    # so the next one runs at once, after one turn of the loop
-                    # (streams move whole batches per turn, so I/O keeps up).
-                    backoff = 0.0
-                    await asyncio.sleep(0)
-                else:
-                    # Kueue's SlowDown: heads went back (say, a preemptor waiting
-                    # for its victims to exit) but nothing was admitted; retrying
-                    # at once would only burn the CPU the victims' exits need.
-                    # Unlike Kueue's, the pause ends early when something that can
-                    # change a decision happens (quota released, a new workload),
-                    # so freed quota is not left idle for the rest of it.
-                    backoff = min(max(backoff * 2, SLOWDOWN_INITIAL_SECONDS), SLOWDOWN_MAX_SECONDS)
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), backoff)
-                    except TimeoutError:
-                        pass
-
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict an admitted workload: its pods are stopped, its quota released once they exit."""
         now = self.clock()
@@ -838,9 +604,12 @@ class Manager:
     def track_deadlines(self, wl: Workload) -> None:
         """Arm (or drop) the workload's timers for the state it was just stored in."""
         key = wl.key
+        wfpr = self.cache.config.wait_for_pods_ready
         holds = self.cache.holds_quota(key)
-        self.deadlines.arm(EVICTION, key, eviction_deadline(wl, self.cache.config.wait_for_pods_ready) if holds else None)
+        self.deadlines.arm(EVICTION, key, eviction_deadline(wl, wfpr) if holds else None)
         self.deadlines.arm(RETENTION, key, retention_deadline(wl, self.finished_retention))
+        if holds and wfpr.block_admission:
+            self.scheduler.note_readiness(wl)
 
     def _tick(self) -> None:
         now = self.clock()
@@ -911,14 +680,27 @@ class Manager:
             return None
         return float(fairsharing.weighted_share(tree.live, node))
 
+    # ---------------------------------------------------------- scheduling
+
+    @property
+    def cycle(self) -> int:
+        return self.scheduler.cycle
+
+    @property
+    def cycles_admitting(self) -> int:
+        return self.scheduler.cycles_admitting
+
+    def admission_blocked(self) -> bool:
+        return self.scheduler.admission_blocked()
+
+    def schedule_once(self) -> CycleStats:
+        """Run one scheduling cycle and commit its decisions."""
+        return self.scheduler.schedule_once()
+
+    async def run_scheduler(self) -> None:
+        """Run cycles whenever there may be something to admit."""
+        await self.scheduler.run()
+
     def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-
-def replace_entry_workload(e: Entry, wl: Workload) -> Entry:
-    """The entry, carrying the workload as the cycle left it (so the queue keeps the new status)."""
-    if e.workload is not wl:
-        e.head = replace(e.head, workload=wl)
-    return e
+        self.scheduler.stop()
 
