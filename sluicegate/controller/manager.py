@@ -15,13 +15,13 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
+from sluicegate.controller.decide_api import deactivated, prepare_workload, resolve_priority
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import due_eviction, evict, released
@@ -50,7 +50,6 @@ from sluicegate.controller.store import Store, StoreError
 from sluicegate.controller.timers import BACKOFF, EVICTION, RETENTION, Deadlines, eviction_deadline, retention_deadline
 from sluicegate.controller.watch import Watcher, WatchEvent
 from sluicegate.manifest.decode import decode
-from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.manifest.encode import EncodedObject
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
@@ -58,8 +57,6 @@ from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
 from sluicegate.model.objects import (
-    SYSTEM_CLUSTER_CRITICAL,
-    SYSTEM_NODE_CRITICAL,
     Namespace,
     PriorityClass,
     ResourceFlavor,
@@ -67,7 +64,7 @@ from sluicegate.model.objects import (
 )
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
 from sluicegate.model.workloads import Workload
-from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
+from sluicegate.security.podsecurity import PodUserPolicies
 
 # Names that callers import from here (their home is objects.py / watch.py).
 __all__ = ["KIND_ALIASES", "KIND_OF", "NAMESPACED", "CycleStats", "Manager", "Obj", "WatchEvent", "canonical_kind",
@@ -251,102 +248,10 @@ class Manager:
 
     def resolve_priority(self, wl: Workload) -> Workload:
         """Fill spec.priority from the referenced class (WorkloadPriorityClass or PriorityClass)."""
-        c = self.cache
-        if wl.priority_class is not None:
-            kind, name = wl.priority_class
-            if kind == "WorkloadPriorityClass":
-                wpc = c.workload_priority_classes.get(name)
-                if wpc is None:
-                    raise InvalidArgument("spec.priorityClassRef.name", f"WorkloadPriorityClass {name!r} not found")
-                return replace(wl, priority=wpc.value)
-            value = self._pod_priority(name)
-            if value is None:
-                raise InvalidArgument("spec.priorityClassRef.name", f"PriorityClass {name!r} not found")
-            return replace(wl, priority=value)
-        for ps in wl.pod_sets:
-            if ps.priority_class_name:
-                value = self._pod_priority(ps.priority_class_name)
-                if value is None:
-                    raise InvalidArgument(
-                        f"spec.podSets[{wl.pod_sets.index(ps)}].template.spec.priorityClassName",
-                        f"PriorityClass {ps.priority_class_name!r} not found",
-                    )
-                return replace(wl, priority=value, priority_class=("PriorityClass", ps.priority_class_name))
-        return wl
-
-    def _pod_priority(self, name: str) -> int | None:
-        builtin = {"system-node-critical": SYSTEM_NODE_CRITICAL, "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL}
-        if name in builtin:
-            return builtin[name]
-        pc = self.cache.priority_classes.get(name)
-        return pc.value if pc is not None else None
+        return resolve_priority(self.cache, wl)
 
     def _prepare_workload(self, wl: Workload) -> tuple[Workload, str]:
-        old = self.cache.workloads.get(wl.key)
-        if old is None:
-            self._check_pod_security(wl)
-            now = self.clock()
-            wl = replace(
-                wl,
-                uid=wl.uid or str(uuid.uuid4()),
-                creation_timestamp=wl.creation_timestamp or now,
-            )
-            wl = self.resolve_priority(wl)
-            job_labels = wl.annotations.get(JOB_LABELS_ANNOTATION)
-            if job_labels:
-                # A Job's labels reach its Workload only where the Configuration says so.
-                source = json.loads(job_labels)
-                copied = {k: source[k] for k in self.cache.config.label_keys_to_copy if k in source}
-                wl = replace(wl, labels={**wl.labels, **copied})
-            # A new workload starts from a clean status unless the document
-            # carries one (restoring from a backup or a simulate file).
-            return wl, "created"
-        if old.pod_sets != wl.pod_sets:
-            raise InvalidArgument("spec.podSets", "field is immutable once the workload exists (delete and recreate it)")
-        if old.queue_name != wl.queue_name and old.has_quota_reservation:
-            raise InvalidArgument("spec.queueName", "cannot change while the workload holds quota")
-        wl = self.resolve_priority(wl)
-        new = replace(old, active=wl.active, priority=wl.priority, priority_class=wl.priority_class,
-                      queue_name=wl.queue_name, labels=wl.labels, annotations=wl.annotations,
-                      maximum_execution_time_seconds=wl.maximum_execution_time_seconds)
-        if new == old:
-            return old, "unchanged"
-        new = replace(new, generation=old.generation + 1)
-        if old.active and not new.active:
-            new = self._deactivated(new)
-        return new, "configured"
-
-    def _check_pod_security(self, wl: Workload) -> None:
-        """InvalidArgument naming the field when a pod set's securityContext breaks its namespace's policy."""
-        policy = self.pod_security.for_namespace(wl.namespace)
-        for i, ps in enumerate(wl.pod_sets):
-            base = f"spec.podSets[{i}].template.spec"
-            containers = [(f"{base}.{kind}[{j}].securityContext", c.security_context)
-                          for kind, group in (("initContainers", ps.init_containers), ("containers", ps.containers))
-                          for j, c in enumerate(group)]
-            try:
-                resolve_pod_user(namespace=wl.namespace, policy=policy, pod_context=ps.security_context,
-                                 pod_path=f"{base}.securityContext", containers=containers)
-            except PodSecurityError as exc:
-                raise InvalidArgument(exc.field, exc.message) from None
-
-    def _deactivated(self, wl: Workload) -> Workload:
-        """active: false — evict without requeue (the status part; quota is released by the caller)."""
-        now = self.clock()
-        st = wl.status
-        conds = st.conditions
-        if wl.status.pods:
-            # Running pods are stopped first; the quota goes back once they exit.
-            return evict(wl, reason="InactiveWorkload", message="The workload is deactivated", now=now)
-        if wl.has_quota_reservation:
-            conds = set_condition(conds, type_="Evicted", status=True, reason="InactiveWorkload",
-                                  message="The workload is deactivated", now=now)
-            conds = set_condition(conds, type_="QuotaReserved", status=False, reason="Pending",
-                                  message="The workload is deactivated", now=now)
-            conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
-                                  message="The workload has no reservation", now=now)
-            return replace(wl, status=replace(st, conditions=conds, admission=None))
-        return wl
+        return prepare_workload(self.cache, self.pod_security, wl, self.clock)
 
     def create_workload(self, doc: RawDocument) -> tuple[Workload, bool]:
         (result,) = self.create_workloads([doc])
@@ -430,7 +335,7 @@ class Manager:
             return old
         new = replace(old, active=active, generation=old.generation + 1)
         if not active:
-            new = self._deactivated(new)
+            new = deactivated(new, self.clock)
         else:
             # Reactivation resets the backoff bookkeeping, as Kueue does.
             new = replace(new, status=replace(new.status, requeue_state=None))
