@@ -12,14 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.effects import (
+    Bind,
+    DropWorkload,
+    Effects,
+    Enqueue,
+    NodeCapacityFreed,
+    RefreshUsage,
+    Release,
+    SetWorkload,
+    Track,
+    Unbind,
+    UpdateAdmitted,
+)
+from sluicegate.controller.nodes import Command
 from sluicegate.controller.objects import ref_of
 from sluicegate.controller.store import Delete, Put, Store, StoreError
 from sluicegate.controller.watch import Watchers, WatchEvent
 from sluicegate.manifest.encode import EncodedObject, encode_json
+from sluicegate.model.names import WorkloadKey
+from sluicegate.model.pods import PodRecord
 from sluicegate.model.workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -36,9 +53,24 @@ Ref = tuple[str, str, str]
 ENCODED_CACHE_SIZE = 4_096
 
 
+class Agents(Protocol):
+    """Pod bindings and the agents' streams (the fleet)."""
+
+    def bind(self, key: WorkloadKey, pod: PodRecord, now: float) -> None: ...
+
+    def unbind(self, pod: PodRecord) -> None: ...
+
+    def send(self, node: str, command: Command) -> None: ...
+
+
 class Committer:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, cache: Cache) -> None:
         self.store = store
+        self.cache = cache
+        # Attached once the pieces that carry out cache and agent effects exist (see attach).
+        self._agents: Agents | None = None
+        self._enqueue: Callable[[Workload], None] = lambda wl: None
+        self._track: Callable[[Workload], None] = lambda wl: None
         # The store's last write failure while writes fail (disk full,
         # read-only, I/O error): the controller is degraded, refuses writes,
         # serves reads, and probes the store until a write succeeds.
@@ -55,6 +87,61 @@ class Committer:
 
     def wake(self) -> None:
         self.woken.set()
+
+    def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None]) -> None:
+        """Who binds pods and talks to agents, queues workloads, and arms their timers."""
+        self._agents = agents
+        self._enqueue = enqueue
+        self._track = track
+
+    # ------------------------------------------------------------ commit
+
+    def commit(self, e: Effects) -> None:
+        """Carry out a decision: store, then cache and queues, then agents, then watchers.
+
+        A refused store write raises StoreError before anything else changes.
+        """
+        if e.puts or e.deletes:
+            self.write(e.puts, e.deletes)
+        c = self.cache
+        agents = self._agents
+        for op in e.cache:
+            if isinstance(op, SetWorkload):
+                c.workloads[op.workload.key] = op.workload
+            elif isinstance(op, UpdateAdmitted):
+                c.update_admitted(op.workload)
+            elif isinstance(op, Track):
+                self._track(op.workload)
+            elif isinstance(op, Enqueue):
+                self._enqueue(op.workload)
+            elif isinstance(op, Bind):
+                assert agents is not None
+                agents.bind(op.key, op.pod, op.now)
+            elif isinstance(op, Unbind):
+                assert agents is not None
+                agents.unbind(op.pod)
+            elif isinstance(op, Release):
+                cq = c.release(op.key)
+                if cq is not None:
+                    c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+            elif isinstance(op, RefreshUsage):
+                c.workloads[op.workload.key] = op.workload
+                cq = c.refresh_usage(op.workload)
+                if cq is not None:
+                    c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+            elif isinstance(op, NodeCapacityFreed):
+                c.queues.node_capacity_freed()
+            elif isinstance(op, DropWorkload):
+                c.workloads.pop(op.key, None)
+                c.queues.delete(op.key)
+        if e.agents:
+            assert agents is not None
+            for node, command in e.agents:
+                agents.send(node, command)
+        if e.wake:
+            self.woken.set()
+        for type_, wl in e.events:
+            self.publish(type_, wl)
 
     # ------------------------------------------------------------- store
 

@@ -19,10 +19,12 @@ from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
+from sluicegate.controller.decide_pods import settlement_effects
 from sluicegate.controller.errors import FailedPrecondition, NotFound
 from sluicegate.controller.lifecycle import Settlement, evict, settle
 from sluicegate.controller.nodes import (
     CancelLogsCommand,
+    Command,
     ForgetPodCommand,
     LogRequestCommand,
     NodeRegistry,
@@ -269,60 +271,28 @@ class Fleet:
     # ------------------------------------------------------------ settling
 
     def apply(self, s: Settlement) -> None:
-        """Store a settlement, then act on it: stop pods, release, requeue, forget."""
-        m, c = self.commit, self.cache
-        wl = s.workload
-        if s.forget:
-            m.write(deletes=[("Workload", wl.namespace, wl.name)])
-        else:
-            m.write([wl])
-        for p in s.stop:
-            grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == p.pod_set), 30)
-            self._tell(p.node, StopPodCommand(p.uid, float(grace), "Stopping", p.message))
-        if s.launch:
-            specs = {ps.name: ps for ps in wl.pod_sets}
-            now = self.clock()
-            for p in s.launch:
-                self.pod_owner[p.uid] = wl.key
-                self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
-                node = self.registry.nodes.get(p.node)
-                if node is not None and node.session is not None:
-                    node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
-        if s.reclaimed and c.holds_quota(wl.key):
-            c.workloads[wl.key] = wl
-            cq = c.refresh_usage(wl)
-            if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-            m.wake()
-        if s.release:
-            # The pods as stored before this settlement: a release may have moved them aside.
-            finished_pods = c.workloads.get(wl.key, wl).status.pods or wl.status.pods
-            for p in finished_pods:
-                self.registry.unbind(p.node, p.uid)
-                self.pod_owner.pop(p.uid, None)
-            cq = c.release(wl.key)
-            # Quota came back in the cohort tree: its parked workloads are offered it, once.
-            if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-            # Node capacity came back: workloads parked for lack of a node may fit now.
-            c.queues.node_capacity_freed()
-            for p in finished_pods:
-                self._tell(p.node, ForgetPodCommand(p.uid))
-            m.wake()
-        if s.forget:
-            c.workloads.pop(wl.key, None)
-            c.queues.delete(wl.key)
-            m.publish("DELETED", wl)
-            return
-        c.workloads[wl.key] = wl
-        if c.holds_quota(wl.key):
-            c.update_admitted(wl)
-        if s.requeue:
-            self.enqueue(wl)
-        self.deadlines(wl)
-        if c.config.wait_for_pods_ready.block_admission:
-            m.wake()
-        m.publish("MODIFIED", wl)
+        """Store a settlement, then act on it: stop pods, release, requeue, forget (see decide_pods)."""
+        now = self.clock() if s.launch else 0.0
+        self.commit.commit(settlement_effects(s, self.cache, now=now,
+                                              block_admission=self.cache.config.wait_for_pods_ready.block_admission))
+
+    # The committer carries out pod effects through these.
+
+    def bind(self, key: WorkloadKey, pod: PodRecord, now: float) -> None:
+        """The pod runs (or is to run) on its node: its requests count there."""
+        self.pod_owner[pod.uid] = key
+        self.registry.bind(pod.node, pod.uid, pod.requests, now=now, heard_at=self.monotonic())
+
+    def unbind(self, pod: PodRecord) -> None:
+        """The pod's processes are gone: its node's capacity is free again, and it has no owner."""
+        self.registry.unbind(pod.node, pod.uid)
+        self.pod_owner.pop(pod.uid, None)
+
+    def send(self, node_name: str, command: Command) -> None:
+        """A command to a node's agent, if it is connected now."""
+        node = self.registry.nodes.get(node_name)
+        if node is not None and node.session is not None:
+            node.session.send(command)
 
     def _tell(self, node_name: str, command: StopPodCommand | ForgetPodCommand) -> None:
         node = self.registry.nodes.get(node_name)

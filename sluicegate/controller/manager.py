@@ -90,12 +90,12 @@ class Manager:
     ) -> None:
         """``placement=False`` is quota-only mode: workloads are admitted without
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
-        # Store, versions, encoded bytes, watchers, write groups and degraded mode.
-        self.commit = Committer(store)
         self.clock = clock
         # Who pods may run as, by namespace: checked when a workload is created.
         self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
         self.cache = Cache(config=config or ControllerConfig())
+        # Store, versions, encoded bytes, watchers, write groups and degraded mode; carries out Effects.
+        self.commit = Committer(store, self.cache)
         self._wake = self.commit.woken
         # Timers: backoffs, execution-time and pods-ready limits, retention (a deadline heap).
         self.deadlines = Deadlines()
@@ -107,6 +107,7 @@ class Manager:
         self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
                                    preemptor=preemptor or DefaultPreemptor(), placement=placement,
                                    track=self.track_deadlines, evict=self._act_on_eviction)
+        self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines)
 
     # ------------------------------------------------------------------ load
 

@@ -146,3 +146,27 @@ def import_cycles() -> list[list[str]]:
 
 def test_the_module_import_graph_has_no_cycle() -> None:
     assert import_cycles() == []
+
+
+# Decision modules: they read state and return what must happen; carrying it out is commit.py's.
+DECISIONS = ("controller/effects.py", "controller/decide_pods.py", "controller/decide_api.py",
+             "controller/lifecycle.py", "controller/timers.py")
+IMPURE = ("asyncio", "grpc", "sqlite3", "psutil")
+
+
+@pytest.mark.parametrize("module", DECISIONS)
+def test_decision_modules_import_no_io_even_indirectly(module: str) -> None:
+    paths = {_module_name(p): p for p in ROOT.rglob("*.py") if "/v1/" not in f"/{p.relative_to(ROOT)}"}
+    seen: set[str] = set()
+    todo = [_module_name(ROOT / module)]
+    bad = []
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        for imported in imports_of(paths[mod]):
+            if imported.split(".")[0] in IMPURE:
+                bad.append(f"{mod}: {imported}")
+        todo.extend(_runtime_imports(paths[mod], set(paths)))
+    assert bad == []
