@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
+from sluicegate.controller.effects import DropWorkload, Effects, Release
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.lifecycle import evict
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
@@ -123,3 +124,9 @@ def deactivated(wl: Workload, clock: Callable[[], float]) -> Workload:
                               message="The workload has no reservation", now=now)
         return replace(wl, status=replace(st, conditions=conds, admission=None))
     return wl
+
+
+def deleted(wl: Workload) -> Effects:
+    """A workload with no running pods is deleted: it goes, and its quota is offered to its tree's parked ones."""
+    return Effects(deletes=(("Workload", wl.namespace, wl.name),), cache=(DropWorkload(wl.key), Release(wl.key)),
+                   events=(("DELETED", wl),), wake=True)

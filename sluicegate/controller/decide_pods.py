@@ -78,3 +78,10 @@ def settlement_effects(s: Settlement, state: State, *, now: float, block_admissi
     cache.append(Track(wl))
     return Effects(puts=(wl,), cache=tuple(cache), agents=tuple(agents), events=(("MODIFIED", wl),),
                    wake=wake or block_admission)
+
+
+def released_at_once(new: Workload) -> Effects:
+    """An evicted workload with no pods (quota-only mode), its quota given back (``lifecycle.released``):
+    the quota goes back now and the workload waits again."""
+    return Effects(puts=(new,), cache=(SetWorkload(new), Release(new.key), Enqueue(new), Track(new)),
+                   events=(("MODIFIED", new),), wake=True)

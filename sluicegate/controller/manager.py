@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
-from sluicegate.controller.decide_api import deactivated, prepare_workload, resolve_priority
+from sluicegate.controller.decide_api import deactivated, deleted, prepare_workload, resolve_priority
+from sluicegate.controller.decide_pods import released_at_once
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import due_eviction, evict, released
@@ -47,13 +48,20 @@ from sluicegate.controller.scheduler import CycleStats, Scheduler, replace_entry
 from sluicegate.controller.scheduling.cycle import Preemptor
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Store, StoreError
-from sluicegate.controller.timers import BACKOFF, EVICTION, RETENTION, Deadlines, eviction_deadline, retention_deadline
+from sluicegate.controller.timers import (
+    BACKOFF,
+    EVICTION,
+    RETENTION,
+    Deadlines,
+    backoff_finished,
+    eviction_deadline,
+    retention_deadline,
+)
 from sluicegate.controller.watch import Watcher, WatchEvent
 from sluicegate.manifest.decode import decode
 from sluicegate.manifest.encode import EncodedObject
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
-from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
 from sluicegate.model.objects import (
@@ -354,15 +362,7 @@ class Manager:
             # Stop the pods first; the workload (and its quota) goes once they exited.
             self.fleet.apply(self.fleet.settle(replace(wl, status=replace(wl.status, deleting=True))))
             return True
-        self.commit.write(deletes=[("Workload", namespace, name)])
-        c = self.cache
-        del c.workloads[key]
-        c.queues.delete(key)
-        cq = c.release(key)
-        if cq is not None:
-            c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-        self.commit.publish("DELETED", wl)
-        self._wake.set()
+        self.commit.commit(deleted(wl))
         return True
 
     def list_workloads(
@@ -486,16 +486,7 @@ class Manager:
         if new.status.pods:
             self.fleet.apply(self.fleet.settle(new))
             return
-        new = released(new, now, self.cache.config.wait_for_pods_ready)
-        self.commit.write([new])
-        self.cache.workloads[new.key] = new
-        cq = self.cache.release(new.key)
-        if cq is not None:
-            self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
-        self.queueing.enqueue(new)
-        self.track_deadlines(new)
-        self.commit.publish("MODIFIED", new)
-        self._wake.set()
+        self.commit.commit(released_at_once(released(new, now, self.cache.config.wait_for_pods_ready)))
 
     def tick(self) -> None:
         """Timers: backoffs that expired, pods-ready and execution-time limits, retention, node loss."""
@@ -541,14 +532,7 @@ class Manager:
         if wl is None:
             return
         if kind == BACKOFF:
-            conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
-                                  message="The workload backoff was finished", now=now)
-            new = replace(wl, status=replace(wl.status, conditions=conds))
-            self.commit.write([new])
-            c.workloads[key] = new
-            self.queueing.enqueue(new)
-            self.commit.publish("MODIFIED", new)
-            self._wake.set()
+            self.commit.commit(backoff_finished(wl, now))
         elif kind == EVICTION:
             if not c.holds_quota(key):
                 return

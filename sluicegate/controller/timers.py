@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from dataclasses import replace
 
+from sluicegate.controller.effects import Effects, Enqueue, SetWorkload
 from sluicegate.controller.lifecycle import job_of
+from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.workloads import Workload
@@ -110,3 +113,11 @@ def retention_deadline(wl: Workload, retention: float | None) -> float | None:
         return None
     # Deleted once strictly more than ``retention`` seconds have passed.
     return fin.last_transition_time + retention
+
+
+def backoff_finished(wl: Workload, now: float) -> Effects:
+    """A requeue backoff ended: the workload says so (Requeued) and waits for admission again."""
+    conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
+                          message="The workload backoff was finished", now=now)
+    new = replace(wl, status=replace(wl.status, conditions=conds))
+    return Effects(puts=(new,), cache=(SetWorkload(new), Enqueue(new)), events=(("MODIFIED", new),), wake=True)
