@@ -134,7 +134,8 @@ class _CreateStream:
                 batch = self._sent.popleft() if self._sent else None
                 if batch is None or len(batch) != len(resp.results):
                     self._call.cancel()
-                    error = lambda: ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")  # noqa: E731
+                    error = lambda: ClientError(  # noqa: E731
+                        grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")
                     break
                 for fut, result in zip(batch, resp.results, strict=True):
                     _result_of(result, fut)
@@ -148,7 +149,8 @@ class _CreateStream:
         except asyncio.CancelledError:
             # The call was cancelled (the client is closing, or the call was
             # cut from outside): nothing more will be answered on it.
-            self.end(lambda: ClientError(grpc.StatusCode.CANCELLED, "the creation stream was cancelled before the creation was answered"))
+            self.end(lambda: ClientError(grpc.StatusCode.CANCELLED,
+                                         "the creation stream was cancelled before the creation was answered"))
             raise
         self.end(error)
 
@@ -163,7 +165,8 @@ class _CreateStream:
                 fut.set_exception(error())
 
     async def close(self) -> None:
-        self.end(lambda: ClientError(grpc.StatusCode.CANCELLED, "the client was closed before the creation was answered"))
+        self.end(lambda: ClientError(grpc.StatusCode.CANCELLED,
+                                     "the client was closed before the creation was answered"))
         self._call.cancel()
         for task in (self._reader, self._sender):
             if task is not None and not task.done():
@@ -367,7 +370,9 @@ class Client:
         r = await self._call(self._security.DeleteToken, security_pb2.DeleteTokenRequest(id=token_id))
         return bool(r.deleted)
 
-    async def issue_user_certificate(self, user: str, groups: builtins.list[str], csr: bytes, *, ttl: float = 0.0) -> tuple[bytes, bytes, str]:
+    async def issue_user_certificate(
+        self, user: str, groups: builtins.list[str], csr: bytes, *, ttl: float = 0.0,
+    ) -> tuple[bytes, bytes, str]:
         r = await self._call(self._security.IssueUserCertificate, security_pb2.IssueUserCertificateRequest(
             user=user, groups=groups, csr=csr, ttl_seconds=ttl))
         return r.certificate, r.ca_certificate, r.serial

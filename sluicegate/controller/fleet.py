@@ -50,7 +50,8 @@ FENCING_MARGIN = 2.0
 
 class Fleet:
     def __init__(self, cache: Cache, commit: Committer, *, clock: Callable[[], float],
-                 enqueue: Callable[[Workload], None], deadlines: Callable[[Workload], None], node_timeout: float, fencing_grace: float = 45.0,
+                 enqueue: Callable[[Workload], None], deadlines: Callable[[Workload], None], node_timeout: float,
+                 fencing_grace: float = 45.0,
                  self_fencing: bool = True, monotonic: Callable[[], float] | None = None) -> None:
         self.cache = cache
         self.commit = commit
@@ -151,7 +152,8 @@ class Fleet:
                 node.remove_pod(uid)
                 continue
             if rec.phase == PENDING and rec.reason != "Stopping":
-                node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)))
+                pod_set = next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)
+                node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=pod_set))
             else:
                 # Not the workload's fault: it goes back to its queue.
                 msg = (f"node {name} no longer runs pod {rec.name} (its agent restarted without a record of it: "
@@ -367,7 +369,8 @@ class Fleet:
             grace = self.fencing_grace_for(node)
             if silent <= self.node_timeout + grace:
                 continue
-            msg = (f"node {node.name} stopped responding: no heartbeat for {silent:.0f}s (timeout {self.node_timeout:g}s "
+            msg = (f"node {node.name} stopped responding: no heartbeat for {silent:.0f}s "
+                   f"(timeout {self.node_timeout:g}s "
                    f"+ fencing grace {grace:g}s, within which its agent stops its pods by itself)")
             for uid in list(node.pods):
                 key = self.pod_owner.get(uid)
@@ -390,7 +393,8 @@ class Fleet:
         if pod:
             records = [r for r in records if r.name == pod or str(r.index) == pod or r.name.endswith(f"-{pod}")]
         if not records:
-            raise FailedPrecondition(f"workload {namespace}/{workload} has no pods{' named ' + pod if pod else ''} (not admitted yet?)")
+            raise FailedPrecondition(
+                f"workload {namespace}/{workload} has no pods{' named ' + pod if pod else ''} (not admitted yet?)")
         for rec in records:
             node = self.registry.nodes.get(rec.node)
             if node is None or node.session is None:

@@ -257,7 +257,8 @@ def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Worklo
             return wl
         msg = ("At least one pod has failed, waiting for recovery" if was_ready
                else "Not all pods are ready or succeeded")
-        conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg, now=now)
+        conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg,
+                              now=now)
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
@@ -288,7 +289,8 @@ def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = Non
     message = evicted.message if evicted is not None else "The workload was evicted"
     st = wl.status
     accumulated = st.accumulated_past_execution_time_seconds + int(admitted_seconds(wl, now))
-    conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
+    conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
+                          now=now)
     conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
                           message="The workload has no reservation", now=now)
     requeue_state = st.requeue_state
@@ -307,7 +309,8 @@ def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = Non
             requeue_state = RequeueState(count=count, requeue_at=at)
             conds = set_condition(conds, type_="Requeued", status=False, reason="BackoffStarted",
                                   message=f"The workload backoff was started (requeue #{count})", now=now)
-    if not active and evicted is not None and evicted.reason == "InactiveWorkload" and "execution time" in evicted.message:
+    if not active and evicted is not None and evicted.reason == "InactiveWorkload" \
+            and "execution time" in evicted.message:
         accumulated = 0
     new = replace(wl, active=active, status=replace(st, conditions=conds, admission=None, requeue_state=requeue_state,
                                                    accumulated_past_execution_time_seconds=accumulated,
@@ -342,7 +345,8 @@ def due_eviction(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig) -> Work
         if cond is not None and cond.is_true:
             return None
         if cond is not None and cond.reason == "WaitForRecovery":
-            timeout = wfpr.recovery_timeout_seconds if wfpr.recovery_timeout_seconds is not None else wfpr.timeout_seconds
+            timeout = (wfpr.recovery_timeout_seconds if wfpr.recovery_timeout_seconds is not None
+                       else wfpr.timeout_seconds)
             since = cond.last_transition_time
         else:
             timeout = wfpr.timeout_seconds

@@ -126,7 +126,8 @@ class Manager:
             try:
                 obj = decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
             except (ManifestError, ValueError) as exc:
-                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace, stored.name, exc)
+                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace,
+                          stored.name, exc)
                 continue
             objs.append((obj, stored.resource_version))
         objs.sort(key=lambda o: LOAD_ORDER[KIND_OF[type(o[0])]])
@@ -289,7 +290,8 @@ class Manager:
                 results.append(InvalidArgument("", str(exc)))
                 continue
             if not isinstance(obj, Workload):
-                results.append(InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}"))
+                got = KIND_OF.get(type(obj), type(obj).__name__)
+                results.append(InvalidArgument("kind", f"expected a Workload, got {got}"))
                 continue
             existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
             if existing is not None:

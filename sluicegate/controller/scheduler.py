@@ -251,7 +251,8 @@ class Scheduler:
             if now - self._pending_written.get(wl.key, 0.0) < PENDING_MESSAGE_REFRESH_SECONDS:
                 return None
         self._pending_written[wl.key] = now
-        conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
+        conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
+                              now=now)
         return replace(wl, status=replace(st, conditions=conds))
 
     async def run(self) -> None:
