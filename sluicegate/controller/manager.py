@@ -8,6 +8,14 @@ the cache never runs ahead of what would survive a crash.
 The manager's methods are synchronous (they never await), so requests and
 scheduling cycles never interleave half-way; the asyncio side only decides
 *when* to call them.
+
+Where each concern lives: the eight kinds' lookup and validation in
+``objects``; decisions as pure functions (``decide_api`` for submissions and
+deletes, ``decide_pods`` and ``lifecycle`` for pods, ``timers`` for deadlines)
+returning ``effects.Effects``, carried out by ``commit.Committer`` (store,
+then cache, then agents, then watchers; it also owns write groups, degraded
+mode and the watchers of ``watch``); queueing policy in ``queueing``; the
+scheduling driver in ``scheduler``; agents and bindings in ``fleet``.
 """
 
 from __future__ import annotations
