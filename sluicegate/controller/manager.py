@@ -144,7 +144,7 @@ class Manager:
             if isinstance(obj, Workload):
                 self._load_workload(obj)
             else:
-                self._apply_to_cache(obj)
+                self.apply_to_cache(obj)
         self.cache.refresh_queue_activity()
         self._wake.set()
         return len(objs)
@@ -220,12 +220,13 @@ class Manager:
             if isinstance(obj, Workload):
                 self._workload_stored(obj, created=action == "created")
             else:
-                self._apply_to_cache(obj)
+                self.apply_to_cache(obj)
         self.cache.refresh_queue_activity()
         self._wake.set()
         return results
 
-    def _apply_to_cache(self, obj: Obj) -> None:
+    def apply_to_cache(self, obj: Obj) -> None:
+        """Put a non-Workload object the store holds (or, for simulate, never will) into the cache."""
         c = self.cache
         if isinstance(obj, ResourceFlavor):
             c.flavors[obj.name] = obj
