@@ -8,6 +8,7 @@ the server's status code and message.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import json
 import os
@@ -61,20 +62,12 @@ class Document:
 
 # Creations go out on one long-lived CreateStream call: a message each way
 # per request costs the server about a third of what a call costs.  What
-# queues while a request is being written goes out as the next one.  Against
-# a server without CreateStream: Create calls, with at most this many on
-# their way at once; creations beyond these wait and go out together in one
-# CreateMany call.
-CREATE_CALLS_IN_FLIGHT = 2
+# queues while a request is being written goes out as the next one.
 # Most creations one request carries.
 CREATE_BATCH = 256
 
 _CreateFuture = asyncio.Future[workloads_pb2.CreateWorkloadResponse]
 _STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
-
-
-class _NoCreateStream(Exception):
-    """The server has no CreateStream; the creation was not handled and may go another way."""
 
 
 def _result_of(result: workloads_pb2.CreateWorkloadResult, fut: _CreateFuture) -> None:
@@ -99,8 +92,7 @@ class _CreateStream:
     ``submit`` queues a creation; a sender writes everything queued as one
     request whenever the previous write has finished.  Answers are matched to
     requests by order.  When the call ends, every unanswered creation fails
-    with the call's status (``_NoCreateStream`` if the server lacks the
-    method: nothing was handled then) and the stream is ``closed``.
+    with the call's status and the stream is ``closed``.
     """
 
     def __init__(self, stub: workloads_pb2_grpc.WorkloadsStub) -> None:
@@ -142,22 +134,23 @@ class _CreateStream:
                 batch = self._sent.popleft() if self._sent else None
                 if batch is None or len(batch) != len(resp.results):
                     self._call.cancel()
-                    error = lambda: ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")  # noqa: E731
+                    error = lambda: ClientError(  # noqa: E731
+                        grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")
                     break
                 for fut, result in zip(batch, resp.results, strict=True):
                     _result_of(result, fut)
             else:
                 error = lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")  # noqa: E731
         except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
-                error = _NoCreateStream
-            else:
-                code, details = exc.code(), exc.details() or ""
-                error = lambda: ClientError(code, details)  # noqa: E731
+            code, details = exc.code(), exc.details() or ""
+            if code is grpc.StatusCode.UNIMPLEMENTED:
+                details = f"the server has no CreateStream (it is older than this client): {details}"
+            error = lambda: ClientError(code, details)  # noqa: E731
         except asyncio.CancelledError:
             # The call was cancelled (the client is closing, or the call was
             # cut from outside): nothing more will be answered on it.
-            self.end(lambda: ClientError(grpc.StatusCode.CANCELLED, "the creation stream was cancelled before the creation was answered"))
+            self.end(lambda: ClientError(grpc.StatusCode.CANCELLED,
+                                         "the creation stream was cancelled before the creation was answered"))
             raise
         self.end(error)
 
@@ -172,7 +165,8 @@ class _CreateStream:
                 fut.set_exception(error())
 
     async def close(self) -> None:
-        self.end(lambda: ClientError(grpc.StatusCode.CANCELLED, "the client was closed before the creation was answered"))
+        self.end(lambda: ClientError(grpc.StatusCode.CANCELLED,
+                                     "the client was closed before the creation was answered"))
         self._call.cancel()
         for task in (self._reader, self._sender):
             if task is not None and not task.done():
@@ -204,13 +198,8 @@ class Client:
         self._security = security_pb2_grpc.SecurityStub(self._channel)
         self._admin = objects_pb2_grpc.AdminStub(self._channel)
         self._workloads = workloads_pb2_grpc.WorkloadsStub(self._channel)
-        # Creations waiting to go out together (see create_workload).
-        self._create_waiting: list[tuple[workloads_pb2.CreateWorkloadRequest, _CreateFuture]] = []
-        self._create_calls = 0
-        self._create_tasks: set[asyncio.Task[None]] = set()
-        self._create_many = True
+        # Creations share this stream (see create_workload); a new one opens when it ended.
         self._create_stream: _CreateStream | None = None
-        self._use_create_stream = True
         self._nodes = agent_pb2_grpc.NodesStub(self._channel)
 
     async def __aenter__(self) -> Client:
@@ -223,10 +212,6 @@ class Client:
         if self._create_stream is not None:
             await self._create_stream.close()
             self._create_stream = None
-        waiting, self._create_waiting = self._create_waiting, []
-        for _, fut in waiting:
-            if not fut.done():
-                fut.set_exception(ClientError(grpc.StatusCode.CANCELLED, "the client was closed before the request was sent"))
         await self._channel.close()
 
     async def _call(self, fn: Any, request: Any) -> Any:
@@ -261,95 +246,24 @@ class Client:
         """Create one workload; returns it and whether it is new (False: it existed by that name).
 
         Creations share one CreateStream call: a lone creation goes out at
-        once, and those that queue meanwhile go out together (against an
-        older server, Create/CreateMany calls; see CREATE_CALLS_IN_FLIGHT).  The server answers each as its own Create, after its
-        write committed.
+        once, and those that queue meanwhile go out together.  The server
+        answers each as its own Create, after its write committed.
         """
         req = workloads_pb2.CreateWorkloadRequest(
             document=objects_pb2.Document(body=document.body.encode(), source=document.source)
         )
-        if self._use_create_stream:
-            stream = self._create_stream
-            if stream is None or stream.closed:
-                stream = self._create_stream = _CreateStream(self._workloads)
-            fut = stream.submit(req)
-            try:
-                # Shielded: a caller that stops waiting leaves its creation in
-                # its place in the stream, so later answers still match.
-                resp = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-            except _NoCreateStream:
-                self._use_create_stream = False
-            except TimeoutError:
-                raise ClientError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                  f"no answer within {self.timeout:g} s; the workload may have been created") from None
-            else:
-                return _obj(resp.workload), bool(resp.created)
-        if self._create_many and (self._create_calls >= CREATE_CALLS_IN_FLIGHT or self._create_waiting):
-            fut: _CreateFuture = asyncio.get_running_loop().create_future()
-            self._create_waiting.append((req, fut))
-            self._send_waiting_creates()
-            resp = await fut
-            return _obj(resp.workload), bool(resp.created)
-        self._create_calls += 1
+        stream = self._create_stream
+        if stream is None or stream.closed:
+            stream = self._create_stream = _CreateStream(self._workloads)
+        fut = stream.submit(req)
         try:
-            resp = await self._call(self._workloads.Create, req)
-        finally:
-            self._create_calls -= 1
-            self._send_waiting_creates()
+            # Shielded: a caller that stops waiting leaves its creation in
+            # its place in the stream, so later answers still match.
+            resp = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+        except TimeoutError:
+            raise ClientError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                              f"no answer within {self.timeout:g} s; the workload may have been created") from None
         return _obj(resp.workload), bool(resp.created)
-
-    def _send_waiting_creates(self) -> None:
-        while self._create_waiting and self._create_calls < CREATE_CALLS_IN_FLIGHT:
-            # A caller that gave up before its request left is not sent.
-            batch = [(r, f) for r, f in self._create_waiting[:CREATE_BATCH] if not f.done()]
-            del self._create_waiting[:CREATE_BATCH]
-            if not batch:
-                continue
-            self._create_calls += 1
-            task = asyncio.create_task(self._create_batch(batch), name="sluicegate-create-many")
-            self._create_tasks.add(task)
-            task.add_done_callback(self._create_tasks.discard)
-
-    async def _create_batch(self, batch: list[tuple[workloads_pb2.CreateWorkloadRequest, _CreateFuture]]) -> None:
-        try:
-            try:
-                resp = await self._call(
-                    self._workloads.CreateMany, workloads_pb2.CreateWorkloadsRequest(items=[r for r, _ in batch]))
-            except ClientError as exc:
-                if exc.code is grpc.StatusCode.UNIMPLEMENTED:
-                    # A server from before CreateMany: one Create each, from now on.
-                    self._create_many = False
-                    await asyncio.gather(*(self._create_one(r, f) for r, f in batch))
-                    return
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(ClientError(exc.code, exc.message))
-                return
-            for (_, fut), result in zip(batch, resp.results, strict=True):
-                _result_of(result, fut)
-        except Exception as exc:
-            # Delivered to every caller of the batch (nobody awaits this task).
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-        except asyncio.CancelledError:
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(ClientError(grpc.StatusCode.CANCELLED, "the client was closed"))
-            raise
-        finally:
-            self._create_calls -= 1
-            self._send_waiting_creates()
-
-    async def _create_one(self, req: workloads_pb2.CreateWorkloadRequest, fut: _CreateFuture) -> None:
-        try:
-            resp = await self._call(self._workloads.Create, req)
-        except ClientError as exc:
-            if not fut.done():
-                fut.set_exception(exc)
-            return
-        if not fut.done():
-            fut.set_result(resp)
 
     async def get_workload(self, name: str, namespace: str = "default") -> dict[str, Any]:
         resp = await self._call(self._workloads.Get, workloads_pb2.WorkloadRef(namespace=namespace, name=name))
@@ -364,7 +278,7 @@ class Client:
         state: str = "",
         label_selector: str = "",
         limit: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         req = workloads_pb2.ListWorkloadsRequest(
             namespace=namespace,
             local_queue=local_queue,
@@ -405,7 +319,7 @@ class Client:
         finally:
             call.cancel()
 
-    async def list_nodes(self) -> list[dict[str, Any]]:
+    async def list_nodes(self) -> builtins.list[dict[str, Any]]:
         resp = await self._call(self._nodes.List, agent_pb2.ListNodesRequest())
         out = []
         for n in resp.nodes:
@@ -448,7 +362,7 @@ class Client:
             ttl_seconds=ttl, uses=uses, description=description))
         return {"token": r.token, "caCertHash": r.ca_cert_hash, **_token_dict(r.info)}
 
-    async def list_tokens(self) -> list[dict[str, Any]]:
+    async def list_tokens(self) -> builtins.list[dict[str, Any]]:
         r = await self._call(self._security.ListTokens, security_pb2.ListTokensRequest())
         return [_token_dict(t) for t in r.tokens]
 
@@ -456,16 +370,18 @@ class Client:
         r = await self._call(self._security.DeleteToken, security_pb2.DeleteTokenRequest(id=token_id))
         return bool(r.deleted)
 
-    async def issue_user_certificate(self, user: str, groups: list[str], csr: bytes, *, ttl: float = 0.0) -> tuple[bytes, bytes, str]:
+    async def issue_user_certificate(
+        self, user: str, groups: builtins.list[str], csr: bytes, *, ttl: float = 0.0,
+    ) -> tuple[bytes, bytes, str]:
         r = await self._call(self._security.IssueUserCertificate, security_pb2.IssueUserCertificateRequest(
             user=user, groups=groups, csr=csr, ttl_seconds=ttl))
         return r.certificate, r.ca_certificate, r.serial
 
-    async def revoke_node(self, name: str) -> list[str]:
+    async def revoke_node(self, name: str) -> builtins.list[str]:
         r = await self._call(self._security.RevokeNode, security_pb2.RevokeNodeRequest(name=name))
         return list(r.serials)
 
-    async def revoke_certificate(self, serial: str) -> list[str]:
+    async def revoke_certificate(self, serial: str) -> builtins.list[str]:
         r = await self._call(self._security.RevokeCertificate, security_pb2.RevokeCertificateRequest(serial=serial))
         return list(r.serials)
 

@@ -1,7 +1,9 @@
 """The controller's side of running pods: agents, bindings, pod status, node loss.
 
 Owned by the :class:`~sluicegate.controller.manager.Manager` and called on
-the same coroutine, so it never races a scheduling cycle.  Every decision
+the same coroutine, so it never races a scheduling cycle.  It carries out
+its decisions through the committer (store first, watchers last) and the
+cache, never through the manager.  Every decision
 is stored before an agent hears of it: a binding is written with the
 workload before RunPod is sent; a pod's end is written before the agent is
 told it may forget the pod.
@@ -14,12 +16,15 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.commit import Committer
+from sluicegate.controller.decide_pods import settlement_effects
 from sluicegate.controller.errors import FailedPrecondition, NotFound
 from sluicegate.controller.lifecycle import Settlement, evict, settle
 from sluicegate.controller.nodes import (
     CancelLogsCommand,
+    Command,
     ForgetPodCommand,
     LogRequestCommand,
     NodeRegistry,
@@ -32,11 +37,8 @@ from sluicegate.controller.nodes import (
 )
 from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model.names import WorkloadKey, workload_key
-from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_of, pods_or_last, with_pods
+from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
 from sluicegate.model.workloads import Workload
-
-if TYPE_CHECKING:
-    from sluicegate.controller.manager import Manager
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +49,19 @@ FENCING_MARGIN = 2.0
 
 
 class Fleet:
-    def __init__(self, manager: Manager, *, node_timeout: float, fencing_grace: float = 45.0,
+    def __init__(self, cache: Cache, commit: Committer, *, clock: Callable[[], float],
+                 enqueue: Callable[[Workload], None], deadlines: Callable[[Workload], None], node_timeout: float,
+                 fencing_grace: float = 45.0,
                  self_fencing: bool = True, monotonic: Callable[[], float] | None = None) -> None:
-        self.m = manager
-        # Node timeouts count on this clock (the manager's clock when none is given: tests).
-        self.monotonic = monotonic or manager.clock
+        self.cache = cache
+        self.commit = commit
+        self.clock = clock
+        # Queue a workload that holds no quota, if it may wait (the manager's queueing policy).
+        self.enqueue = enqueue
+        # Arm the workload's timers for the state it was stored in.
+        self.deadlines = deadlines
+        # Node timeouts count on this clock (the wall clock when none is given: tests).
+        self.monotonic = monotonic or clock
         self.registry = NodeRegistry()
         self.node_timeout = node_timeout
         self.fencing_grace = fencing_grace
@@ -77,8 +87,8 @@ class Fleet:
 
     def track(self, wl: Workload) -> None:
         """Index a stored workload's pods (at load, or after an admission was written)."""
-        now = self.m.clock()
-        for p in pods_of(wl):
+        now = self.clock()
+        for p in wl.status.pods:
             self.pod_owner[p.uid] = wl.key
             if not p.terminal:
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
@@ -86,7 +96,7 @@ class Fleet:
     def launch(self, wl: Workload) -> None:
         """Tell the agents to start the (already stored) pods of an admitted workload."""
         specs = {ps.name: ps for ps in wl.pod_sets}
-        for p in pods_of(wl):
+        for p in wl.status.pods:
             if p.phase != PENDING:
                 continue
             node = self.registry.nodes.get(p.node)
@@ -108,7 +118,7 @@ class Fleet:
         pods: Sequence[ReportedPod],
         session: Session,
     ) -> None:
-        now = self.m.clock()
+        now = self.clock()
         node = self.registry.nodes.get(name)
         if node is None:
             node = NodeState(name, labels, capacity, allocatable)
@@ -136,24 +146,25 @@ class Fleet:
             if uid in reported:
                 continue
             key = self.pod_owner.get(uid)
-            wl = self.m.cache.workloads.get(key) if key else None
-            rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+            wl = self.cache.workloads.get(key) if key else None
+            rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
             if wl is None or rec is None or rec.terminal:
                 node.remove_pod(uid)
                 continue
             if rec.phase == PENDING and rec.reason != "Stopping":
-                node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)))
+                pod_set = next(ps for ps in wl.pod_sets if ps.name == rec.pod_set)
+                node.session.send(RunPodCommand(pod=rec, workload=wl, pod_set=pod_set))
             else:
                 # Not the workload's fault: it goes back to its queue.
                 msg = (f"node {name} no longer runs pod {rec.name} (its agent restarted without a record of it: "
                        "checkpoint lost)")
                 self._lose_pod(wl, rec, reason="PodLost", message=msg)
-        self.m.cache.queues.node_capacity_freed()
-        self.m.wake()
+        self.cache.queues.node_capacity_freed()
+        self.commit.wake()
 
     def _lose_pod(self, wl: Workload, rec: PodRecord, *, reason: str, message: str) -> None:
         """A pod ended through a fault of its node: evict and requeue the workload (never Failed)."""
-        now = self.m.clock()
+        now = self.clock()
         if not wl.is_finished and not wl.status.is_true("Evicted"):
             log.warning("workload %s evicted: %s", wl.key, message)
             wl = evict(wl, reason=reason, message=message, now=now)
@@ -174,21 +185,21 @@ class Fleet:
         node = self.registry.nodes.get(name)
         if node is None:
             return
-        node.last_heartbeat = self.m.clock()
+        node.last_heartbeat = self.clock()
         node.heard_at = self.monotonic()
         if not node.ready and node.session is not None:
             # Silent for the timeout (a stalled controller or network), then heard again on its live stream.
             log.info("node %s is Ready again: heartbeats resumed", name)
             node.ready, node.not_ready_reason = True, ""
-            self.m.cache.queues.node_capacity_freed()
-            self.m.wake()
+            self.cache.queues.node_capacity_freed()
+            self.commit.wake()
         node.usage = usage
         before = node.conditions
         node.conditions = tuple(sorted(conditions))
         if before and not node.conditions:
             log.info("node %s: %s cleared", name, ", ".join(before))
-            self.m.cache.queues.node_capacity_freed()
-            self.m.wake()
+            self.cache.queues.node_capacity_freed()
+            self.commit.wake()
         elif node.conditions != before:
             log.warning("node %s reports %s: nothing new is placed there", name, ", ".join(node.conditions))
         for p in pods:
@@ -202,12 +213,12 @@ class Fleet:
                     node.static_pods[rp.uid] = rp
                 elif node.static_pods.pop(rp.uid, None) is not None:
                     # The node has room again: workloads parked for lack of it may fit.
-                    self.m.cache.queues.node_capacity_freed()
-                    self.m.wake()
+                    self.cache.queues.node_capacity_freed()
+                    self.commit.wake()
             return
         key = self.pod_owner.get(rp.uid)
-        wl = self.m.cache.workloads.get(key) if key else None
-        rec = next((r for r in pods_of(wl) if r.uid == rp.uid), None) if wl else None
+        wl = self.cache.workloads.get(key) if key else None
+        rec = next((r for r in wl.status.pods if r.uid == rp.uid), None) if wl else None
         if wl is None or rec is None:
             self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             if rp.phase in (FAILED, "Succeeded"):
@@ -230,7 +241,7 @@ class Fleet:
             # critical pod, evicted under pressure): the workload goes back to its queue.
             reason, message = node_eviction
             log.warning("workload %s evicted by node %s: %s", wl.key, node_name, message)
-            wl = evict(wl, reason=reason, message=message, now=self.m.clock())
+            wl = evict(wl, reason=reason, message=message, now=self.clock())
         new = replace(
             rec,
             phase=rp.phase,
@@ -247,74 +258,43 @@ class Fleet:
             self._update_pod(wl, new)
 
     def settle(self, wl: Workload) -> Settlement:
-        return settle(wl, self.m.clock(), wait_for_pods_ready=self.m.cache.config.wait_for_pods_ready,
+        return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
                       new_uid=lambda: str(uuid.uuid4()))
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
-        pods = tuple(rec if p.uid == rec.uid else p for p in pods_of(wl))
+        pods = tuple(rec if p.uid == rec.uid else p for p in wl.status.pods)
         if rec.terminal:
             # Its processes are gone: the node's capacity is free again now.
             self.registry.unbind(rec.node, rec.uid)
-            if self.m.cache.queues.node_capacity_freed():
-                self.m.wake()
+            if self.cache.queues.node_capacity_freed():
+                self.commit.wake()
         self.apply(self.settle(with_pods(wl, pods)))
 
     # ------------------------------------------------------------ settling
 
     def apply(self, s: Settlement) -> None:
-        """Store a settlement, then act on it: stop pods, release, requeue, forget."""
-        m, c = self.m, self.m.cache
-        wl = s.workload
-        if s.forget:
-            m._write(deletes=[("Workload", wl.namespace, wl.name)])
-        else:
-            m._write([wl])
-        for p in s.stop:
-            grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == p.pod_set), 30)
-            self._tell(p.node, StopPodCommand(p.uid, float(grace), "Stopping", p.message))
-        if s.launch:
-            specs = {ps.name: ps for ps in wl.pod_sets}
-            now = m.clock()
-            for p in s.launch:
-                self.pod_owner[p.uid] = wl.key
-                self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
-                node = self.registry.nodes.get(p.node)
-                if node is not None and node.session is not None:
-                    node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
-        if s.reclaimed and c.holds_quota(wl.key):
-            c.workloads[wl.key] = wl
-            cq = c.refresh_usage(wl)
-            if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-            m.wake()
-        if s.release:
-            # The pods as stored before this settlement: a release may have moved them aside.
-            finished_pods = pods_of(c.workloads.get(wl.key, wl)) or pods_of(wl)
-            for p in finished_pods:
-                self.registry.unbind(p.node, p.uid)
-                self.pod_owner.pop(p.uid, None)
-            cq = c.release(wl.key)
-            # Quota came back in the cohort tree: its parked workloads are offered it, once.
-            if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-            # Node capacity came back: workloads parked for lack of a node may fit now.
-            c.queues.node_capacity_freed()
-            for p in finished_pods:
-                self._tell(p.node, ForgetPodCommand(p.uid))
-            m.wake()
-        if s.forget:
-            c.workloads.pop(wl.key, None)
-            c.queues.delete(wl.key)
-            m._publish("DELETED", wl)
-            return
-        c.workloads[wl.key] = wl
-        if c.holds_quota(wl.key):
-            c.update_admitted(wl)
-        if s.requeue:
-            m._enqueue(wl)
-        if c.config.wait_for_pods_ready.block_admission:
-            m.wake()
-        m._publish("MODIFIED", wl)
+        """Store a settlement, then act on it: stop pods, release, requeue, forget (see decide_pods)."""
+        now = self.clock() if s.launch else 0.0
+        self.commit.commit(settlement_effects(s, self.cache, now=now,
+                                              block_admission=self.cache.config.wait_for_pods_ready.block_admission))
+
+    # The committer carries out pod effects through these.
+
+    def bind(self, key: WorkloadKey, pod: PodRecord, now: float) -> None:
+        """The pod runs (or is to run) on its node: its requests count there."""
+        self.pod_owner[pod.uid] = key
+        self.registry.bind(pod.node, pod.uid, pod.requests, now=now, heard_at=self.monotonic())
+
+    def unbind(self, pod: PodRecord) -> None:
+        """The pod's processes are gone: its node's capacity is free again, and it has no owner."""
+        self.registry.unbind(pod.node, pod.uid)
+        self.pod_owner.pop(pod.uid, None)
+
+    def send(self, node_name: str, command: Command) -> None:
+        """A command to a node's agent, if it is connected now."""
+        node = self.registry.nodes.get(node_name)
+        if node is not None and node.session is not None:
+            node.session.send(command)
 
     def _tell(self, node_name: str, command: StopPodCommand | ForgetPodCommand) -> None:
         node = self.registry.nodes.get(node_name)
@@ -323,7 +303,7 @@ class Fleet:
 
     def stop_workload(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict a running workload: stop its pods, release its quota once they exit."""
-        now = self.m.clock()
+        now = self.clock()
         self.apply(self.settle(evict(wl, reason=reason, message=message, now=now)))
 
     def node_connected(self, name: str) -> bool:
@@ -358,8 +338,8 @@ class Fleet:
         longest = 0.0
         for uid in node.pods:
             key = self.pod_owner.get(uid)
-            wl = self.m.cache.workloads.get(key) if key else None
-            rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+            wl = self.cache.workloads.get(key) if key else None
+            rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
             if wl is None or rec is None:
                 continue
             grace = next((ps.termination_grace_period_seconds for ps in wl.pod_sets if ps.name == rec.pod_set), 30)
@@ -389,12 +369,13 @@ class Fleet:
             grace = self.fencing_grace_for(node)
             if silent <= self.node_timeout + grace:
                 continue
-            msg = (f"node {node.name} stopped responding: no heartbeat for {silent:.0f}s (timeout {self.node_timeout:g}s "
+            msg = (f"node {node.name} stopped responding: no heartbeat for {silent:.0f}s "
+                   f"(timeout {self.node_timeout:g}s "
                    f"+ fencing grace {grace:g}s, within which its agent stops its pods by itself)")
             for uid in list(node.pods):
                 key = self.pod_owner.get(uid)
-                wl = self.m.cache.workloads.get(key) if key else None
-                rec = next((r for r in pods_of(wl) if r.uid == uid), None) if wl else None
+                wl = self.cache.workloads.get(key) if key else None
+                rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
                 if wl is None or rec is None or rec.terminal:
                     node.remove_pod(uid)
                     continue
@@ -405,14 +386,15 @@ class Fleet:
     async def logs(
         self, namespace: str, workload: str, pod: str, container: str, follow: bool
     ) -> AsyncIterator[tuple[str, str, bytes]]:
-        wl = self.m.cache.workloads.get(workload_key(namespace, workload))
+        wl = self.cache.workloads.get(workload_key(namespace, workload))
         if wl is None:
             raise NotFound("Workload", namespace, workload)
         records = list(pods_or_last(wl))
         if pod:
             records = [r for r in records if r.name == pod or str(r.index) == pod or r.name.endswith(f"-{pod}")]
         if not records:
-            raise FailedPrecondition(f"workload {namespace}/{workload} has no pods{' named ' + pod if pod else ''} (not admitted yet?)")
+            raise FailedPrecondition(
+                f"workload {namespace}/{workload} has no pods{' named ' + pod if pod else ''} (not admitted yet?)")
         for rec in records:
             node = self.registry.nodes.get(rec.node)
             if node is None or node.session is None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
-from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, pods_of, with_extra, with_pods
+from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_pods
 from sluicegate.model.workloads import RequeueState, Workload
 
 JOB_ANNOTATION = "sluicegate.io/job"
@@ -113,10 +113,10 @@ def settle(
     wait_for_pods_ready: WaitForPodsReadyConfig | None = None,
     new_uid: Callable[[], str] | None = None,
 ) -> Settlement:
-    pods = pods_of(wl)
+    pods = wl.status.pods
     if not pods or wl.is_finished and all(p.terminal for p in pods):
         return Settlement(wl)
-    deleting = bool(wl.status.extra.get("deleting"))
+    deleting = wl.status.deleting
     evicted = wl.status.is_true("Evicted")
     if deleting or evicted:
         cond = wl.status.condition("Evicted")
@@ -132,15 +132,14 @@ def settle(
         wl = released(wl, now, wait_for_pods_ready or WaitForPodsReadyConfig())
         return Settlement(wl, release=True, requeue=not deleting and wl.active, forget=deleting)
 
-    terminate = wl.status.extra.get("terminate")
-    if isinstance(terminate, dict):
+    terminate = wl.status.terminate
+    if terminate is not None:
         # A timer ended the workload (e.g. a Job's activeDeadlineSeconds): stop, then finish.
-        pods, asked = _stop_all(pods, str(terminate.get("message", "")))
+        pods, asked = _stop_all(pods, terminate[1])
         wl = with_pods(wl, pods)
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
-        return Settlement(_finished(wl, str(terminate.get("reason", "Failed")), str(terminate.get("message", "")), now),
-                          release=True)
+        return Settlement(_finished(wl, terminate[0], terminate[1], now), release=True)
     job = job_of(wl)
     if job is not None:
         return _settle_job(wl, job, pods, now, new_uid)
@@ -258,7 +257,8 @@ def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Worklo
             return wl
         msg = ("At least one pod has failed, waiting for recovery" if was_ready
                else "Not all pods are ready or succeeded")
-        conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg, now=now)
+        conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg,
+                              now=now)
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
@@ -279,7 +279,7 @@ def backoff_seconds(count: int, cfg: WaitForPodsReadyConfig, rng: random.Random 
     """Kueue's requeue backoff: base * 2^(count-1), capped, with a little jitter."""
     base = cfg.backoff_base_seconds * (2 ** max(0, count - 1))
     jitter = 1.0 + (rng or random).random() * 0.0001
-    return min(base * jitter, cfg.backoff_max_seconds)
+    return float(min(base * jitter, cfg.backoff_max_seconds))
 
 
 def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = None) -> Workload:
@@ -289,7 +289,8 @@ def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = Non
     message = evicted.message if evicted is not None else "The workload was evicted"
     st = wl.status
     accumulated = st.accumulated_past_execution_time_seconds + int(admitted_seconds(wl, now))
-    conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
+    conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
+                          now=now)
     conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
                           message="The workload has no reservation", now=now)
     requeue_state = st.requeue_state
@@ -308,12 +309,14 @@ def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = Non
             requeue_state = RequeueState(count=count, requeue_at=at)
             conds = set_condition(conds, type_="Requeued", status=False, reason="BackoffStarted",
                                   message=f"The workload backoff was started (requeue #{count})", now=now)
-    if not active and evicted is not None and evicted.reason == "InactiveWorkload" and "execution time" in evicted.message:
+    if not active and evicted is not None and evicted.reason == "InactiveWorkload" \
+            and "execution time" in evicted.message:
         accumulated = 0
     new = replace(wl, active=active, status=replace(st, conditions=conds, admission=None, requeue_state=requeue_state,
                                                    accumulated_past_execution_time_seconds=accumulated,
-                                                   reclaimable_pods={}))
-    return with_extra(with_pods(new, ()), lastPods=[p.to_json() for p in pods_of(wl)] or None)
+                                                   reclaimable_pods={}, pods=(),
+                                                   last_pods=wl.status.pods or ()))
+    return new
 
 
 # ------------------------------------------------------------------ timers
@@ -333,16 +336,17 @@ def due_eviction(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig) -> Work
     if job is not None and job.active_deadline_seconds is not None:
         start = wl.status.condition("Admitted")
         if start is not None and now - start.last_transition_time >= job.active_deadline_seconds \
-                and "terminate" not in wl.status.extra:
+                and wl.status.terminate is None:
             # Like Kubernetes: the Job fails (it is not requeued).
-            return with_extra(wl, terminate={"reason": "Failed", "message": (
-                f"DeadlineExceeded: Job was active longer than specified deadline ({job.active_deadline_seconds}s)")})
-    if wfpr.enabled and pods_of(wl):
+            return replace(wl, status=replace(wl.status, terminate=("Failed", (
+                f"DeadlineExceeded: Job was active longer than specified deadline ({job.active_deadline_seconds}s)"))))
+    if wfpr.enabled and wl.status.pods:
         cond = wl.status.condition("PodsReady")
         if cond is not None and cond.is_true:
             return None
         if cond is not None and cond.reason == "WaitForRecovery":
-            timeout = wfpr.recovery_timeout_seconds if wfpr.recovery_timeout_seconds is not None else wfpr.timeout_seconds
+            timeout = (wfpr.recovery_timeout_seconds if wfpr.recovery_timeout_seconds is not None
+                       else wfpr.timeout_seconds)
             since = cond.last_transition_time
         else:
             timeout = wfpr.timeout_seconds

@@ -8,170 +8,85 @@ the cache never runs ahead of what would survive a crash.
 The manager's methods are synchronous (they never await), so requests and
 scheduling cycles never interleave half-way; the asyncio side only decides
 *when* to call them.
+
+Where each concern lives: the eight kinds' lookup and validation in
+``objects``; decisions as pure functions (``decide_api`` for submissions and
+deletes, ``decide_pods`` and ``lifecycle`` for pods, ``timers`` for deadlines)
+returning ``effects.Effects``, carried out by ``commit.Committer`` (store,
+then cache, then agents, then watchers; it also owns write groups, degraded
+mode and the watchers of ``watch``); queueing policy in ``queueing``; the
+scheduling driver in ``scheduler``; agents and bindings in ``fleet``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import builtins
 import json
 import logging
-import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
+from sluicegate.controller.commit import Committer
+from sluicegate.controller.decide_api import deactivated, deleted, prepare_workload, resolve_priority
+from sluicegate.controller.decide_pods import released_at_once
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
-from sluicegate.controller.lifecycle import due_eviction, evict, preempted, released
-from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
-from sluicegate.controller.scheduling.fairsharing import order_for
-from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
+from sluicegate.controller.lifecycle import due_eviction, evict, released
+from sluicegate.controller.objects import (
+    KIND_ALIASES,
+    KIND_OF,
+    LOAD_ORDER,
+    NAMESPACED,
+    Obj,
+    canonical_kind,
+    check_cohort_cycles,
+    decode_for_apply,
+    existing,
+    listed,
+    parse_label_selector,
+    ref_of,
+    spec_difference,
+    workload_state,
+)
+from sluicegate.controller.objects import action as applied
+from sluicegate.controller.queueing import Queueing
+from sluicegate.controller.scheduler import CycleStats, Scheduler, replace_entry_workload
+from sluicegate.controller.scheduling.cycle import Preemptor
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
-from sluicegate.controller.store import Delete, Put, Store, StoreError
-from sluicegate.manifest.decode import decode, find_cohort_cycle
-from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
-from sluicegate.manifest.encode import EncodedObject, encode_json
+from sluicegate.controller.store import Store, StoreError
+from sluicegate.controller.timers import (
+    BACKOFF,
+    EVICTION,
+    RETENTION,
+    Deadlines,
+    backoff_finished,
+    eviction_deadline,
+    retention_deadline,
+)
+from sluicegate.controller.watch import Watcher, WatchEvent
+from sluicegate.manifest.decode import decode
+from sluicegate.manifest.encode import EncodedObject
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
-from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
 from sluicegate.model.objects import (
-    SYSTEM_CLUSTER_CRITICAL,
-    SYSTEM_NODE_CRITICAL,
     Namespace,
     PriorityClass,
     ResourceFlavor,
     WorkloadPriorityClass,
 )
-from sluicegate.model.pods import pods_of, with_extra, with_pods
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
-from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
-from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
+from sluicegate.model.workloads import Workload
+from sluicegate.security.podsecurity import PodUserPolicies
+
+# Names that callers import from here (their home is objects.py / watch.py).
+__all__ = ["KIND_ALIASES", "KIND_OF", "NAMESPACED", "CycleStats", "Manager", "Obj", "WatchEvent", "canonical_kind",
+           "parse_label_selector", "ref_of", "replace_entry_workload", "spec_difference", "workload_state"]
 
 log = logging.getLogger(__name__)
-
-Obj = Any  # one of the decoded model objects
-
-# Encoded objects remembered for replies and watch events (see Manager.encoded).
-# A write and the replies/events about it come within one synchronous call,
-# so this must cover the largest batch one write holds (a cycle's heads: at
-# most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
-# it only saves re-encoding for Get and List.  A running workload's JSON is
-# 2-4 KiB, so this holds at most ~16 MiB.
-ENCODED_CACHE_SIZE = 4_096
-
-# A pending workload's message is refreshed at most this often when only its
-# wording changes (a changed reason is always stored at once).
-PENDING_MESSAGE_REFRESH_SECONDS = 5.0
-
-KIND_OF: dict[type, str] = {
-    ResourceFlavor: "ResourceFlavor",
-    CohortSpec: "Cohort",
-    ClusterQueueSpec: "ClusterQueue",
-    LocalQueueSpec: "LocalQueue",
-    WorkloadPriorityClass: "WorkloadPriorityClass",
-    PriorityClass: "PriorityClass",
-    Namespace: "Namespace",
-    Workload: "Workload",
-}
-NAMESPACED = {"LocalQueue", "Workload"}
-KIND_ALIASES = {
-    "resourceflavor": "ResourceFlavor",
-    "resourceflavors": "ResourceFlavor",
-    "flavor": "ResourceFlavor",
-    "flavors": "ResourceFlavor",
-    "rf": "ResourceFlavor",
-    "cohort": "Cohort",
-    "cohorts": "Cohort",
-    "clusterqueue": "ClusterQueue",
-    "clusterqueues": "ClusterQueue",
-    "cq": "ClusterQueue",
-    "localqueue": "LocalQueue",
-    "localqueues": "LocalQueue",
-    "queue": "LocalQueue",
-    "queues": "LocalQueue",
-    "lq": "LocalQueue",
-    "workloadpriorityclass": "WorkloadPriorityClass",
-    "workloadpriorityclasses": "WorkloadPriorityClass",
-    "wpc": "WorkloadPriorityClass",
-    "priorityclass": "PriorityClass",
-    "priorityclasses": "PriorityClass",
-    "pc": "PriorityClass",
-    "namespace": "Namespace",
-    "namespaces": "Namespace",
-    "ns": "Namespace",
-    "workload": "Workload",
-    "workloads": "Workload",
-    "wl": "Workload",
-}
-
-
-def canonical_kind(kind: str) -> str:
-    k = KIND_ALIASES.get(kind.lower())
-    if k is None:
-        raise InvalidArgument("kind", f"unknown kind {kind!r}; expected one of {', '.join(sorted(set(KIND_ALIASES.values())))}")
-    return k
-
-
-def ref_of(obj: Obj) -> tuple[str, str, str]:
-    kind = KIND_OF[type(obj)]
-    if isinstance(obj, LocalQueueSpec):
-        return kind, obj.namespace, obj.name
-    if isinstance(obj, Workload):
-        return kind, obj.namespace, obj.name
-    return kind, "", str(obj.name)
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: str  # ADDED | MODIFIED | DELETED
-    workload: Workload
-    resource_version: int
-    # The workload as stored by the write this event reports (encoded once, by
-    # that write): watchers send it without encoding the workload again.
-    encoded: EncodedObject
-
-
-class _Watcher:
-    def __init__(self, namespace: str, name: str, namespaces: Collection[str] | None = None) -> None:
-        self.namespace = namespace
-        self.name = name
-        # None: every namespace; else only these (what the watching caller may see).
-        self.namespaces = namespaces
-        self.queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue(maxsize=100_000)
-        self.overflowed = False
-
-    def wants(self, wl: Workload) -> bool:
-        return ((not self.namespace or wl.namespace == self.namespace) and (not self.name or wl.name == self.name)
-                and (self.namespaces is None or wl.namespace in self.namespaces))
-
-
-@dataclass(slots=True)
-class CycleStats:
-    heads: int = 0
-    admitted: int = 0
-    preempting: int = 0
-    pending: int = 0
-    # Heads put straight back into their heap: the next cycle sees them again.
-    requeued: int = 0
-    # Victims newly told to go (a preemptor waiting on earlier victims issues none).
-    evictions_issued: int = 0
-    entries: list[Entry] = field(default_factory=list)
-
-    @property
-    def made_progress(self) -> bool:
-        """False when another cycle right now would see the same heads and decide the same."""
-        return self.heads > self.requeued or self.admitted > 0 or self.evictions_issued > 0
-
-
-# After a cycle that admitted nothing, the scheduler backs off exponentially
-# between these bounds before the next one, as Kueue's scheduler does.
-SLOWDOWN_INITIAL_SECONDS = 0.001
-SLOWDOWN_MAX_SECONDS = 0.1
-
 
 class Manager:
     def __init__(
@@ -191,36 +106,24 @@ class Manager:
     ) -> None:
         """``placement=False`` is quota-only mode: workloads are admitted without
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
-        self.store = store
         self.clock = clock
         # Who pods may run as, by namespace: checked when a workload is created.
         self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
-        # The store's last write failure while writes fail (disk full,
-        # read-only, I/O error): the controller is degraded, refuses writes,
-        # serves reads, and probes the store until a write succeeds.
-        self.store_problem: StoreError | None = None
-        self._group_depth = 0
-        self._group_wrote = False
         self.cache = Cache(config=config or ControllerConfig())
-        self.preemptor: Preemptor = preemptor or DefaultPreemptor()
-        self.versions: dict[tuple[str, str, str], int] = {}
-        # ref -> (object, its JSON): valid only while the object is that very
-        # instance (model objects are immutable, so identity means "unchanged").
-        self._encoded: dict[tuple[str, str, str], tuple[Obj, EncodedObject]] = {}
-        self.cycle = 0
-        # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
-        self.cycles_admitting = 0
-        self._watchers: list[_Watcher] = []
-        self._wake = asyncio.Event()
-        self._stopping = False
-        self.placement = placement
-        self.fleet = Fleet(self, node_timeout=node_timeout, fencing_grace=fencing_grace, self_fencing=self_fencing,
-                           monotonic=monotonic)
-        # Workloads waiting out a requeue backoff (requeueState.requeueAt), by key.
-        self._backoff: dict[WorkloadKey, float] = {}
-        # When each pending workload's "why it waits" message was last stored.
-        self._pending_written: dict[WorkloadKey, float] = {}
+        # Store, versions, encoded bytes, watchers, write groups and degraded mode; carries out Effects.
+        self.commit = Committer(store, self.cache)
+        self._wake = self.commit.woken
+        # Timers: backoffs, execution-time and pods-ready limits, retention (a deadline heap).
+        self.deadlines = Deadlines()
+        self.queueing = Queueing(self.cache, self.deadlines, clock)
+        self.fleet = Fleet(self.cache, self.commit, clock=clock, enqueue=self.queueing.enqueue,
+                           deadlines=self.track_deadlines, node_timeout=node_timeout, fencing_grace=fencing_grace,
+                           self_fencing=self_fencing, monotonic=monotonic)
         self.finished_retention = finished_retention
+        self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
+                                   preemptor=preemptor or DefaultPreemptor(), placement=placement,
+                                   track=self.track_deadlines, evict=self._act_on_eviction)
+        self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines)
 
     # ------------------------------------------------------------------ load
 
@@ -231,17 +134,17 @@ class Manager:
             try:
                 obj = decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
             except (ManifestError, ValueError) as exc:
-                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace, stored.name, exc)
+                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace,
+                          stored.name, exc)
                 continue
             objs.append((obj, stored.resource_version))
-        order = {"Namespace": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2, "Cohort": 3, "ClusterQueue": 4, "LocalQueue": 5, "Workload": 6}
-        objs.sort(key=lambda o: order[KIND_OF[type(o[0])]])
+        objs.sort(key=lambda o: LOAD_ORDER[KIND_OF[type(o[0])]])
         for obj, rv in objs:
-            self.versions[ref_of(obj)] = rv
+            self.commit.versions[ref_of(obj)] = rv
             if isinstance(obj, Workload):
                 self._load_workload(obj)
             else:
-                self._apply_to_cache(obj)
+                self.apply_to_cache(obj)
         self.cache.refresh_queue_activity()
         self._wake.set()
         return len(objs)
@@ -254,47 +157,22 @@ class Manager:
             cond = wl.status.condition("QuotaReserved")
             c.add_admitted(wl, cond.last_transition_time if cond else wl.creation_timestamp)
         else:
-            self._enqueue(wl)
+            self.queueing.enqueue(wl)
+        self.track_deadlines(wl)
 
     # ------------------------------------------------------------- helpers
 
-    def _write(self, puts: Iterable[Obj] = (), deletes: Iterable[tuple[str, str, str]] = ()) -> int:
-        changes: list[Put | Delete] = []
-        written: list[tuple[tuple[str, str, str], Obj, EncodedObject]] = []
-        for obj in puts:
-            ref = ref_of(obj)
-            enc = encode_json(obj)
-            changes.append(Put(ref[0], ref[1], ref[2], enc.body))
-            written.append((ref, obj, enc))
-        deletes = list(deletes)
-        for kind, ns, name in deletes:
-            changes.append(Delete(kind, ns, name))
-        try:
-            version = self.store.write(changes)
-        except StoreError as exc:
-            self._store_failed(exc)
-            raise
-        if self._group_depth:
-            self._group_wrote = True  # known durable only once the group commits
-        elif self.store_problem is not None:
-            self._store_recovered()
-        for ref, obj, enc in written:
-            self.versions[ref] = version
-            self._remember(ref, obj, enc)
-        for r in deletes:
-            self.versions.pop(r, None)
-        return version
+    @property
+    def store(self) -> Store:
+        return self.commit.store
 
-    def _store_failed(self, exc: StoreError) -> None:
-        if self.store_problem is None:
-            log.error("store writes fail; refusing writes, serving reads, retrying until a write succeeds: %s", exc)
-        self.store_problem = exc
+    @property
+    def store_problem(self) -> StoreError | None:
+        return self.commit.store_problem
 
-    def _store_recovered(self) -> None:
-        if self.store_problem is not None:
-            log.warning("store writes succeed again; ready (was: %s)", self.store_problem)
-            self.store_problem = None
-            self._wake.set()
+    @property
+    def versions(self) -> dict[tuple[str, str, str], int]:
+        return self.commit.versions
 
     def readiness(self) -> tuple[bool, str]:
         """What /readyz answers: not ready while the store refuses writes, with the cause."""
@@ -303,54 +181,16 @@ class Manager:
         return True, f"{len(self.cache.workloads)} workloads, cycle {self.cycle}"
 
     def check_store(self) -> bool:
-        """While degraded, probe the store with a real write (which also commits writes a failed
-        group commit left to redo); True once writes succeed."""
-        if self.store_problem is None:
-            return True
-        try:
-            self.store.flush()
-        except StoreError as exc:
-            self.store_problem = exc
-            return False
-        self._store_recovered()
-        return True
+        """While degraded, probe the store with a real write; True once writes succeed."""
+        return self.commit.check_store()
 
-    def _remember(self, ref: tuple[str, str, str], obj: Obj, enc: EncodedObject) -> None:
-        cache = self._encoded
-        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
-        cache[ref] = (obj, enc)
-        if len(cache) > ENCODED_CACHE_SIZE:
-            del cache[next(iter(cache))]
+    def write_group(self) -> AbstractContextManager[None]:
+        """Writes inside share one commit (see Committer.write_group); no ``await`` inside."""
+        return self.commit.write_group()
 
     def encoded(self, obj: Obj) -> EncodedObject:
-        """The object's JSON as stored: the bytes its last write encoded, or encoded now.
-
-        Replies and watch events use this, so a write is encoded once for the
-        store and everyone who reads it right after.
-        """
-        ref = ref_of(obj)
-        hit = self._encoded.get(ref)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        enc = encode_json(obj)
-        self._remember(ref, obj, enc)
-        return enc
-
-    def _publish(self, type_: str, wl: Workload) -> None:
-        if not self._watchers:
-            return
-        ev: WatchEvent | None = None
-        for w in self._watchers:
-            if w.overflowed or not w.wants(wl):
-                continue
-            if ev is None:
-                ev = WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0), self.encoded(wl))
-            try:
-                w.queue.put_nowait(ev)
-            except asyncio.QueueFull:
-                w.overflowed = True
-                w.queue.get_nowait()
-                w.queue.put_nowait(None)
+        """The object's JSON as stored: the bytes its last write encoded, or encoded now."""
+        return self.commit.encoded(obj)
 
     def wake(self) -> None:
         self._wake.set()
@@ -359,90 +199,34 @@ class Manager:
 
     def apply(self, docs: Sequence[RawDocument], *, dry_run: bool = False) -> list[tuple[tuple[str, str, str], str]]:
         """Create or update objects of any kind: all documents or none."""
-        objs: list[Obj] = []
-        errors: list[str] = []
-        for doc in docs:
-            try:
-                obj = decode(doc, source=doc.source)
-            except ManifestError as exc:
-                errors.append(str(exc))
-                continue
-            if KIND_OF.get(type(obj)) is None:
-                errors.append(
-                    f"{doc.source}: kind {type(obj).__name__} is not applied to a running controller "
-                    "(the Configuration is read from the controller's --config file)"
-                )
-                continue
-            objs.append(obj)
-        if errors:
-            raise InvalidArgument("", "\n".join(errors))
-        seen: set[tuple[str, str, str]] = set()
-        for obj in objs:
-            r = ref_of(obj)
-            if r in seen:
-                raise InvalidArgument("metadata.name", f"{r[0]} {r[1] + '/' if r[1] else ''}{r[2]} appears twice in one apply")
-            seen.add(r)
-        self._check_cohort_cycles(objs)
+        objs = decode_for_apply(docs)
+        check_cohort_cycles(self.cache, objs)
         prepared: list[tuple[Obj, str]] = []
         for obj in objs:
             if isinstance(obj, Workload):
                 new, action = self._prepare_workload(obj)
             else:
-                new, action = obj, self._action(obj)
+                new, action = obj, applied(self.cache, obj)
             prepared.append((new, action))
         results = [(ref_of(o), a) for o, a in prepared]
         if dry_run:
             return results
         changed = [o for o, a in prepared if a != "unchanged"]
         if changed:
-            self._write(changed)
+            self.commit.write(changed)
         for obj, action in prepared:
             if action == "unchanged":
                 continue
             if isinstance(obj, Workload):
                 self._workload_stored(obj, created=action == "created")
             else:
-                self._apply_to_cache(obj)
+                self.apply_to_cache(obj)
         self.cache.refresh_queue_activity()
         self._wake.set()
         return results
 
-    def _existing(self, kind: str, ns: str, name: str) -> Obj | None:
-        c = self.cache
-        table: dict[str, Any] = {
-            "ResourceFlavor": c.flavors,
-            "Cohort": c.cohorts,
-            "ClusterQueue": c.cluster_queues,
-            "WorkloadPriorityClass": c.workload_priority_classes,
-            "PriorityClass": c.priority_classes,
-            "Namespace": c.namespaces,
-        }
-        if kind == "LocalQueue":
-            return c.local_queues.get((ns, name))
-        if kind == "Workload":
-            return c.workloads.get(workload_key(ns, name))
-        return table[kind].get(name)
-
-    def _action(self, obj: Obj) -> str:
-        old = self._existing(*ref_of(obj))
-        if old is None:
-            return "created"
-        return "unchanged" if old == obj else "configured"
-
-    def _check_cohort_cycles(self, objs: Sequence[Obj]) -> None:
-        parents: dict[str, str | None] = {name: spec.parent for name, spec in self.cache.cohorts.items()}
-        touched = False
-        for obj in objs:
-            if isinstance(obj, CohortSpec):
-                parents[obj.name] = obj.parent
-                touched = True
-        if not touched:
-            return
-        cycle = find_cohort_cycle(parents)
-        if cycle:
-            raise InvalidArgument("spec.parentName", f"cohort parents form a cycle: {' -> '.join(cycle)}")
-
-    def _apply_to_cache(self, obj: Obj) -> None:
+    def apply_to_cache(self, obj: Obj) -> None:
+        """Put a non-Workload object the store holds (or, for simulate, never will) into the cache."""
         c = self.cache
         if isinstance(obj, ResourceFlavor):
             c.flavors[obj.name] = obj
@@ -460,7 +244,7 @@ class Manager:
                     wl = c.workloads.get(info.key)
                     if wl is not None and not wl.status.is_true("Evicted") and not wl.is_finished:
                         self.evict_now(wl, reason="ClusterQueueStopped", message="The ClusterQueue is stopped")
-            self._requeue_unqueued(lambda wl: self._cq_for(wl) == obj.name)
+            self.queueing.requeue_unqueued(lambda wl: self.queueing.cq_for(wl) == obj.name)
             c.queues.queue_inadmissible(c.tree_members(obj.name))
         elif isinstance(obj, LocalQueueSpec):
             c.local_queues[(obj.namespace, obj.name)] = obj
@@ -470,7 +254,7 @@ class Manager:
                         self.evict_now(wl, reason="LocalQueueStopped", message="The LocalQueue is stopped")
             for wl in list(c.workloads_of_local_queue(obj.namespace, obj.name)):
                 if not c.holds_quota(wl.key) and not wl.is_finished:
-                    self._enqueue(wl)
+                    self.queueing.enqueue(wl)
         elif isinstance(obj, WorkloadPriorityClass):
             c.workload_priority_classes[obj.name] = obj
         elif isinstance(obj, PriorityClass):
@@ -479,149 +263,14 @@ class Manager:
             c.namespaces[obj.name] = obj
             c.queues.queue_inadmissible(list(c.cluster_queues))
 
-    def _requeue_unqueued(self, pred: Callable[[Workload], bool]) -> None:
-        c = self.cache
-        for wl in list(c.workloads.values()):
-            if c.queues.cluster_queue_of(wl.key) is None and not c.holds_quota(wl.key) and pred(wl):
-                self._enqueue(wl)
-
-    # ---------------------------------------------------------- queueing
-
-    def _cq_for(self, wl: Workload) -> ClusterQueueName | None:
-        lq = self.cache.local_queue_for(wl)
-        return lq.cluster_queue if lq is not None else None
-
-    def _unqueued_reason(self, wl: Workload) -> str | None:
-        """Why a workload cannot even wait in a ClusterQueue (None: it can)."""
-        if not wl.active:
-            return None
-        lq = self.cache.local_queue_for(wl)
-        if lq is None:
-            return f"LocalQueue {wl.namespace}/{wl.queue_name} doesn't exist"
-        if lq.stop_policy is not StopPolicy.NONE:
-            return f"LocalQueue {wl.namespace}/{wl.queue_name} is stopped (spec.stopPolicy={lq.stop_policy.value})"
-        if lq.cluster_queue not in self.cache.cluster_queues:
-            return f"ClusterQueue {lq.cluster_queue} doesn't exist"
-        return None
-
-    def _enqueue(self, wl: Workload) -> None:
-        """Queue a workload that holds no quota, if it may wait for admission."""
-        c = self.cache
-        if not wl.active or wl.is_finished or c.holds_quota(wl.key):
-            c.queues.delete(wl.key)
-            return
-        cq = self._cq_for(wl)
-        if cq is None or self._unqueued_reason(wl) is not None:
-            c.queues.delete(wl.key)
-            return
-        rs = wl.status.requeue_state
-        if rs is not None and rs.requeue_at is not None and rs.requeue_at > self.clock():
-            c.queues.delete(wl.key)
-            self._backoff[wl.key] = rs.requeue_at
-            return
-        self._backoff.pop(wl.key, None)
-        c.queues.add_or_update(wl, cq)
-
     # --------------------------------------------------------- workloads
 
     def resolve_priority(self, wl: Workload) -> Workload:
         """Fill spec.priority from the referenced class (WorkloadPriorityClass or PriorityClass)."""
-        c = self.cache
-        if wl.priority_class is not None:
-            kind, name = wl.priority_class
-            if kind == "WorkloadPriorityClass":
-                wpc = c.workload_priority_classes.get(name)
-                if wpc is None:
-                    raise InvalidArgument("spec.priorityClassRef.name", f"WorkloadPriorityClass {name!r} not found")
-                return replace(wl, priority=wpc.value)
-            value = self._pod_priority(name)
-            if value is None:
-                raise InvalidArgument("spec.priorityClassRef.name", f"PriorityClass {name!r} not found")
-            return replace(wl, priority=value)
-        for ps in wl.pod_sets:
-            if ps.priority_class_name:
-                value = self._pod_priority(ps.priority_class_name)
-                if value is None:
-                    raise InvalidArgument(
-                        f"spec.podSets[{wl.pod_sets.index(ps)}].template.spec.priorityClassName",
-                        f"PriorityClass {ps.priority_class_name!r} not found",
-                    )
-                return replace(wl, priority=value, priority_class=("PriorityClass", ps.priority_class_name))
-        return wl
-
-    def _pod_priority(self, name: str) -> int | None:
-        builtin = {"system-node-critical": SYSTEM_NODE_CRITICAL, "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL}
-        if name in builtin:
-            return builtin[name]
-        pc = self.cache.priority_classes.get(name)
-        return pc.value if pc is not None else None
+        return resolve_priority(self.cache, wl)
 
     def _prepare_workload(self, wl: Workload) -> tuple[Workload, str]:
-        old = self.cache.workloads.get(wl.key)
-        if old is None:
-            self._check_pod_security(wl)
-            now = self.clock()
-            wl = replace(
-                wl,
-                uid=wl.uid or str(uuid.uuid4()),
-                creation_timestamp=wl.creation_timestamp or now,
-            )
-            wl = self.resolve_priority(wl)
-            job_labels = wl.annotations.get(JOB_LABELS_ANNOTATION)
-            if job_labels:
-                # A Job's labels reach its Workload only where the Configuration says so.
-                source = json.loads(job_labels)
-                copied = {k: source[k] for k in self.cache.config.label_keys_to_copy if k in source}
-                wl = replace(wl, labels={**wl.labels, **copied})
-            # A new workload starts from a clean status unless the document
-            # carries one (restoring from a backup or a simulate file).
-            return wl, "created"
-        if old.pod_sets != wl.pod_sets:
-            raise InvalidArgument("spec.podSets", "field is immutable once the workload exists (delete and recreate it)")
-        if old.queue_name != wl.queue_name and old.has_quota_reservation:
-            raise InvalidArgument("spec.queueName", "cannot change while the workload holds quota")
-        wl = self.resolve_priority(wl)
-        new = replace(old, active=wl.active, priority=wl.priority, priority_class=wl.priority_class,
-                      queue_name=wl.queue_name, labels=wl.labels, annotations=wl.annotations,
-                      maximum_execution_time_seconds=wl.maximum_execution_time_seconds)
-        if new == old:
-            return old, "unchanged"
-        new = replace(new, generation=old.generation + 1)
-        if old.active and not new.active:
-            new = self._deactivated(new)
-        return new, "configured"
-
-    def _check_pod_security(self, wl: Workload) -> None:
-        """InvalidArgument naming the field when a pod set's securityContext breaks its namespace's policy."""
-        policy = self.pod_security.for_namespace(wl.namespace)
-        for i, ps in enumerate(wl.pod_sets):
-            base = f"spec.podSets[{i}].template.spec"
-            containers = [(f"{base}.{kind}[{j}].securityContext", c.security_context)
-                          for kind, group in (("initContainers", ps.init_containers), ("containers", ps.containers))
-                          for j, c in enumerate(group)]
-            try:
-                resolve_pod_user(namespace=wl.namespace, policy=policy, pod_context=ps.security_context,
-                                 pod_path=f"{base}.securityContext", containers=containers)
-            except PodSecurityError as exc:
-                raise InvalidArgument(exc.field, exc.message) from None
-
-    def _deactivated(self, wl: Workload) -> Workload:
-        """active: false — evict without requeue (the status part; quota is released by the caller)."""
-        now = self.clock()
-        st = wl.status
-        conds = st.conditions
-        if pods_of(wl):
-            # Running pods are stopped first; the quota goes back once they exit.
-            return evict(wl, reason="InactiveWorkload", message="The workload is deactivated", now=now)
-        if wl.has_quota_reservation:
-            conds = set_condition(conds, type_="Evicted", status=True, reason="InactiveWorkload",
-                                  message="The workload is deactivated", now=now)
-            conds = set_condition(conds, type_="QuotaReserved", status=False, reason="Pending",
-                                  message="The workload is deactivated", now=now)
-            conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
-                                  message="The workload has no reservation", now=now)
-            return replace(wl, status=replace(st, conditions=conds, admission=None))
-        return wl
+        return prepare_workload(self.cache, self.pod_security, wl, self.clock)
 
     def create_workload(self, doc: RawDocument) -> tuple[Workload, bool]:
         (result,) = self.create_workloads([doc])
@@ -650,7 +299,8 @@ class Manager:
                 results.append(InvalidArgument("", str(exc)))
                 continue
             if not isinstance(obj, Workload):
-                results.append(InvalidArgument("kind", f"expected a Workload, got {KIND_OF.get(type(obj), type(obj).__name__)}"))
+                got = KIND_OF.get(type(obj), type(obj).__name__)
+                results.append(InvalidArgument("kind", f"expected a Workload, got {got}"))
                 continue
             existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
             if existing is not None:
@@ -670,7 +320,7 @@ class Manager:
             new[wl.key] = wl
             results.append((wl, True))
         if new:
-            self._write(new.values())
+            self.commit.write(new.values())
             for wl in new.values():
                 self._workload_stored(wl, created=True)
             self._wake.set()
@@ -680,7 +330,7 @@ class Manager:
         c = self.cache
         old = c.workloads.get(wl.key)
         c.workloads[wl.key] = wl
-        if pods_of(wl) and (wl.status.is_true("Evicted") or wl.status.extra.get("deleting")):
+        if wl.status.pods and (wl.status.is_true("Evicted") or wl.status.deleting):
             self.fleet.apply(self.fleet.settle(wl))
             return
         if old is not None and c.holds_quota(wl.key) and not wl.has_quota_reservation:
@@ -689,8 +339,9 @@ class Manager:
                 c.queues.queue_inadmissible(c.tree_members(cq))
         elif c.holds_quota(wl.key):
             c.update_admitted(wl)
-        self._enqueue(wl)
-        self._publish("ADDED" if created else "MODIFIED", wl)
+        self.queueing.enqueue(wl)
+        self.track_deadlines(wl)
+        self.commit.publish("ADDED" if created else "MODIFIED", wl)
 
     def get_workload(self, namespace: str, name: str) -> Workload:
         wl = self.cache.workloads.get(workload_key(namespace, name))
@@ -704,11 +355,11 @@ class Manager:
             return old
         new = replace(old, active=active, generation=old.generation + 1)
         if not active:
-            new = self._deactivated(new)
+            new = deactivated(new, self.clock)
         else:
             # Reactivation resets the backoff bookkeeping, as Kueue does.
             new = replace(new, status=replace(new.status, requeue_state=None))
-        self._write([new])
+        self.commit.write([new])
         self._workload_stored(new, created=False)
         self._wake.set()
         return new
@@ -718,19 +369,11 @@ class Manager:
         wl = self.cache.workloads.get(key)
         if wl is None:
             raise NotFound("Workload", namespace, name)
-        if any(not p.terminal for p in pods_of(wl)):
+        if any(not p.terminal for p in wl.status.pods):
             # Stop the pods first; the workload (and its quota) goes once they exited.
-            self.fleet.apply(self.fleet.settle(with_extra(wl, deleting=True)))
+            self.fleet.apply(self.fleet.settle(replace(wl, status=replace(wl.status, deleting=True))))
             return True
-        self._write(deletes=[("Workload", namespace, name)])
-        c = self.cache
-        del c.workloads[key]
-        c.queues.delete(key)
-        cq = c.release(key)
-        if cq is not None:
-            c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-        self._publish("DELETED", wl)
-        self._wake.set()
+        self.commit.commit(deleted(wl))
         return True
 
     def list_workloads(
@@ -748,7 +391,7 @@ class Manager:
                 continue
             if cluster_queue:
                 adm = wl.status.admission
-                cq = adm.cluster_queue if adm is not None else self._cq_for(wl)
+                cq = adm.cluster_queue if adm is not None else self.queueing.cq_for(wl)
                 if cq != cluster_queue:
                     continue
             if state and workload_state(wl) != state:
@@ -774,25 +417,12 @@ class Manager:
         per-message cost once per list instead of once per event.
         ``namespaces`` (None: all) limits events to workloads in those namespaces.
         """
-        w = _Watcher(namespace, name, namespaces)
-        if send_initial:
-            for wl in self.list_workloads(namespace=namespace, namespaces=namespaces):
-                if w.wants(wl):
-                    w.queue.put_nowait(WatchEvent("ADDED", wl, self.versions.get(("Workload", wl.namespace, wl.name), 0),
-                                                  self.encoded(wl)))
-        self._watchers.append(w)
-        try:
-            while True:
-                batch = [await w.queue.get()]
-                while len(batch) < max_batch and not w.queue.empty():
-                    batch.append(w.queue.get_nowait())
-                events = [ev for ev in batch if ev is not None]
-                if events:
-                    yield events
-                if len(events) < len(batch):
-                    raise FailedPrecondition("watch fell behind by more than 100000 events; start a new watch")
-        finally:
-            self._watchers.remove(w)
+        w = Watcher(namespace, name, namespaces)
+        initial = ([self.commit.event("ADDED", wl)
+                    for wl in self.list_workloads(namespace=namespace, namespaces=namespaces) if w.wants(wl)]
+                   if send_initial else [])
+        async for events in self.commit.watchers.stream(w, initial, max_batch=max_batch):
+            yield events
 
     # ------------------------------------------------------------ generic
 
@@ -801,7 +431,7 @@ class Manager:
         ns = namespace if kind in NAMESPACED else ""
         if kind in NAMESPACED and not ns:
             ns = "default"
-        obj = self._existing(kind, ns, name)
+        obj = existing(self.cache, kind, ns, name)
         if obj is None:
             raise NotFound(kind, ns, name)
         return obj
@@ -811,18 +441,7 @@ class Manager:
         c = self.cache
         if kind == "Workload":
             return list(self.list_workloads(namespace=namespace, labels=labels))
-        if kind == "LocalQueue":
-            items: list[Obj] = [lq for (ns, _), lq in sorted(c.local_queues.items()) if not namespace or ns == namespace]
-            return items
-        table: dict[str, dict[Any, Any]] = {
-            "ResourceFlavor": c.flavors,
-            "Cohort": c.cohorts,
-            "ClusterQueue": c.cluster_queues,
-            "WorkloadPriorityClass": c.workload_priority_classes,
-            "PriorityClass": c.priority_classes,
-            "Namespace": c.namespaces,
-        }
-        return [table[kind][k] for k in sorted(table[kind])]
+        return listed(c, kind, namespace)
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
         kind = canonical_kind(kind)
@@ -830,7 +449,7 @@ class Manager:
             return self.delete_workload(namespace or "default", name)
         c = self.cache
         ns = (namespace or "default") if kind in NAMESPACED else ""
-        obj = self._existing(kind, ns, name)
+        obj = existing(self.cache, kind, ns, name)
         if obj is None:
             raise NotFound(kind, ns, name)
         if kind == "ClusterQueue":
@@ -844,7 +463,7 @@ class Manager:
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:
                 raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
-        self._write(deletes=[(kind, ns, name)])
+        self.commit.write(deletes=[(kind, ns, name)])
         if kind == "ResourceFlavor":
             c.flavors.pop(FlavorName(name), None)
         elif kind == "Cohort":
@@ -867,227 +486,6 @@ class Manager:
 
     # --------------------------------------------------------- scheduling
 
-    def admission_blocked(self) -> bool:
-        """waitForPodsReady.blockAdmission: nothing new is admitted while an admitted workload is not ready."""
-        wfpr = self.cache.config.wait_for_pods_ready
-        if not (wfpr.enabled and wfpr.block_admission):
-            return False
-        for holder in self.cache.admitted.values():
-            for info in holder.values():
-                wl = self.cache.workloads.get(info.key, info.workload)
-                if pods_of(wl) and not wl.status.is_true("PodsReady") and not wl.is_finished:
-                    return True
-        return False
-
-    @contextmanager
-    def write_group(self) -> Iterator[None]:
-        """Writes inside share one commit (``Store.group``); no ``await`` inside.
-
-        Every mutation writes before it changes memory, so a write refused
-        inside the group leaves memory as it was.  A failed commit leaves
-        memory ahead of the store by the group's writes: the store keeps them
-        and redoes them first in the next transaction that commits (a later
-        write or ``check_store``'s probe), so the process stays up, degraded,
-        instead of exiting into a restart loop while the disk stays full.
-        """
-        if self._group_depth == 0:
-            self._group_wrote = False
-        self._group_depth += 1
-        try:
-            with self.store.group():
-                yield
-        except StoreError as exc:
-            self._store_failed(exc)
-            raise
-        finally:
-            self._group_depth -= 1
-        if self._group_depth == 0 and self._group_wrote and self.store_problem is not None:
-            self._store_recovered()
-
-    def schedule_once(self) -> CycleStats:
-        """Run one scheduling cycle and commit its decisions."""
-        with self.write_group():
-            return self._schedule_once()
-
-    def _schedule_once(self) -> CycleStats:
-        c = self.cache
-        if self.admission_blocked():
-            return CycleStats()
-        heads = c.queues.heads()
-        stats = CycleStats(heads=len(heads))
-        if not heads:
-            return stats
-        self.cycle += 1
-        now = self.clock()
-        snapshot = c.snapshot(now)
-        placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
-        entries = run_cycle(
-            heads,
-            snapshot,
-            preemptor=self.preemptor,
-            ordering=order_for(snapshot),
-            placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
-        )
-        stats.entries = entries
-        updated: list[tuple[Entry, Workload]] = []
-        for e in entries:
-            new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
-            if new is not None:
-                updated.append((e, new))
-        try:
-            if updated:
-                self._write([wl for _, wl in updated])
-        except Exception as exc:
-            if isinstance(exc, StoreError):
-                # _write logged the episode's one ERROR already.
-                log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
-            else:
-                log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
-            for e in entries:
-                e.status = EntryStatus.SKIPPED
-                c.queues.requeue(e)
-            stats.requeued = stats.heads
-            return stats
-        decided = {e.key: wl for e, wl in updated}
-        for e in entries:
-            wl = decided.get(e.key, e.workload)
-            if e.status is EntryStatus.ASSUMED:
-                c.workloads[wl.key] = wl
-                c.add_admitted(wl, now)
-                c.queues.admitted(e)
-                self.fleet.track(wl)
-                self.fleet.launch(wl)
-                stats.admitted += 1
-                log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
-            else:
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("cycle %d: workload %s not admitted (%s, %s): %s", self.cycle, e.key, e.status.name,
-                              e.requeue_reason.name if e.requeue_reason else "-", e.message)
-                if e.key in c.workloads:
-                    c.workloads[wl.key] = wl
-                    quota_bound = e.requeue_reason in (
-                        RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES) and c.quota_bound(e.cluster_queue)
-                    node_bound = e.requeue_reason is RequeueReason.NO_PLACEMENT
-                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound, node_bound=node_bound):
-                        stats.requeued += 1
-                if e.status is EntryStatus.PREEMPTING:
-                    stats.preempting += 1
-                    stats.evictions_issued += self._preempt(e, now)
-                else:
-                    stats.pending += 1
-            if e.key in decided:
-                self._publish("MODIFIED", wl)
-        if stats.admitted:
-            self.cycles_admitting += 1
-        return stats
-
-    def _preempt(self, e: Entry, now: float) -> int:
-        """Evict the entry's victims (each once); returns how many were newly evicted.
-
-        The victims' status is stored before their pods are stopped; their
-        quota is released only when every pod has exited, and the preemptor
-        is admitted by a later cycle once it fits.
-        """
-        issued = 0
-        for t in e.targets:
-            victim = self.cache.workloads.get(t.victim.key)
-            if victim is None or victim.status.is_true("Evicted") or not self.cache.holds_quota(victim.key):
-                continue
-            issued += 1
-            log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
-            self._act_on_eviction(
-                preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now), now)
-        return issued
-
-    def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
-        assert e.assignment is not None
-        specs = {ps.name: ps for ps in e.workload.pod_sets}
-        return [
-            (specs[r.name], r.count, {res: fc.flavor for res, fc in r.flavors.items()})
-            for r in e.assignment.pod_sets
-        ]
-
-    def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None) -> Workload | None:
-        """The workload's new state after its cycle, or None if nothing changed."""
-        wl = e.workload
-        st = wl.status
-        if e.status is EntryStatus.ASSUMED:
-            assert e.assignment is not None
-            admission = Admission(
-                cluster_queue=e.cluster_queue,
-                pod_set_assignments=tuple(
-                    PodSetAssignment(
-                        name=ps.name,
-                        flavors={r: fc.flavor for r, fc in ps.flavors.items()},
-                        resource_usage={r: ps.requests[r] for r in ps.flavors},
-                        count=ps.count,
-                    )
-                    for ps in e.assignment.pod_sets
-                ),
-            )
-            conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
-                                  message=f"Quota reserved in ClusterQueue {e.cluster_queue}", now=now)
-            conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
-                                  message="The workload is admitted", now=now)
-            for t in ("Evicted", "Preempted"):
-                old = st.condition(t)
-                if old is not None and old.is_true:
-                    conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
-                                          message=f"Previously: {old.message}", now=now)
-            admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
-            if placements is not None:
-                admitted = with_pods(with_extra(admitted, lastPods=None), self.fleet.pod_records(wl, placements))
-            return admitted
-        message = e.message or "Workload is waiting for quota"
-        old = st.condition("QuotaReserved")
-        if old is not None and old.status == "False" and old.reason == "Pending":
-            if old.message == message:
-                return None
-            # Only the wording changed ("2 more needed" -> "1 more needed"): refresh it
-            # at most every few seconds instead of writing on every attempt.
-            if now - self._pending_written.get(wl.key, 0.0) < PENDING_MESSAGE_REFRESH_SECONDS:
-                return None
-        self._pending_written[wl.key] = now
-        conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message, now=now)
-        return replace(wl, status=replace(st, conditions=conds))
-
-    async def run_scheduler(self) -> None:
-        """Run cycles whenever there may be something to admit."""
-        while not self._stopping:
-            await self._wake.wait()
-            self._wake.clear()
-            backoff = 0.0
-            while self.cache.queues.has_heads():
-                if self.store_problem is not None:
-                    break  # degraded: decisions could not be stored; recovery wakes us
-                try:
-                    stats = self.schedule_once()
-                except StoreError:
-                    break  # the cycle's commit failed (logged once); the store redoes it on recovery
-                if not stats.made_progress:
-                    # Nothing changed: wait for an event (quota released, new
-                    # workload, queue changed) instead of spinning on the same heads.
-                    break
-                if stats.admitted:
-                    # Kueue's KeepGoing: a cycle admits one head per ClusterQueue,
-                    # so the next one runs at once, after one turn of the loop
-                    # (streams move whole batches per turn, so I/O keeps up).
-                    backoff = 0.0
-                    await asyncio.sleep(0)
-                else:
-                    # Kueue's SlowDown: heads went back (say, a preemptor waiting
-                    # for its victims to exit) but nothing was admitted; retrying
-                    # at once would only burn the CPU the victims' exits need.
-                    # Unlike Kueue's, the pause ends early when something that can
-                    # change a decision happens (quota released, a new workload),
-                    # so freed quota is not left idle for the rest of it.
-                    backoff = min(max(backoff * 2, SLOWDOWN_INITIAL_SECONDS), SLOWDOWN_MAX_SECONDS)
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), backoff)
-                    except TimeoutError:
-                        pass
-
     def evict_now(self, wl: Workload, *, reason: str, message: str) -> None:
         """Evict an admitted workload: its pods are stopped, its quota released once they exit."""
         now = self.clock()
@@ -1096,18 +494,10 @@ class Manager:
     def _act_on_eviction(self, new: Workload, now: float) -> None:
         """A workload just marked Evicted: stop its pods (quota comes back when they exit) or,
         in quota-only mode where nothing runs, release its quota at once."""
-        if pods_of(new):
+        if new.status.pods:
             self.fleet.apply(self.fleet.settle(new))
             return
-        new = released(new, now, self.cache.config.wait_for_pods_ready)
-        self._write([new])
-        self.cache.workloads[new.key] = new
-        cq = self.cache.release(new.key)
-        if cq is not None:
-            self.cache.queues.queue_inadmissible(self.cache.tree_members(cq), self.cache.release_budget)
-        self._enqueue(new)
-        self._publish("MODIFIED", new)
-        self._wake.set()
+        self.commit.commit(released_at_once(released(new, now, self.cache.config.wait_for_pods_ready)))
 
     def tick(self) -> None:
         """Timers: backoffs that expired, pods-ready and execution-time limits, retention, node loss."""
@@ -1117,51 +507,67 @@ class Manager:
             with self.write_group():
                 self._tick()
         except StoreError:
-            pass  # logged once per episode by _store_failed; the next tick probes the store
+            pass  # logged once per episode by the committer; the next tick probes the store
+
+    def track_deadlines(self, wl: Workload) -> None:
+        """Arm (or drop) the workload's timers for the state it was just stored in."""
+        key = wl.key
+        wfpr = self.cache.config.wait_for_pods_ready
+        holds = self.cache.holds_quota(key)
+        self.deadlines.arm(EVICTION, key, eviction_deadline(wl, wfpr) if holds else None)
+        self.deadlines.arm(RETENTION, key, retention_deadline(wl, self.finished_retention))
+        if holds and wfpr.block_admission:
+            self.scheduler.note_readiness(wl)
 
     def _tick(self) -> None:
         now = self.clock()
-        c = self.cache
-        for key, at in list(self._backoff.items()):
-            wl = c.workloads.get(key)
-            if wl is None:
-                del self._backoff[key]
-                continue
-            if at > now:
-                continue
-            conds = set_condition(wl.status.conditions, type_="Requeued", status=True, reason="BackoffFinished",
-                                  message="The workload backoff was finished", now=now)
-            new = replace(wl, status=replace(wl.status, conditions=conds))
-            self._write([new])
-            del self._backoff[key]  # only once stored: a refused write leaves it to the next tick
-            c.workloads[key] = new
-            self._enqueue(new)
-            self._publish("MODIFIED", new)
-            self._wake.set()
-        wfpr = c.config.wait_for_pods_ready
-        for holder in list(c.admitted.values()):
-            for info in list(holder.values()):
-                wl = c.workloads.get(info.key)
-                if wl is None:
-                    continue
-                fired = due_eviction(wl, now, wfpr)
-                if fired is None:
-                    continue
-                ev = fired.status.condition("Evicted")
-                log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.extra.get("terminate"))
-                if ev is not None and ev.is_true:
-                    self.evict_now(replace(wl, active=fired.active), reason=ev.reason, message=ev.message)
-                else:
-                    self.fleet.apply(self.fleet.settle(fired))
-        if self.finished_retention is not None:
-            for wl in list(c.workloads.values()):
-                fin = wl.status.condition("Finished")
-                if fin is not None and fin.is_true and now - fin.last_transition_time > self.finished_retention:
-                    self._write(deletes=[("Workload", wl.namespace, wl.name)])
-                    c.workloads.pop(wl.key, None)
-                    self.fleet.purge(wl)
-                    self._publish("DELETED", wl)
+        due = self.deadlines.pop_due(now)
+        later: builtins.list[Workload] = []
+        for n, (kind, key, _) in enumerate(due):
+            try:
+                self._fire(kind, key, now, later)
+            except BaseException:
+                # Not done (a refused write): what was due stays due for the next tick.
+                for k, key2, at2 in due[n:]:
+                    if self.deadlines.armed(k, key2) is None:
+                        self.deadlines.arm(k, key2, at2)
+                raise
+        for wl in later:
+            self.track_deadlines(wl)
         self.fleet.check_nodes()
+
+    def _fire(self, kind: str, key: WorkloadKey, now: float, later: builtins.list[Workload]) -> None:
+        """One due timer, checked against the workload as it is now."""
+        c = self.cache
+        wl = c.workloads.get(key)
+        if wl is None:
+            return
+        if kind == BACKOFF:
+            self.commit.commit(backoff_finished(wl, now))
+        elif kind == EVICTION:
+            if not c.holds_quota(key):
+                return
+            fired = due_eviction(wl, now, c.config.wait_for_pods_ready)
+            if fired is None:
+                later.append(wl)  # not yet (the deadline moved): armed again after this tick
+                return
+            ev = fired.status.condition("Evicted")
+            log.info("workload %s: %s", wl.key, ev.message if ev else fired.status.terminate)
+            if ev is not None and ev.is_true:
+                self.evict_now(replace(wl, active=fired.active), reason=ev.reason, message=ev.message)
+            else:
+                self.fleet.apply(self.fleet.settle(fired))
+        elif kind == RETENTION and self.finished_retention is not None:
+            fin = wl.status.condition("Finished")
+            if fin is None or not fin.is_true:
+                return
+            if now - fin.last_transition_time <= self.finished_retention:
+                later.append(wl)
+                return
+            self.commit.write(deletes=[("Workload", wl.namespace, wl.name)])
+            c.workloads.pop(wl.key, None)
+            self.fleet.purge(wl)
+            self.commit.publish("DELETED", wl)
 
     def weighted_share(self, name: str, *, cohort: bool) -> float | None:
         """The fair-sharing share of a queue or cohort (None when fair sharing is off)."""
@@ -1175,61 +581,27 @@ class Manager:
             return None
         return float(fairsharing.weighted_share(tree.live, node))
 
+    # ---------------------------------------------------------- scheduling
+
+    @property
+    def cycle(self) -> int:
+        return self.scheduler.cycle
+
+    @property
+    def cycles_admitting(self) -> int:
+        return self.scheduler.cycles_admitting
+
+    def admission_blocked(self) -> bool:
+        return self.scheduler.admission_blocked()
+
+    def schedule_once(self) -> CycleStats:
+        """Run one scheduling cycle and commit its decisions."""
+        return self.scheduler.schedule_once()
+
+    async def run_scheduler(self) -> None:
+        """Run cycles whenever there may be something to admit."""
+        await self.scheduler.run()
+
     def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+        self.scheduler.stop()
 
-
-def spec_difference(existing: Workload, submitted: Workload) -> str:
-    """The first spec field in which a submission differs from the stored workload ("" if none).
-
-    Only what the submitter writes counts: status, uid, timestamps,
-    generation, labels and annotations are metadata or filled by the server,
-    the resolved priority comes from the class when one is named, and
-    ``active`` is the operator's switch (SetActive), not the submission's.
-    """
-    if existing.queue_name != submitted.queue_name:
-        return "spec.queueName"
-    if existing.pod_sets != submitted.pod_sets:
-        return "spec.podSets"
-    if submitted.priority_class is not None:
-        if existing.priority_class != submitted.priority_class:
-            return "spec.priorityClassRef"
-    elif not any(ps.priority_class_name for ps in submitted.pod_sets):
-        # (A pod template's priorityClassName is part of podSets, compared above.)
-        if existing.priority_class is not None:
-            return "spec.priorityClassRef"
-        if existing.priority != submitted.priority:
-            return "spec.priority"
-    if existing.maximum_execution_time_seconds != submitted.maximum_execution_time_seconds:
-        return "spec.maximumExecutionTimeSeconds"
-    return ""
-
-
-def replace_entry_workload(e: Entry, wl: Workload) -> Entry:
-    """The entry, carrying the workload as the cycle left it (so the queue keeps the new status)."""
-    if e.workload is not wl:
-        e.head = replace(e.head, workload=wl)
-    return e
-
-
-def workload_state(wl: Workload) -> str:
-    if wl.is_finished:
-        return "Finished"
-    if not wl.active:
-        return "Inactive"
-    if wl.is_admitted:
-        return "Admitted"
-    if wl.has_quota_reservation:
-        return "QuotaReserved"
-    return "Pending"
-
-
-def parse_label_selector(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in part:
-            raise InvalidArgument("label_selector", f"expected key=value, got {part!r}")
-        k, v = part.split("=", 1)
-        out[k.strip().rstrip("=")] = v.strip()
-    return out

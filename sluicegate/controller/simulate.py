@@ -53,7 +53,7 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
     # Classes first, so workload priorities resolve as the controller would.
     for obj in objs:
         if KIND_OF[type(obj)] in ("WorkloadPriorityClass", "PriorityClass"):
-            manager._apply_to_cache(obj)
+            manager.apply_to_cache(obj)
     puts: list[Put] = []
     for order, obj in enumerate(objs):
         if isinstance(obj, Workload):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 
 from sluicegate.manifest.dialect import Dialect
 from sluicegate.manifest.reader import Fields, join, keyed, read_quantity
@@ -25,6 +26,7 @@ from sluicegate.model import (
     RequeueState,
     WorkloadStatus,
 )
+from sluicegate.model.pods import PodRecord
 
 MAX_POD_SETS = 8
 DEFAULT_POD_SET_NAME = "main"
@@ -80,6 +82,7 @@ def read_status(doc: Fields, pod_sets: tuple[PodSet, ...], dialect: Dialect) -> 
             requeue_at=_time(rq, "requeueAt", required=False),
         )
     extra: dict[str, object] = {}
+    own = _OwnStatus()
     if dialect.native and status.has("extra"):
         raw_extra = status.get("extra")
         problem = _json_problem(raw_extra)
@@ -89,7 +92,12 @@ def read_status(doc: Fields, pod_sets: tuple[PodSet, ...], dialect: Dialect) -> 
             status.error("extra", problem)
         else:
             extra = copy.deepcopy(raw_extra)
+            own = _read_own(status, extra)
     return WorkloadStatus(
+        pods=own.pods,
+        last_pods=own.last_pods,
+        deleting=own.deleting,
+        terminate=own.terminate,
         conditions=conditions,
         admission=admission,
         requeue_state=requeue,
@@ -225,6 +233,47 @@ def _read_reclaimable(status: Fields, pod_sets: dict[str, PodSet]) -> dict[str, 
         if name and count is not None:
             out[name] = count
     return out
+
+
+@dataclass(slots=True)
+class _OwnStatus:
+    pods: tuple[PodRecord, ...] = ()
+    last_pods: tuple[PodRecord, ...] = ()
+    deleting: bool = False
+    terminate: tuple[str, str] | None = None
+
+
+def _read_own(status: Fields, extra: dict[str, object]) -> _OwnStatus:
+    """Take sluicegate's own keys out of ``status.extra`` (plain JSON) into typed values."""
+    own = _OwnStatus()
+    for key in ("pods", "lastPods"):
+        raw = extra.pop(key, None)
+        if raw is None:
+            continue
+        if not isinstance(raw, list):
+            status.error("extra", f"{key}: must be a list of pod records, got {show(raw)}")
+            continue
+        records: list[PodRecord] = []
+        for i, item in enumerate(raw):
+            try:
+                if not isinstance(item, dict):
+                    raise TypeError(f"must be a mapping, got {show(item)}")
+                records.append(PodRecord.from_json(item))
+            except KeyError as exc:
+                status.error("extra", f"{key}[{i}].{exc.args[0]}: required")
+            except (TypeError, ValueError) as exc:
+                status.error("extra", f"{key}[{i}]: {exc}")
+        if key == "pods":
+            own.pods = tuple(records)
+        else:
+            own.last_pods = tuple(records)
+    own.deleting = bool(extra.pop("deleting", False))
+    terminate = extra.pop("terminate", None)
+    if isinstance(terminate, dict):
+        own.terminate = (str(terminate.get("reason", "Failed")), str(terminate.get("message", "")))
+    elif terminate is not None:
+        status.error("extra", f"terminate: must be a mapping, got {show(terminate)}")
+    return own
 
 
 def _json_problem(value: object, depth: int = 0) -> str | None:

@@ -384,8 +384,17 @@ def _status(status: WorkloadStatus, *, share: bool) -> Doc:
         out["reclaimablePods"] = [{"name": name, "count": count} for name, count in status.reclaimable_pods.items()]
     if status.accumulated_past_execution_time_seconds:
         out[ACCUMULATED_V1BETA2] = status.accumulated_past_execution_time_seconds
-    if status.extra:
-        out["extra"] = dict(status.extra) if share else copy.deepcopy(dict(status.extra))
+    extra: Doc = dict(status.extra) if share else copy.deepcopy(dict(status.extra))
+    if status.pods:
+        extra["pods"] = [p.to_json() for p in status.pods]
+    if status.last_pods:
+        extra["lastPods"] = [p.to_json() for p in status.last_pods]
+    if status.deleting:
+        extra["deleting"] = True
+    if status.terminate is not None:
+        extra["terminate"] = {"reason": status.terminate[0], "message": status.terminate[1]}
+    if extra:
+        out["extra"] = extra
     return out
 
 

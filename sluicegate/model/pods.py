@@ -1,16 +1,18 @@
 """Pods of an admitted workload: where each runs and how it is doing.
 
-Kept in the workload's ``status.extra["pods"]`` so they are stored with it
-(written before any agent is told) and survive a controller restart.
+Kept in the workload's status (``WorkloadStatus.pods``, stored as the
+document's ``status.extra.pods``) so they are stored with it (written before
+any agent is told) and survive a controller restart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sluicegate.model.workloads import Workload
+if TYPE_CHECKING:
+    from sluicegate.model.workloads import Workload
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL = frozenset({SUCCEEDED, FAILED})
@@ -70,36 +72,10 @@ class PodRecord:
         )
 
 
-def pods_of(wl: Workload) -> tuple[PodRecord, ...]:
-    raw = wl.status.extra.get("pods")
-    if not isinstance(raw, list):
-        return ()
-    return tuple(PodRecord.from_json(p) for p in raw)
-
-
 def pods_or_last(wl: Workload) -> tuple[PodRecord, ...]:
     """The current pods, or those of the last admission if it was given back (their logs remain)."""
-    current = pods_of(wl)
-    if current:
-        return current
-    raw = wl.status.extra.get("lastPods")
-    return tuple(PodRecord.from_json(p) for p in raw) if isinstance(raw, list) else ()
+    return wl.status.pods or wl.status.last_pods
 
 
 def with_pods(wl: Workload, pods: Sequence[PodRecord]) -> Workload:
-    extra = dict(wl.status.extra)
-    if pods:
-        extra["pods"] = [p.to_json() for p in pods]
-    else:
-        extra.pop("pods", None)
-    return replace(wl, status=replace(wl.status, extra=extra))
-
-
-def with_extra(wl: Workload, **values: Any) -> Workload:
-    extra = dict(wl.status.extra)
-    for k, v in values.items():
-        if v is None:
-            extra.pop(k, None)
-        else:
-            extra[k] = v
-    return replace(wl, status=replace(wl.status, extra=extra))
+    return replace(wl, status=replace(wl.status, pods=tuple(pods)))

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey, workload_key
+from sluicegate.model.pods import PodRecord
 from sluicegate.model.resources import FlavorResource
 
 
@@ -125,7 +126,16 @@ class WorkloadStatus:
     requeue_state: RequeueState | None = None
     reclaimable_pods: Mapping[str, int] = field(default_factory=dict)
     accumulated_past_execution_time_seconds: int = 0
-    # Opaque per-pod details (node, phase, exit codes) kept by the runtime layers.
+    # sluicegate's own status (stored under the document's status.extra):
+    # the pods of the current admission, where each runs and how it is doing;
+    pods: tuple[PodRecord, ...] = ()
+    # those of the last admission once its quota was given back (their logs remain);
+    last_pods: tuple[PodRecord, ...] = ()
+    # being deleted: its pods are stopped first, then the workload goes;
+    deleting: bool = False
+    # (reason, message) when a timer ended it (a Job's activeDeadlineSeconds): stop, then finish.
+    terminate: tuple[str, str] | None = None
+    # Any other keys of status.extra, kept as they were.
     extra: Mapping[str, object] = field(default_factory=dict)
 
     def condition(self, type_: str) -> Condition | None:

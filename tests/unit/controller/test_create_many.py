@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import grpc
 import pytest
@@ -12,13 +11,12 @@ import pytest
 from sluicegate.client import Client, ClientError, Document
 from sluicegate.controller.errors import ControllerError, InvalidArgument
 from sluicegate.controller.manager import Manager
-from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import RawDocument, parse_text
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
-from .served import Served, serve, workload_body
+from .served import Served, workload_body
 from .test_manager import Clock
 
 CREATE_DEADLINE = 10.0
@@ -120,47 +118,6 @@ async def test_concurrent_client_creations_go_out_together_and_each_caller_gets_
     assert ("Workload", "default", "w007") not in versions
     # Two calls go out alone; the other creations waited and shared commits.
     assert len({versions[("Workload", "default", n)] for n in valid}) < len(valid) // 2
-
-
-async def test_closing_the_client_fails_the_creations_still_waiting_to_be_sent(tmp_path: Path) -> None:
-    # The path for a server without CreateStream: two Create calls on their way, the rest waiting.
-    async with serve(tmp_path, workloads=NoCreateStream) as served:
-        client = Client(served.address)
-        client._use_create_stream = False
-        calls = [asyncio.ensure_future(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}")))
-                 for i in range(50)]
-        for _ in range(100):  # a few loop steps until every call started: two on their way, the rest waiting
-            if len(client._create_waiting) == 48:
-                break
-            await asyncio.sleep(0)
-        assert len(client._create_waiting) == 48
-        await client.close()
-        async with asyncio.timeout(CREATE_DEADLINE):
-            outcomes = await asyncio.gather(*calls, return_exceptions=True)
-        codes = [o.code if isinstance(o, ClientError) else "ok" for o in outcomes]
-        assert codes[2:] == [grpc.StatusCode.CANCELLED] * 48
-        # Only the two calls already sent can have reached the server.
-        assert {wl.name for wl in served.manager.cache.workloads.values()} <= {"w0", "w1"}
-
-
-class NoCreateStream(WorkloadsServicer):
-    """A server from before CreateStream: the method answers UNIMPLEMENTED."""
-
-    CreateStream = workloads_pb2_grpc.WorkloadsServicer.CreateStream  # type: ignore[assignment]
-
-
-async def test_against_a_server_without_create_stream_the_client_uses_create_calls(tmp_path: Path) -> None:
-    async with serve(tmp_path, workloads=NoCreateStream) as served:
-        async with Client(served.address) as client:
-            async with asyncio.timeout(CREATE_DEADLINE):
-                answers = await asyncio.gather(*(client.create_workload(Document(workload_body(f"w{i}", "1"), f"w{i}"))
-                                                 for i in range(20)))
-            assert client._use_create_stream is False
-            async with asyncio.timeout(CREATE_DEADLINE):
-                _, created = await client.create_workload(Document(workload_body("late", "1"), "late"))
-    assert [(wl["metadata"]["name"], new) for wl, new in answers] == [(f"w{i}", True) for i in range(20)]
-    assert created is True
-    assert sorted(wl.name for wl in served.manager.cache.workloads.values()) == sorted([f"w{i}" for i in range(20)] + ["late"])
 
 
 async def test_the_stream_answers_each_request_in_order_and_a_failed_request_does_not_end_it(served: Served) -> None:

@@ -19,7 +19,7 @@ from sluicegate.controller.lifecycle import (
 from sluicegate.controller.scheduling.cycle import search_partial_counts
 from sluicegate.controller.scheduling.flavors import Assignment
 from sluicegate.model import WaitForPodsReadyConfig
-from sluicegate.model.pods import PodRecord, pods_of, with_pods
+from sluicegate.model.pods import PodRecord, with_pods
 from sluicegate.model.workloads import RequeueState
 
 from ..scheduling.builders import admitted, podset, wl
@@ -44,7 +44,7 @@ def running(name: str = "w", *, at: float = 100.0, pods: int = 2, **ps: str):
 
 def test_pods_ready_timeout_then_requeue_state_counts_and_deactivates_past_the_limit() -> None:
     w = running(pods=1)
-    w = with_pods(w, (replace(pods_of(w)[0], ready=False),))
+    w = with_pods(w, (replace(w.status.pods[0], ready=False),))
     w = settle(w, 101.0, wait_for_pods_ready=WFPR).workload
     assert w.status.condition("PodsReady").reason == "WaitForStart"
     assert due_eviction(w, 109.0, WFPR) is None
@@ -63,7 +63,7 @@ def test_recovery_timeout_applies_after_the_workload_was_ready_once() -> None:
     cfg = replace(WFPR, recovery_timeout_seconds=5)
     w = settle(running(pods=1), 101.0, wait_for_pods_ready=cfg).workload
     assert w.status.condition("PodsReady").is_true
-    w = settle(with_pods(w, (replace(pods_of(w)[0], ready=False),)), 150.0, wait_for_pods_ready=cfg).workload
+    w = settle(with_pods(w, (replace(w.status.pods[0], ready=False),)), 150.0, wait_for_pods_ready=cfg).workload
     assert w.status.condition("PodsReady").reason == "WaitForRecovery"
     assert due_eviction(w, 154.0, cfg) is None
     assert due_eviction(w, 155.0, cfg).status.condition("Evicted").reason == "PodsReadyTimeout"
@@ -84,7 +84,7 @@ def test_execution_time_accumulates_across_admissions_and_resets_on_deactivation
 
 def test_reclaimable_pods_only_grow_while_quota_is_held() -> None:
     w = running(pods=4)
-    pods = list(pods_of(w))
+    pods = list(w.status.pods)
     pods[0] = replace(pods[0], phase="Succeeded")
     s = settle(with_pods(w, tuple(pods)), 110.0)
     assert (dict(s.workload.status.reclaimable_pods), s.reclaimed) == ({"main": 1}, True)
@@ -104,16 +104,16 @@ def job(completions: int, parallelism: int, *, indexed: bool = False, backoff: i
 def test_a_job_replaces_succeeded_pods_until_completions_and_reclaims_the_rest() -> None:
     uids = iter(f"new-{i}" for i in range(10))
     w = job(3, 2)
-    pods = list(pods_of(w))
+    pods = list(w.status.pods)
     pods[0] = replace(pods[0], phase="Succeeded")
     s = settle(with_pods(w, tuple(pods)), 110.0, new_uid=lambda: next(uids))
     assert [p.uid for p in s.launch] == ["new-0"]
     assert dict(s.workload.status.reclaimable_pods) == {}
-    pods = [replace(p, phase="Succeeded") if p.uid == "w-1" else p for p in pods_of(s.workload)]
+    pods = [replace(p, phase="Succeeded") if p.uid == "w-1" else p for p in s.workload.status.pods]
     s = settle(with_pods(s.workload, tuple(pods)), 111.0, new_uid=lambda: next(uids))
     # Two done, one running: one completion remains, so one of the two slots is reclaimable.
     assert (s.launch, dict(s.workload.status.reclaimable_pods)) == ((), {"main": 1})
-    pods = [replace(p, phase="Succeeded") for p in pods_of(s.workload)]
+    pods = [replace(p, phase="Succeeded") for p in s.workload.status.pods]
     s = settle(with_pods(s.workload, tuple(pods)), 112.0, new_uid=lambda: next(uids))
     assert (s.release, s.workload.status.condition("Finished").reason) == (True, "Succeeded")
 
@@ -121,10 +121,10 @@ def test_a_job_replaces_succeeded_pods_until_completions_and_reclaims_the_rest()
 def test_a_job_fails_after_its_backoff_limit() -> None:
     uids = iter(f"new-{i}" for i in range(10))
     w = job(1, 1, backoff=1)
-    w = with_pods(w, (replace(pods_of(w)[0], phase="Failed", exit_code=2),))
+    w = with_pods(w, (replace(w.status.pods[0], phase="Failed", exit_code=2),))
     s = settle(w, 110.0, new_uid=lambda: next(uids))
     assert [p.uid for p in s.launch] == ["new-0"]
-    pods = [replace(p, phase="Failed", exit_code=2) for p in pods_of(s.workload)]
+    pods = [replace(p, phase="Failed", exit_code=2) for p in s.workload.status.pods]
     s = settle(with_pods(s.workload, tuple(pods)), 111.0, new_uid=lambda: next(uids))
     fin = s.workload.status.condition("Finished")
     assert (s.release, fin.reason) == (True, "Failed") and "backoff limit (1)" in fin.message

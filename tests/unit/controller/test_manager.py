@@ -268,8 +268,10 @@ def test_finished_workloads_are_deleted_after_the_retention() -> None:
 
     finished = dc_replace(w, status=dc_replace(w.status, conditions=set_condition(
         w.status.conditions, type_="Finished", status=True, reason="Succeeded", message="ok", now=clock.t)))
-    m._write([finished])
-    m.cache.workloads[finished.key] = finished
+    # Stored as a settlement stores a workload that finished (it arms the retention timer).
+    from sluicegate.controller.lifecycle import Settlement
+
+    m.fleet.apply(Settlement(finished))
     m.tick()
     assert [x.name for x in m.list_workloads()] == ["done"]
     clock.t += 61
@@ -383,7 +385,6 @@ class RecordingSession:
 def test_block_admission_waits_for_every_admitted_workload_to_be_ready() -> None:
     from sluicegate.controller.nodes import ReportedPod
     from sluicegate.model import ControllerConfig, WaitForPodsReadyConfig
-    from sluicegate.model.pods import pods_of
 
     cfg = ControllerConfig(wait_for_pods_ready=WaitForPodsReadyConfig(enabled=True, timeout_seconds=300, block_admission=True))
     m = Manager(MemoryStore(), clock=Clock(), config=cfg)
@@ -395,7 +396,7 @@ def test_block_admission_waits_for_every_admitted_workload_to_be_ready() -> None
     m.create_workload(workload("second", "1"))
     settle(m)
     assert states(m, ["first", "second"]) == {"first": "Admitted", "second": "Pending"}
-    pod = pods_of(m.get_workload("default", "first"))[0]
+    pod = m.get_workload("default", "first").status.pods[0]
     m.fleet.pod_status("n1", ReportedPod(uid=pod.uid, name=pod.name, namespace="default", workload="first",
                                          phase="Running", ready=True))
     assert m.get_workload("default", "first").status.is_true("PodsReady")

@@ -14,7 +14,7 @@ from sluicegate.controller.nodes import NodeUsage, ReportedPod, RunPodCommand
 from sluicegate.controller.service.agents import AgentLinkServicer
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import parse_text
-from sluicegate.model.pods import FAILED, RUNNING, PodRecord, pods_of
+from sluicegate.model.pods import FAILED, RUNNING, PodRecord
 from sluicegate.model.workloads import Workload
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
@@ -59,11 +59,11 @@ def register(m: Manager, session: Session, pods: list[ReportedPod] | None = None
 def running(m: Manager, name: str) -> tuple[Workload, PodRecord]:
     m.create_workload(workload(name, "1"))
     settle(m)
-    pod = pods_of(m.get_workload("default", name))[0]
+    pod = m.get_workload("default", name).status.pods[0]
     m.fleet.pod_status("n1", reported(pod, RUNNING))
     wl = m.get_workload("default", name)
-    assert (workload_state(wl), pods_of(wl)[0].phase) == ("Admitted", RUNNING)
-    return wl, pods_of(wl)[0]
+    assert (workload_state(wl), wl.status.pods[0].phase) == ("Admitted", RUNNING)
+    return wl, wl.status.pods[0]
 
 
 def reported(pod: PodRecord, phase: str, reason: str = "", message: str = "") -> ReportedPod:
@@ -84,7 +84,7 @@ def test_a_silent_node_is_not_ready_at_the_timeout_but_its_workloads_stay_until_
     m.fleet.check_nodes()
     assert not node.ready and "no heartbeat" in node.not_ready_reason
     wl = m.get_workload("default", "w")
-    assert (workload_state(wl), pods_of(wl)[0].phase, wl.status.is_true("Evicted")) == ("Admitted", RUNNING, False)
+    assert (workload_state(wl), wl.status.pods[0].phase, wl.status.is_true("Evicted")) == ("Admitted", RUNNING, False)
     clock.t += REQUEUE_AFTER - TIMEOUT - 1.0
     m.fleet.check_nodes()
     assert workload_state(m.get_workload("default", "w")) == "Admitted"
@@ -120,7 +120,7 @@ def test_a_node_that_returns_within_the_grace_loses_nothing() -> None:
         m.fleet.check_nodes()
     wl = m.get_workload("default", "w")
     assert m.fleet.registry.nodes["n1"].ready
-    assert (workload_state(wl), pods_of(wl)[0].phase, wl.status.is_true("Evicted")) == ("Admitted", RUNNING, False)
+    assert (workload_state(wl), wl.status.pods[0].phase, wl.status.is_true("Evicted")) == ("Admitted", RUNNING, False)
 
 
 def test_heartbeats_on_the_live_stream_make_a_silent_node_ready_again() -> None:
@@ -258,7 +258,7 @@ def test_a_node_cannot_report_or_answer_for_another_nodes_pods() -> None:
     # n2 claims n1's pod failed: nothing changes.
     m.fleet.pod_status("n2", reported(pod, FAILED, "Error", "forged"))
     after = m.get_workload("default", "theirs")
-    assert (workload_state(after), pods_of(after)[0].phase) == ("Admitted", RUNNING)
+    assert (workload_state(after), after.status.pods[0].phase) == ("Admitted", RUNNING)
 
     async def logs() -> list[tuple[str, str, bytes]]:
         out: list[tuple[str, str, bytes]] = []

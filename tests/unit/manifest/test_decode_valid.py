@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 
 from sluicegate.manifest import decode, decode_all, parse_text
+from sluicegate.manifest.errors import ManifestError
 from sluicegate.model import (
     Admission,
     BorrowWithinCohortPolicy,
@@ -45,6 +46,7 @@ from sluicegate.model import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
+from sluicegate.model.pods import PodRecord
 
 from . import samples
 from .samples import DELETE, KUEUE_V1BETA1, mutate
@@ -487,12 +489,24 @@ def test_workload_v1beta1_spellings() -> None:
 
 
 def test_workload_status_extra_under_own_api_version() -> None:
+    # status.extra's pods are typed pod records (WorkloadStatus.pods); other keys are kept as they were.
+    doc = samples.workload_with_status()
+    doc["apiVersion"] = "sluicegate.io/v1beta2"
+    pod = {"uid": "u1", "name": "w-main-0", "podSet": "main", "index": 0, "node": "n1", "phase": "Running",
+           "exitCode": None}
+    doc["status"]["extra"] = {"pods": [pod], "attempt": 2}
+    wl = decode(doc)
+    assert isinstance(wl, Workload)
+    assert wl.status.extra == {"attempt": 2}
+    assert wl.status.pods == (PodRecord(uid="u1", name="w-main-0", pod_set="main", index=0, node="n1", phase="Running"),)
+
+
+def test_workload_status_extra_pods_must_be_pod_records() -> None:
     doc = samples.workload_with_status()
     doc["apiVersion"] = "sluicegate.io/v1beta2"
     doc["status"]["extra"] = {"pods": [{"node": "n1", "phase": "Running", "exitCode": None}], "attempt": 2}
-    wl = decode(doc)
-    assert isinstance(wl, Workload)
-    assert wl.status.extra == {"pods": [{"node": "n1", "phase": "Running", "exitCode": None}], "attempt": 2}
+    with pytest.raises(ManifestError, match=r"status\.extra.*pods\[0\]\.uid: required"):
+        decode(doc)
 
 
 def test_configuration_v1beta2() -> None:

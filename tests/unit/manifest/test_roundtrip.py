@@ -59,6 +59,7 @@ from sluicegate.model import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
+from sluicegate.model.pods import PodRecord
 from tests import builders
 
 from . import samples
@@ -231,9 +232,23 @@ def _status(rng: random.Random, pod_sets: tuple[PodSet, ...]) -> WorkloadStatus:
             )
         admission = Admission(cluster_queue=ClusterQueueName("team-a"), pod_set_assignments=tuple(psas))
     extra: dict[str, object] = {}
+    pods: tuple[PodRecord, ...] = ()
+    last_pods: tuple[PodRecord, ...] = ()
+    terminate: tuple[str, str] | None = None
     if rng.random() < 0.4:
-        extra = {"pods": [{"node": "n1", "phase": "Running", "exitCode": None, "restarts": 0, "cpu": 0.5}], "ok": True}
+        # sluicegate's own status (stored under status.extra) plus other extra keys kept as they are.
+        extra = {"notes": [{"node": "n1", "phase": "Running", "exitCode": None, "restarts": 0, "cpu": 0.5}], "ok": True}
+        pods = (PodRecord(uid="u1", name="w-main-0", pod_set="main", index=0, node="n1", requests={"cpu": 500},
+                          phase="Running", ready=True, restarts=2, started_at=_time(rng), qos_class="Burstable"),)
+        last_pods = tuple(rng.choice([(), (PodRecord(uid="u0", name="w-main-0", pod_set="main", index=0, node="n2",
+                                                     phase="Failed", reason="Stopping", exit_code=137, exited=True,
+                                                     replaced=True, finished_at=_time(rng)),)]))
+        terminate = rng.choice([None, ("Failed", "DeadlineExceeded")])
     return WorkloadStatus(
+        pods=pods,
+        last_pods=last_pods,
+        deleting=bool(pods) and rng.random() < 0.5,
+        terminate=terminate,
         conditions=conditions,
         admission=admission,
         requeue_state=rng.choice([None, RequeueState(), RequeueState(count=3, requeue_at=_time(rng))]),

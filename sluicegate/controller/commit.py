@@ -1,0 +1,256 @@
+"""The one place that carries out decisions: store, then cache, then agents, then watchers.
+
+The :class:`Committer` owns the store and everything that must follow it
+exactly: resource versions, the encoded bytes of what was written (reused
+for replies and watch events), the watchers, the write groups and the
+degraded mode while the store refuses writes.  Decisions write through
+:meth:`Committer.write` before anything else changes: a refused write raises,
+so nothing that follows it (cache, agents, watchers) happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.effects import (
+    Bind,
+    DropWorkload,
+    Effects,
+    Enqueue,
+    NodeCapacityFreed,
+    RefreshUsage,
+    Release,
+    SetWorkload,
+    Track,
+    Unbind,
+    UpdateAdmitted,
+)
+from sluicegate.controller.nodes import Command
+from sluicegate.controller.objects import ref_of
+from sluicegate.controller.store import Delete, Put, Store, StoreError
+from sluicegate.controller.watch import Watchers, WatchEvent
+from sluicegate.manifest.encode import EncodedObject, encode_json
+from sluicegate.model.names import WorkloadKey
+from sluicegate.model.pods import PodRecord
+from sluicegate.model.workloads import Workload
+
+log = logging.getLogger(__name__)
+
+Obj = Any  # one of the decoded model objects
+Ref = tuple[str, str, str]
+
+# Encoded objects remembered for replies and watch events (see Committer.encoded).
+# A write and the replies/events about it come within one synchronous call,
+# so this must cover the largest batch one write holds (a cycle's heads: at
+# most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
+# it only saves re-encoding for Get and List.  A running workload's JSON is
+# 2-4 KiB, so this holds at most ~16 MiB.
+ENCODED_CACHE_SIZE = 4_096
+
+
+class Agents(Protocol):
+    """Pod bindings and the agents' streams (the fleet)."""
+
+    def bind(self, key: WorkloadKey, pod: PodRecord, now: float) -> None: ...
+
+    def unbind(self, pod: PodRecord) -> None: ...
+
+    def send(self, node: str, command: Command) -> None: ...
+
+
+class Committer:
+    def __init__(self, store: Store, cache: Cache) -> None:
+        self.store = store
+        self.cache = cache
+        # Attached once the pieces that carry out cache and agent effects exist (see attach).
+        self._agents: Agents | None = None
+        self._enqueue: Callable[[Workload], None] = lambda wl: None
+        self._track: Callable[[Workload], None] = lambda wl: None
+        # The store's last write failure while writes fail (disk full,
+        # read-only, I/O error): the controller is degraded, refuses writes,
+        # serves reads, and probes the store until a write succeeds.
+        self.store_problem: StoreError | None = None
+        self._group_depth = 0
+        self._group_wrote = False
+        self.versions: dict[Ref, int] = {}
+        # ref -> (object, its JSON): valid only while the object is that very
+        # instance (model objects are immutable, so identity means "unchanged").
+        self._encoded: dict[Ref, tuple[Obj, EncodedObject]] = {}
+        self.watchers = Watchers()
+        # Set when something happened that may let the scheduler admit more.
+        self.woken = asyncio.Event()
+
+    def wake(self) -> None:
+        self.woken.set()
+
+    def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None]) -> None:
+        """Who binds pods and talks to agents, queues workloads, and arms their timers."""
+        self._agents = agents
+        self._enqueue = enqueue
+        self._track = track
+
+    # ------------------------------------------------------------ commit
+
+    def commit(self, e: Effects) -> None:
+        """Carry out a decision: store, then cache and queues, then agents, then watchers.
+
+        A refused store write raises StoreError before anything else changes.
+        """
+        if e.puts or e.deletes:
+            self.write(e.puts, e.deletes)
+        c = self.cache
+        agents = self._agents
+        for op in e.cache:
+            if isinstance(op, SetWorkload):
+                c.workloads[op.workload.key] = op.workload
+            elif isinstance(op, UpdateAdmitted):
+                c.update_admitted(op.workload)
+            elif isinstance(op, Track):
+                self._track(op.workload)
+            elif isinstance(op, Enqueue):
+                self._enqueue(op.workload)
+            elif isinstance(op, Bind):
+                assert agents is not None
+                agents.bind(op.key, op.pod, op.now)
+            elif isinstance(op, Unbind):
+                assert agents is not None
+                agents.unbind(op.pod)
+            elif isinstance(op, Release):
+                cq = c.release(op.key)
+                if cq is not None:
+                    c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+            elif isinstance(op, RefreshUsage):
+                c.workloads[op.workload.key] = op.workload
+                cq = c.refresh_usage(op.workload)
+                if cq is not None:
+                    c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+            elif isinstance(op, NodeCapacityFreed):
+                c.queues.node_capacity_freed()
+            elif isinstance(op, DropWorkload):
+                c.workloads.pop(op.key, None)
+                c.queues.delete(op.key)
+        if e.agents:
+            assert agents is not None
+            for node, command in e.agents:
+                agents.send(node, command)
+        if e.wake:
+            self.woken.set()
+        for type_, wl in e.events:
+            self.publish(type_, wl)
+
+    # ------------------------------------------------------------- store
+
+    def write(self, puts: Iterable[Obj] = (), deletes: Iterable[Ref] = ()) -> int:
+        """Store objects and deletions in one transaction; StoreError (and degraded mode) if refused."""
+        changes: list[Put | Delete] = []
+        written: list[tuple[Ref, Obj, EncodedObject]] = []
+        for obj in puts:
+            ref = ref_of(obj)
+            enc = encode_json(obj)
+            changes.append(Put(ref[0], ref[1], ref[2], enc.body))
+            written.append((ref, obj, enc))
+        deletes = list(deletes)
+        for kind, ns, name in deletes:
+            changes.append(Delete(kind, ns, name))
+        try:
+            version = self.store.write(changes)
+        except StoreError as exc:
+            self._store_failed(exc)
+            raise
+        if self._group_depth:
+            self._group_wrote = True  # known durable only once the group commits
+        elif self.store_problem is not None:
+            self._store_recovered()
+        for ref, obj, enc in written:
+            self.versions[ref] = version
+            self._remember(ref, obj, enc)
+        for r in deletes:
+            self.versions.pop(r, None)
+        return version
+
+    def _store_failed(self, exc: StoreError) -> None:
+        if self.store_problem is None:
+            log.error("store writes fail; refusing writes, serving reads, retrying until a write succeeds: %s", exc)
+        self.store_problem = exc
+
+    def _store_recovered(self) -> None:
+        if self.store_problem is not None:
+            log.warning("store writes succeed again; ready (was: %s)", self.store_problem)
+            self.store_problem = None
+            self.woken.set()
+
+    def check_store(self) -> bool:
+        """While degraded, probe the store with a real write (which also commits writes a failed
+        group commit left to redo); True once writes succeed."""
+        if self.store_problem is None:
+            return True
+        try:
+            self.store.flush()
+        except StoreError as exc:
+            self.store_problem = exc
+            return False
+        self._store_recovered()
+        return True
+
+    @contextmanager
+    def write_group(self) -> Iterator[None]:
+        """Writes inside share one commit (``Store.group``); no ``await`` inside.
+
+        Every mutation writes before it changes memory, so a write refused
+        inside the group leaves memory as it was.  A failed commit leaves
+        memory ahead of the store by the group's writes: the store keeps them
+        and redoes them first in the next transaction that commits (a later
+        write or ``check_store``'s probe), so the process stays up, degraded,
+        instead of exiting into a restart loop while the disk stays full.
+        """
+        if self._group_depth == 0:
+            self._group_wrote = False
+        self._group_depth += 1
+        try:
+            with self.store.group():
+                yield
+        except StoreError as exc:
+            self._store_failed(exc)
+            raise
+        finally:
+            self._group_depth -= 1
+        if self._group_depth == 0 and self._group_wrote and self.store_problem is not None:
+            self._store_recovered()
+
+    # ----------------------------------------------------------- encoded
+
+    def _remember(self, ref: Ref, obj: Obj, enc: EncodedObject) -> None:
+        cache = self._encoded
+        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
+        cache[ref] = (obj, enc)
+        if len(cache) > ENCODED_CACHE_SIZE:
+            del cache[next(iter(cache))]
+
+    def encoded(self, obj: Obj) -> EncodedObject:
+        """The object's JSON as stored: the bytes its last write encoded, or encoded now.
+
+        Replies and watch events use this, so a write is encoded once for the
+        store and everyone who reads it right after.
+        """
+        ref = ref_of(obj)
+        hit = self._encoded.get(ref)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        enc = encode_json(obj)
+        self._remember(ref, obj, enc)
+        return enc
+
+    # ---------------------------------------------------------- watchers
+
+    def event(self, type_: str, wl: Workload) -> WatchEvent:
+        return WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0), self.encoded(wl))
+
+    def publish(self, type_: str, wl: Workload) -> None:
+        """Tell the watchers (last: after the store, the cache and the agents)."""
+        if self.watchers:
+            self.watchers.publish(type_, wl, self.event)

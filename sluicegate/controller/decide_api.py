@@ -1,0 +1,132 @@
+"""Decisions about submitted workloads: priority, pod security, what a create or an update stores.
+
+Pure: reads the cache, changes nothing; the manager stores what these return.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.effects import DropWorkload, Effects, Release
+from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.lifecycle import evict
+from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
+from sluicegate.model.conditions import set_condition
+from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
+from sluicegate.model.workloads import Workload
+from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
+
+
+def resolve_priority(c: Cache, wl: Workload) -> Workload:
+    """Fill spec.priority from the referenced class (WorkloadPriorityClass or PriorityClass)."""
+    if wl.priority_class is not None:
+        kind, name = wl.priority_class
+        if kind == "WorkloadPriorityClass":
+            wpc = c.workload_priority_classes.get(name)
+            if wpc is None:
+                raise InvalidArgument("spec.priorityClassRef.name", f"WorkloadPriorityClass {name!r} not found")
+            return replace(wl, priority=wpc.value)
+        value = _pod_priority(c, name)
+        if value is None:
+            raise InvalidArgument("spec.priorityClassRef.name", f"PriorityClass {name!r} not found")
+        return replace(wl, priority=value)
+    for ps in wl.pod_sets:
+        if ps.priority_class_name:
+            value = _pod_priority(c, ps.priority_class_name)
+            if value is None:
+                raise InvalidArgument(
+                    f"spec.podSets[{wl.pod_sets.index(ps)}].template.spec.priorityClassName",
+                    f"PriorityClass {ps.priority_class_name!r} not found",
+                )
+            return replace(wl, priority=value, priority_class=("PriorityClass", ps.priority_class_name))
+    return wl
+
+
+def _pod_priority(c: Cache, name: str) -> int | None:
+    builtin = {"system-node-critical": SYSTEM_NODE_CRITICAL, "system-cluster-critical": SYSTEM_CLUSTER_CRITICAL}
+    if name in builtin:
+        return builtin[name]
+    pc = c.priority_classes.get(name)
+    return pc.value if pc is not None else None
+
+
+def prepare_workload(c: Cache, pod_security: PodUserPolicies, wl: Workload,
+                     clock: Callable[[], float]) -> tuple[Workload, str]:
+    """A submitted workload as it will be stored, and what applying it does (created, configured, unchanged)."""
+    old = c.workloads.get(wl.key)
+    if old is None:
+        check_pod_security(pod_security, wl)
+        now = clock()
+        wl = replace(
+            wl,
+            uid=wl.uid or str(uuid.uuid4()),
+            creation_timestamp=wl.creation_timestamp or now,
+        )
+        wl = resolve_priority(c, wl)
+        job_labels = wl.annotations.get(JOB_LABELS_ANNOTATION)
+        if job_labels:
+            # A Job's labels reach its Workload only where the Configuration says so.
+            source = json.loads(job_labels)
+            copied = {k: source[k] for k in c.config.label_keys_to_copy if k in source}
+            wl = replace(wl, labels={**wl.labels, **copied})
+        # A new workload starts from a clean status unless the document
+        # carries one (restoring from a backup or a simulate file).
+        return wl, "created"
+    if old.pod_sets != wl.pod_sets:
+        raise InvalidArgument("spec.podSets", "field is immutable once the workload exists (delete and recreate it)")
+    if old.queue_name != wl.queue_name and old.has_quota_reservation:
+        raise InvalidArgument("spec.queueName", "cannot change while the workload holds quota")
+    wl = resolve_priority(c, wl)
+    new = replace(old, active=wl.active, priority=wl.priority, priority_class=wl.priority_class,
+                  queue_name=wl.queue_name, labels=wl.labels, annotations=wl.annotations,
+                  maximum_execution_time_seconds=wl.maximum_execution_time_seconds)
+    if new == old:
+        return old, "unchanged"
+    new = replace(new, generation=old.generation + 1)
+    if old.active and not new.active:
+        new = deactivated(new, clock)
+    return new, "configured"
+
+
+def check_pod_security(pod_security: PodUserPolicies, wl: Workload) -> None:
+    """InvalidArgument naming the field when a pod set's securityContext breaks its namespace's policy."""
+    policy = pod_security.for_namespace(wl.namespace)
+    for i, ps in enumerate(wl.pod_sets):
+        base = f"spec.podSets[{i}].template.spec"
+        containers = [(f"{base}.{kind}[{j}].securityContext", c.security_context)
+                      for kind, group in (("initContainers", ps.init_containers), ("containers", ps.containers))
+                      for j, c in enumerate(group)]
+        try:
+            resolve_pod_user(namespace=wl.namespace, policy=policy, pod_context=ps.security_context,
+                             pod_path=f"{base}.securityContext", containers=containers)
+        except PodSecurityError as exc:
+            raise InvalidArgument(exc.field, exc.message) from None
+
+
+def deactivated(wl: Workload, clock: Callable[[], float]) -> Workload:
+    """active: false — evict without requeue (the status part; quota is released by the caller)."""
+    now = clock()
+    st = wl.status
+    conds = st.conditions
+    if wl.status.pods:
+        # Running pods are stopped first; the quota goes back once they exit.
+        return evict(wl, reason="InactiveWorkload", message="The workload is deactivated", now=now)
+    if wl.has_quota_reservation:
+        conds = set_condition(conds, type_="Evicted", status=True, reason="InactiveWorkload",
+                              message="The workload is deactivated", now=now)
+        conds = set_condition(conds, type_="QuotaReserved", status=False, reason="Pending",
+                              message="The workload is deactivated", now=now)
+        conds = set_condition(conds, type_="Admitted", status=False, reason="NoReservation",
+                              message="The workload has no reservation", now=now)
+        return replace(wl, status=replace(st, conditions=conds, admission=None))
+    return wl
+
+
+def deleted(wl: Workload) -> Effects:
+    """A workload with no running pods is deleted: it goes, and its quota is offered to its tree's parked ones."""
+    return Effects(deletes=(("Workload", wl.namespace, wl.name),), cache=(DropWorkload(wl.key), Release(wl.key)),
+                   events=(("DELETED", wl),), wake=True)

@@ -1,0 +1,117 @@
+"""What a decision says must happen, as one typed value (issue 14: effects).
+
+A decision function reads the current state and returns :class:`Effects`;
+:meth:`sluicegate.controller.commit.Committer.commit` carries them out in the
+fixed order: store writes, then cache and queue changes, then commands to
+agents, then watch events.  A refused store write stops there: nothing else
+of those effects happens.  Pure data: no asyncio, gRPC or SQLite here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sluicegate.controller.nodes import Command
+from sluicegate.model.names import WorkloadKey
+from sluicegate.model.pods import PodRecord
+from sluicegate.model.workloads import Workload
+
+Ref = tuple[str, str, str]
+
+
+# ----------------------------------------------------------- cache and queue changes, applied in order
+
+
+@dataclass(frozen=True, slots=True)
+class SetWorkload:
+    """The cache holds this state of the workload."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class DropWorkload:
+    """The workload is gone: out of the cache and its queue."""
+
+    key: WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """A pod now runs (or is to run) on its node: its requests count there."""
+
+    key: WorkloadKey
+    pod: PodRecord
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unbind:
+    """A pod's processes are gone: its node's capacity is free, and the pod no longer has an owner."""
+
+    pod: PodRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshUsage:
+    """Reclaimable pods grew: the admission holds less; parked workloads of its tree are offered the rest."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """The workload's quota goes back; parked workloads of its tree are offered it, once."""
+
+    key: WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacityFreed:
+    """Workloads parked for lack of a node may fit now."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateAdmitted:
+    """The admission record holds this state of the workload (when it holds quota)."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """The workload waits for admission again (if it may)."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Track:
+    """Arm the workload's timers for this state."""
+
+    workload: Workload
+
+
+CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | NodeCapacityFreed | UpdateAdmitted \
+    | Enqueue | Track
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    # Store: objects written and references deleted, in one transaction.
+    puts: tuple[Any, ...] = ()
+    deletes: tuple[Ref, ...] = ()
+    # Cache and queues, in order.
+    cache: tuple[CacheOp, ...] = ()
+    # Commands to agents, by node name (sent to the nodes connected now), in order.
+    agents: tuple[tuple[str, Command], ...] = ()
+    # Watch events: (ADDED | MODIFIED | DELETED, workload).
+    events: tuple[tuple[str, Workload], ...] = ()
+    # Something changed that may let the scheduler admit more.
+    wake: bool = False
+
+    def merge(self, other: Effects) -> Effects:
+        """Both, this one's first in every part."""
+        return Effects(self.puts + other.puts, self.deletes + other.deletes, self.cache + other.cache,
+                       self.agents + other.agents, self.events + other.events, self.wake or other.wake)

@@ -1,0 +1,301 @@
+"""The scheduling driver: runs cycles while there may be something to admit, and commits their decisions.
+
+A cycle's decisions (``scheduling.run_cycle``, pure) are turned into the
+workloads' new states (:meth:`Scheduler.decided`), stored in one write, and
+only then applied to the cache, the agents (pods launched) and the watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.commit import Committer
+from sluicegate.controller.fleet import Fleet
+from sluicegate.controller.lifecycle import preempted
+from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
+from sluicegate.controller.scheduling.fairsharing import order_for
+from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
+from sluicegate.controller.store import StoreError
+from sluicegate.model.conditions import set_condition
+from sluicegate.model.names import FlavorName, WorkloadKey
+from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
+
+log = logging.getLogger(__name__)
+
+# A pending workload's message is refreshed at most this often when only its
+# wording changes (a changed reason is always stored at once).
+PENDING_MESSAGE_REFRESH_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class CycleStats:
+    heads: int = 0
+    admitted: int = 0
+    preempting: int = 0
+    pending: int = 0
+    # Heads put straight back into their heap: the next cycle sees them again.
+    requeued: int = 0
+    # Victims newly told to go (a preemptor waiting on earlier victims issues none).
+    evictions_issued: int = 0
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def made_progress(self) -> bool:
+        """False when another cycle right now would see the same heads and decide the same."""
+        return self.heads > self.requeued or self.admitted > 0 or self.evictions_issued > 0
+
+
+# After a cycle that admitted nothing, the scheduler backs off exponentially
+# between these bounds before the next one, as Kueue's scheduler does.
+SLOWDOWN_INITIAL_SECONDS = 0.001
+SLOWDOWN_MAX_SECONDS = 0.1
+
+
+class Scheduler:
+    def __init__(self, cache: Cache, commit: Committer, fleet: Fleet, *, clock: Callable[[], float],
+                 preemptor: Preemptor, placement: bool, track: Callable[[Workload], None],
+                 evict: Callable[[Workload, float], None]) -> None:
+        self.cache = cache
+        self.commit = commit
+        self.fleet = fleet
+        self.clock = clock
+        self.preemptor = preemptor
+        # False: quota-only mode (workloads are admitted without being bound to nodes or run).
+        self.placement = placement
+        # Arm an admitted workload's timers; carry out an eviction (stop pods or release at once).
+        self.track = track
+        self.evict = evict
+        self.cycle = 0
+        # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
+        self.cycles_admitting = 0
+        self._wake = commit.woken
+        self._stopping = False
+        # When each pending workload's "why it waits" message was last stored.
+        self._pending_written: dict[WorkloadKey, float] = {}
+        # waitForPodsReady.blockAdmission: admitted workloads whose pods may not all be ready
+        # (a superset; admission_blocked drops those that no longer are).
+        self._not_ready: set[WorkloadKey] = set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    def admission_blocked(self) -> bool:
+        """waitForPodsReady.blockAdmission: nothing new is admitted while an admitted workload is not ready."""
+        wfpr = self.cache.config.wait_for_pods_ready
+        if not (wfpr.enabled and wfpr.block_admission):
+            return False
+        c = self.cache
+        for key in list(self._not_ready):
+            cq = c.holder.get(key)
+            info = c.admitted.get(cq, {}).get(key) if cq is not None else None
+            wl = c.workloads.get(key, info.workload) if info is not None else None
+            if wl is not None and wl.status.pods and not wl.status.is_true("PodsReady") and not wl.is_finished:
+                return True
+            self._not_ready.discard(key)  # ready, finished or gone since it was noted
+        return False
+
+    def note_readiness(self, wl: Workload) -> None:
+        """An admitted workload was stored: remember it while its pods are not ready (blockAdmission)."""
+        if wl.status.pods and not wl.status.is_true("PodsReady") and not wl.is_finished \
+                and self.cache.holds_quota(wl.key):
+            self._not_ready.add(wl.key)
+
+    def schedule_once(self) -> CycleStats:
+        """Run one scheduling cycle and commit its decisions."""
+        with self.commit.write_group():
+            return self._schedule_once()
+
+    def _schedule_once(self) -> CycleStats:
+        c = self.cache
+        if self.admission_blocked():
+            return CycleStats()
+        heads = c.queues.heads()
+        stats = CycleStats(heads=len(heads))
+        if not heads:
+            return stats
+        self.cycle += 1
+        now = self.clock()
+        snapshot = c.snapshot(now)
+        placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
+        entries = run_cycle(
+            heads,
+            snapshot,
+            preemptor=self.preemptor,
+            ordering=order_for(snapshot),
+            placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
+        )
+        stats.entries = entries
+        updated: list[tuple[Entry, Workload]] = []
+        for e in entries:
+            new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
+            if new is not None:
+                updated.append((e, new))
+        try:
+            if updated:
+                self.commit.write([wl for _, wl in updated])
+        except Exception as exc:
+            if isinstance(exc, StoreError):
+                # Committer.write logged the episode's one ERROR already.
+                log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
+            else:
+                log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
+            for e in entries:
+                e.status = EntryStatus.SKIPPED
+                c.queues.requeue(e)
+            stats.requeued = stats.heads
+            return stats
+        decided = {e.key: wl for e, wl in updated}
+        for e in entries:
+            wl = decided.get(e.key, e.workload)
+            if e.status is EntryStatus.ASSUMED:
+                c.workloads[wl.key] = wl
+                c.add_admitted(wl, now)
+                self.track(wl)
+                c.queues.admitted(e)
+                self.fleet.track(wl)
+                self.fleet.launch(wl)
+                stats.admitted += 1
+                log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
+            else:
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("cycle %d: workload %s not admitted (%s, %s): %s", self.cycle, e.key, e.status.name,
+                              e.requeue_reason.name if e.requeue_reason else "-", e.message)
+                if e.key in c.workloads:
+                    c.workloads[wl.key] = wl
+                    quota_bound = e.requeue_reason in (
+                        RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES) and c.quota_bound(e.cluster_queue)
+                    node_bound = e.requeue_reason is RequeueReason.NO_PLACEMENT
+                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound, node_bound=node_bound):
+                        stats.requeued += 1
+                if e.status is EntryStatus.PREEMPTING:
+                    stats.preempting += 1
+                    stats.evictions_issued += self._preempt(e, now)
+                else:
+                    stats.pending += 1
+            if e.key in decided:
+                self.commit.publish("MODIFIED", wl)
+        if stats.admitted:
+            self.cycles_admitting += 1
+        return stats
+
+    def _preempt(self, e: Entry, now: float) -> int:
+        """Evict the entry's victims (each once); returns how many were newly evicted.
+
+        The victims' status is stored before their pods are stopped; their
+        quota is released only when every pod has exited, and the preemptor
+        is admitted by a later cycle once it fits.
+        """
+        issued = 0
+        for t in e.targets:
+            victim = self.cache.workloads.get(t.victim.key)
+            if victim is None or victim.status.is_true("Evicted") or not self.cache.holds_quota(victim.key):
+                continue
+            issued += 1
+            log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
+            self.evict(
+                preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now), now)
+        return issued
+
+    def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
+        assert e.assignment is not None
+        specs = {ps.name: ps for ps in e.workload.pod_sets}
+        return [
+            (specs[r.name], r.count, {res: fc.flavor for res, fc in r.flavors.items()})
+            for r in e.assignment.pod_sets
+        ]
+
+    def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None) -> Workload | None:
+        """The workload's new state after its cycle, or None if nothing changed."""
+        wl = e.workload
+        st = wl.status
+        if e.status is EntryStatus.ASSUMED:
+            assert e.assignment is not None
+            admission = Admission(
+                cluster_queue=e.cluster_queue,
+                pod_set_assignments=tuple(
+                    PodSetAssignment(
+                        name=ps.name,
+                        flavors={r: fc.flavor for r, fc in ps.flavors.items()},
+                        resource_usage={r: ps.requests[r] for r in ps.flavors},
+                        count=ps.count,
+                    )
+                    for ps in e.assignment.pod_sets
+                ),
+            )
+            conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
+                                  message=f"Quota reserved in ClusterQueue {e.cluster_queue}", now=now)
+            conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
+                                  message="The workload is admitted", now=now)
+            for t in ("Evicted", "Preempted"):
+                old = st.condition(t)
+                if old is not None and old.is_true:
+                    conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
+                                          message=f"Previously: {old.message}", now=now)
+            admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
+            if placements is not None:
+                admitted = replace(admitted, status=replace(admitted.status, last_pods=(),
+                                                            pods=tuple(self.fleet.pod_records(wl, placements))))
+            return admitted
+        message = e.message or "Workload is waiting for quota"
+        old = st.condition("QuotaReserved")
+        if old is not None and old.status == "False" and old.reason == "Pending":
+            if old.message == message:
+                return None
+            # Only the wording changed ("2 more needed" -> "1 more needed"): refresh it
+            # at most every few seconds instead of writing on every attempt.
+            if now - self._pending_written.get(wl.key, 0.0) < PENDING_MESSAGE_REFRESH_SECONDS:
+                return None
+        self._pending_written[wl.key] = now
+        conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
+                              now=now)
+        return replace(wl, status=replace(st, conditions=conds))
+
+    async def run(self) -> None:
+        """Run cycles whenever there may be something to admit."""
+        while not self._stopping:
+            await self._wake.wait()
+            self._wake.clear()
+            backoff = 0.0
+            while self.cache.queues.has_heads():
+                if self.commit.store_problem is not None:
+                    break  # degraded: decisions could not be stored; recovery wakes us
+                try:
+                    stats = self.schedule_once()
+                except StoreError:
+                    break  # the cycle's commit failed (logged once); the store redoes it on recovery
+                if not stats.made_progress:
+                    # Nothing changed: wait for an event (quota released, new
+                    # workload, queue changed) instead of spinning on the same heads.
+                    break
+                if stats.admitted:
+                    # Kueue's KeepGoing: a cycle admits one head per ClusterQueue,
+                    # so the next one runs at once, after one turn of the loop
+                    # (streams move whole batches per turn, so I/O keeps up).
+                    backoff = 0.0
+                    await asyncio.sleep(0)
+                else:
+                    # Kueue's SlowDown: heads went back (say, a preemptor waiting
+                    # for its victims to exit) but nothing was admitted; retrying
+                    # at once would only burn the CPU the victims' exits need.
+                    # Unlike Kueue's, the pause ends early when something that can
+                    # change a decision happens (quota released, a new workload),
+                    # so freed quota is not left idle for the rest of it.
+                    backoff = min(max(backoff * 2, SLOWDOWN_INITIAL_SECONDS), SLOWDOWN_MAX_SECONDS)
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), backoff)
+                    except TimeoutError:
+                        pass
+
+
+def replace_entry_workload(e: Entry, wl: Workload) -> Entry:
+    """The entry, carrying the workload as the cycle left it (so the queue keeps the new status)."""
+    if e.workload is not wl:
+        e.head = replace(e.head, workload=wl)
+    return e
+
