@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from sluicegate.common.errors import RequestError
 
-class ControllerError(Exception):
-    """Base of errors a caller can act on."""
+# Security errors live with the identities they are about; the controller maps them like its own.
+from sluicegate.security.identity import PermissionDenied, Unauthenticated
+
+__all__ = [
+    "AlreadyExists", "ControllerError", "FailedPrecondition", "InvalidArgument", "NotFound", "PermissionDenied",
+    "Unauthenticated",
+]
+
+
+# Base of errors a caller can act on.
+ControllerError = RequestError
 
 
 class NotFound(ControllerError):
@@ -24,14 +34,6 @@ class InvalidArgument(ControllerError):
 
 class FailedPrecondition(ControllerError):
     """The request is valid but the current state forbids it (e.g. deleting a queue in use)."""
-
-
-class Unauthenticated(ControllerError):
-    """The caller proved no identity (no valid certificate or token)."""
-
-
-class PermissionDenied(ControllerError):
-    """The caller is known but may not do this; the message names user, verb, kind and namespace."""
 
 
 class AlreadyExists(ControllerError):

@@ -167,7 +167,9 @@ class NodeRegistry:
     def views(self) -> list[NodeView]:
         return [n.view() for n in self.nodes.values()]
 
-    def bind(self, node: str, uid: str, requests: Mapping[str, int], *, now: float, heard_at: float | None = None) -> None:
+    def bind(
+        self, node: str, uid: str, requests: Mapping[str, int], *, now: float, heard_at: float | None = None
+    ) -> None:
         state = self.nodes.get(node)
         if state is None:
             # Known only from stored bindings (the controller restarted): the

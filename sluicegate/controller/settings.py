@@ -61,13 +61,14 @@ a pod: keep the two in step.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sluicegate.common import netaddr
+from sluicegate.common.netaddr import is_loopback
 from sluicegate.manifest.timefmt import parse_duration
 from sluicegate.model.config import ControllerConfig
 from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
@@ -126,20 +127,11 @@ _KEYS = {
 
 
 def split_hostport(value: str, *, key: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise SettingsError(f"{key}: expected HOST:PORT, got {value!r}")
-    return host.strip("[]"), int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """True for a host that only this machine can reach (a name that resolves elsewhere is not)."""
-    if host == "localhost":
-        return True
+    """HOST:PORT, or a SettingsError naming the key."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        return netaddr.split_hostport(value, key=key)
+    except netaddr.AddressError as exc:
+        raise SettingsError(str(exc)) from exc
 
 
 def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSettings:

@@ -27,9 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from sluicegate.controller.errors import Unauthenticated
 from sluicegate.security import pki
-from sluicegate.security.identity import AuthContext, Principal
+from sluicegate.security.identity import AuthContext, Principal, Unauthenticated
 
 log = logging.getLogger(__name__)
 

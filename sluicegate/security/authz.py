@@ -61,8 +61,7 @@ from typing import Any
 
 import yaml
 
-from sluicegate.controller.errors import PermissionDenied
-from sluicegate.security.identity import CLUSTER_ADMIN_GROUP, NODES_GROUP, Principal
+from sluicegate.security.identity import CLUSTER_ADMIN_GROUP, NODES_GROUP, PermissionDenied, Principal
 
 VERBS = ("get", "list", "watch", "create", "update", "delete", "logs", "stop", "resume")
 READ_VERBS = frozenset({"get", "list", "watch"})

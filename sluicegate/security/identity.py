@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sluicegate.common.errors import RequestError
+
 # What grpc's ServicerContext.auth_context() gives: property name -> values (lists of bytes in practice).
 AuthContext = Mapping[str, Iterable[bytes]]
 
@@ -46,6 +48,14 @@ class Principal:
 
 # The caller where authentication is off.
 ANONYMOUS_ADMIN = Principal(ANONYMOUS_USER, frozenset({CLUSTER_ADMIN_GROUP}), method="none")
+
+
+class Unauthenticated(RequestError):
+    """The caller proved no identity (no valid certificate or token)."""
+
+
+class PermissionDenied(RequestError):
+    """The caller is known but may not do this; the message names user, verb, kind and namespace."""
 
 
 class Authenticator(Protocol):
