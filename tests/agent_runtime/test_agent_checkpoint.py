@@ -19,7 +19,7 @@ from sluicegate.agent.checkpoint import (
     StopRecord,
     TerminationRecord,
 )
-from sluicegate.agent.runtime import ContainerSpec, PodSpec, RestartPolicy, RunAs, spec_from_json, spec_to_json
+from sluicegate.agent.runtime import Container, Pod, RestartPolicy, RunAs, spec_from_json, spec_to_json
 
 
 def _record(uid: str = "pod-a") -> PodRecord:
@@ -144,37 +144,35 @@ def test_bad_checkpoint_names_the_problem(tmp_path: Path, mutate: str, detail: s
     [
         pytest.param(pod(sh("main", "true")), id="minimal"),
         pytest.param(
-            PodSpec(
+            Pod(
                 uid="pod-x",
                 namespace="team-a",
                 name="trainer",
                 restart_policy=RestartPolicy.ON_FAILURE,
                 termination_grace_seconds=12.5,
                 containers=(
-                    ContainerSpec(
+                    Container(
                         name="main",
                         command=("python", "-m", "train"),
                         args=("--epochs", "3"),
                         env=(("A", "1"), ("A", "2")),
                         working_dir="/srv",
-                        cpu_limit_millicores=1500,
-                        memory_limit_bytes=512 * MI,
-                        cpu_request_millicores=500,
-                        memory_request_bytes=256 * MI,
+                        limits={"cpu": 1500, "memory": 512 * MI},
+                        requests={"cpu": 500, "memory": 256 * MI},
                     ),
-                    ContainerSpec(name="side", command=("sleep", "1")),
+                    Container(name="side", command=("sleep", "1")),
                 ),
             ),
             id="everything",
         ),
     ],
 )
-def test_spec_codec_round_trip(spec: PodSpec) -> None:
+def test_spec_codec_round_trip(spec: Pod) -> None:
     assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
 
 
 def test_spec_codec_keeps_the_pods_user_and_reads_checkpoints_from_before_users() -> None:
-    spec = PodSpec(uid="u", containers=(ContainerSpec(name="main", command=("true",)),),
+    spec = Pod(uid="u", containers=(Container(name="main", command=("true",)),),
                    run_as=RunAs(uid=65534, gid=65534, no_new_privs=True))
     assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
     old = spec_to_json(spec)

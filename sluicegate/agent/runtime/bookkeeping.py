@@ -12,6 +12,7 @@ from typing import Any
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import CgroupDriver
 from sluicegate.agent.monitor import Monitor, read_boot_id
+from sluicegate.agent.pod import RunAs
 from sluicegate.agent.runtime.errors import (
     PodNotFoundError,
     PodRuntimeError,
@@ -29,7 +30,6 @@ from sluicegate.agent.runtime.values import (
     PodPhase,
     PodStatus,
     Reason,
-    RunAs,
     RuntimeConfig,
     SystemClock,
 )

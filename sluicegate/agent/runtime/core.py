@@ -12,6 +12,7 @@ from pathlib import Path
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import CgroupDriver, CgroupHandle
 from sluicegate.agent.monitor import PodReading, group_members, live_pids, read_stat
+from sluicegate.agent.pod import Pod
 from sluicegate.agent.runtime.codec import spec_from_json, spec_to_json, termination_from
 from sluicegate.agent.runtime.errors import (
     CheckpointNotAdoptedError,
@@ -37,7 +38,6 @@ from sluicegate.agent.runtime.values import (
     ContainerState,
     LostContainer,
     PodPhase,
-    PodSpec,
     PodStatus,
     Reason,
     WaitingReason,
@@ -131,7 +131,7 @@ class PodRuntime(Supervision):
 
     # -- commands --
 
-    async def run(self, spec: PodSpec) -> PodStatus:
+    async def run(self, spec: Pod) -> PodStatus:
         """Start a pod; returns its status once every container was started (or failed to)."""
         self._check_open()
         if self._needs_adopt:

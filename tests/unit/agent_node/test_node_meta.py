@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from sluicegate.agent import checkpoint as ckpt
-from sluicegate.agent.node import META_BATCH_SECONDS, AgentNode, ContainerWish, PodWish
+from sluicegate.agent.node import META_BATCH_SECONDS, AgentNode
+from sluicegate.agent.pod import Container, Pod
 
 from .conftest import MakeNode
 
 
-def wish(uid: str, script: str) -> PodWish:
-    return PodWish(
+def wish(uid: str, script: str) -> Pod:
+    return Pod(
         uid=uid, name=uid, namespace="team-a", workload="wl-1", pod_set="main", index=0,
-        containers=(ContainerWish(name="main", command=("sh", "-c", script), requests={"cpu": 100}),),
+        containers=(Container(name="main", command=("sh", "-c", script), requests={"cpu": 100}),),
         termination_grace_seconds=0,
     )
 
