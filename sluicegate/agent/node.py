@@ -2,9 +2,10 @@
 
 Sits between the controller link and the process runtime.  The controller's
 pod metadata (workload, priority, requests) is kept in the runtime's
-checkpoint, beside the runtime's own records and in the same writes, and
-is on disk before a pod starts, so a restarted agent reports its pods
-exactly as before.
+checkpoint, as the node's part of the pod's one record there (the runtime's
+part beside it, in the same writes; a rejected pod's record has the node's
+part alone), and is on disk before a pod starts, so a restarted agent
+reports its pods exactly as before.
 
 Node admission follows the kubelet: a pod must fit the node's allocatable
 minus the requests of pods already admitted; a critical pod that does not

@@ -248,7 +248,8 @@ def test_checkpoint_file_writes_what_save_writes(tmp_path: Path) -> None:
     # A file replaced by someone else (an operator restoring a copy) is simply replaced again.
     checkpoint.save(tmp_path / "batched.json", Checkpoint(boot_id="old", seq=1, written_at=1.0, pods=()))
     checkpoint.CheckpointFile(tmp_path / "batched.json").write(
-        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods]
+        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods],
+        version=1,  # no node records: the runtime's records alone
     )
     assert (tmp_path / "batched.json").read_bytes() == (tmp_path / "saved.json").read_bytes()
     assert checkpoint.load(tmp_path / "batched.json") == whole
@@ -269,9 +270,11 @@ def test_the_node_records_travel_in_the_same_file_and_are_absent_from_older_ones
     node = ({"uid": "pod-a", "workload": "wl-1", "containers": ["main"]}, {"uid": "pod-b", "workload": "wl-2"})
     whole = Checkpoint(boot_id="boot-1", seq=3, written_at=15.0, pods=(_record("pod-a"),), node_records=node)
     checkpoint.save(tmp_path / "saved.json", whole)
+    node_text = [json.dumps(record, separators=(",", ":"), sort_keys=True) for record in node]
     checkpoint.CheckpointFile(tmp_path / "batched.json").write(
-        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods],
-        node=[json.dumps(record, separators=(",", ":"), sort_keys=True) for record in node],
+        boot_id="boot-1", seq=3, written_at=15.0,
+        pods=["".join(checkpoint.entry_pieces(node_text[0], checkpoint.encode_pod(whole.pods[0]))),
+              "".join(checkpoint.entry_pieces(node_text[1], None))],
     )
     assert (tmp_path / "batched.json").read_bytes() == (tmp_path / "saved.json").read_bytes()
     assert checkpoint.load(tmp_path / "batched.json") == whole
@@ -285,4 +288,38 @@ def test_node_records_that_are_not_objects_make_the_checkpoint_unreadable(tmp_pa
     path = tmp_path / "checkpoint.json"
     path.write_text(json.dumps({"version": 1, "bootId": "b", "seq": 1, "writtenAt": 1.0, "pods": [], "node": [3]}))
     with pytest.raises(CheckpointError, match="checkpoint.node"):
+        checkpoint.load(path)
+
+
+def test_each_pod_has_one_record_holding_its_node_and_runtime_parts(tmp_path: Path) -> None:
+    node = ({"uid": "pod-a", "workload": "wl-1"}, {"uid": "pod-b", "workload": "wl-2", "rejected": True})
+    whole = Checkpoint(boot_id="boot-1", seq=3, written_at=15.0, pods=(_record("pod-a"), _record("pod-c")),
+                       node_records=node)
+    checkpoint.save(tmp_path / "checkpoint.json", whole)
+    document = json.loads((tmp_path / "checkpoint.json").read_text())
+    assert document["version"] == 2 and "node" not in document
+    # pod-b was rejected (no processes): a record without a runtime part; pod-c has no node part.
+    assert [(sorted(r), (r.get("node") or r["runtime"])["uid"]) for r in document["pods"]] == [
+        (["node", "runtime"], "pod-a"), (["node"], "pod-b"), (["runtime"], "pod-c")]
+    assert checkpoint.load(tmp_path / "checkpoint.json") == whole
+
+
+def test_the_version_1_layout_with_a_separate_node_list_still_loads(tmp_path: Path) -> None:
+    """What agents wrote before one record per pod: runtime records in ``pods``, the node's in ``node``."""
+    record = json.loads(checkpoint.encode_pod(_record("pod-a")))
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps({"version": 1, "bootId": "boot-1", "seq": 3, "writtenAt": 15.0, "pods": [record],
+                                "node": [{"uid": "pod-a", "workload": "wl-1"}, {"uid": "pod-b"}]}))
+    loaded = checkpoint.load(path)
+    assert loaded is not None
+    assert (loaded.pods, loaded.node_records) == ((_record("pod-a"),), ({"uid": "pod-a", "workload": "wl-1"},
+                                                                          {"uid": "pod-b"}))
+
+
+def test_a_record_whose_parts_name_different_pods_makes_the_checkpoint_unreadable(tmp_path: Path) -> None:
+    record = json.loads(checkpoint.encode_pod(_record("pod-a")))
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps({"version": 2, "bootId": "b", "seq": 1, "writtenAt": 1.0,
+                                "pods": [{"node": {"uid": "pod-b"}, "runtime": record}]}))
+    with pytest.raises(CheckpointError, match="node part of 'pod-b'"):
         checkpoint.load(path)

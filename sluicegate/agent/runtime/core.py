@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -164,7 +165,7 @@ class PodRuntime(Supervision):
         except ckpt.CheckpointError:
             del self._pods[spec.uid]
             self._stale.discard(spec.uid)
-            self._records.pop(spec.uid, None)
+            self._drop_record(spec.uid)
             self._unpublished = [status for status in self._unpublished if status.uid != spec.uid]
             raise
         log.info("pod %s: starting %d container(s)", spec.uid, len(spec.containers))
@@ -239,8 +240,7 @@ class PodRuntime(Supervision):
             raise PodNotFinishedError(uid=uid, phase=pod.status.phase if pod.status else PodPhase.PENDING)
         del self._pods[uid]
         self._stale.discard(uid)
-        self._records.pop(uid, None)
-        self._file_stale = True
+        self._drop_record(uid)
         await self._durable()
 
     async def adopt(self, checkpoint: ckpt.Checkpoint | None) -> AdoptionReport:
@@ -271,6 +271,10 @@ class PodRuntime(Supervision):
             same_boot = checkpoint.boot_id == self._boot_id
             self._seq = max(self._seq, checkpoint.seq)
             self.adopted_node_records = checkpoint.node_records
+            if checkpoint.node_records is not None:
+                # Kept as read until the node hands its own over, so that
+                # adoption's write (below) leaves them on disk.
+                self._node_json = {str(record.get("uid")): json.dumps(record) for record in checkpoint.node_records}
             for pod in pods:
                 self._pods[pod.uid] = pod
                 if pod.finished:
