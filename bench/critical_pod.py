@@ -38,21 +38,22 @@ sys.path.insert(0, str(ROOT))
 
 from sluicegate.agent.cgroups import CgroupDriver, NoCgroups, detect  # noqa: E402
 from sluicegate.agent.monitor import Monitor  # noqa: E402
-from sluicegate.agent.node import AgentNode, ContainerWish, PodWish  # noqa: E402
+from sluicegate.agent.node import AgentNode  # noqa: E402
+from sluicegate.agent.pod import Container, Pod  # noqa: E402
 from sluicegate.agent.policy import SYSTEM_NODE_CRITICAL  # noqa: E402
 from sluicegate.agent.runtime import ContainerState, PodRuntime, RuntimeConfig  # noqa: E402
 
 CPU_PER_POD = 1000
 
 
-def wish(name: str, *, critical: bool) -> PodWish:
-    return PodWish(
+def wish(name: str, *, critical: bool) -> Pod:
+    return Pod(
         uid=f"{name}-{uuid.uuid4().hex[:8]}", name=name, namespace="bench", workload="" if critical else name,
         pod_set="main", index=0, termination_grace_seconds=0.0,
         priority=SYSTEM_NODE_CRITICAL if critical else 0,
         priority_class="system-node-critical" if critical else "",
-        containers=(ContainerWish(name="main", command=("sleep", "600"),
-                                  requests={"cpu": CPU_PER_POD, "memory": 16 << 20}),),
+        containers=(Container(name="main", command=("sleep", "600"),
+                              requests={"cpu": CPU_PER_POD, "memory": 16 << 20}),),
     )
 
 

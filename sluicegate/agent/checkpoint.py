@@ -14,9 +14,24 @@ write).  They are not fsynced: a power cut takes the pods with it, and a
 checkpoint from an earlier boot is never adopted; an unreadable one after
 a crash of the machine is set aside by the agent at start-up.
 
-The runtime keeps each pod's record encoded (``encode_pod``) and re-encodes
+The file holds one record per pod (format version 2): ``{"node": ...,
+"runtime": ...}``.  ``runtime`` is the runtime's record (spec, processes,
+terminations); ``node`` is the agent node's (workload, priority,
+admission, user; see sluicegate.agent.node), opaque here.  A pod the node
+knows but the runtime does not -- rejected, admitted and waiting for its
+victims, forgotten by the runtime and not yet by the node -- has a record
+with no ``runtime`` part: no processes.  A runtime used without a node
+writes records with no ``node`` part.
+
+Older files stay readable: version 1 kept the runtime's records in
+``pods`` and, from mid-November 2026, the node's in a separate ``node``
+list; before that the node kept them in ``pods-meta.json`` (a version-1
+file without ``node``, which loads with ``node_records`` None).
+
+The runtime keeps each pod's parts encoded (``encode_pod``) and re-encodes
 only the pods that changed; ``CheckpointFile.write`` joins the encoded
-records into one file.  The result is the same document ``save`` writes.
+parts into one file (``entry_pieces``).  The result is the same document
+``save`` writes.
 
 This module owns the on-disk format only.  Pod specs travel as JSON
 objects produced by the runtime's codec, so this module does not depend on
@@ -48,13 +63,16 @@ __all__ = [
     "AtomicFile",
     "CheckpointFile",
     "encode_pod",
+    "entry_pieces",
     "save",
     "load",
     "encode",
     "decode",
 ]
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+# Versions this agent reads (see the module docstring).
+READABLE_VERSIONS: Final = (1, 2)
 FILE_NAME: Final = "checkpoint.json"
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
@@ -142,12 +160,15 @@ class Checkpoint:
     seq: int
     written_at: float
     pods: tuple[PodRecord, ...]
-    version: int = FORMAT_VERSION
-    # The agent node's record of each pod it was asked to run (workload,
-    # priority, admission, user; see sluicegate.agent.node), opaque here and
-    # written in the same atomic write as the runtime's records.  None: a
-    # checkpoint from before they were kept here (in pods-meta.json).
+    # The node part of each pod's record (see the module docstring), opaque
+    # here, in file order.  None: a checkpoint from before they were kept
+    # here (in pods-meta.json); such a checkpoint is also saved as version 1.
     node_records: tuple[JSONObject, ...] | None = None
+
+    @property
+    def version(self) -> int:
+        """The format it is written in: 2, one record per pod; 1 without node records (the runtime's alone)."""
+        return FORMAT_VERSION if self.node_records is not None else 1
 
 
 def path_for(data_dir: Path) -> Path:
@@ -206,15 +227,29 @@ def _pod_json(pod: PodRecord) -> JSONObject:
 
 
 def encode(checkpoint: Checkpoint) -> JSONObject:
+    """The file's document: version 2, one record per pod -- the node's records in order, then runtime-only pods.
+
+    A checkpoint without node records (None) is the version-1 document.
+    """
     out: JSONObject = {
         "version": checkpoint.version,
         "bootId": checkpoint.boot_id,
         "seq": checkpoint.seq,
         "writtenAt": checkpoint.written_at,
-        "pods": [_pod_json(pod) for pod in checkpoint.pods],
     }
-    if checkpoint.node_records is not None:
-        out["node"] = list(checkpoint.node_records)
+    if checkpoint.node_records is None:
+        out["pods"] = [_pod_json(pod) for pod in checkpoint.pods]
+        return out
+    runtime = {pod.uid: _pod_json(pod) for pod in checkpoint.pods}
+    entries: list[JSONValue] = []
+    for node in checkpoint.node_records:
+        entry: JSONObject = {"node": node}
+        uid = node.get("uid")
+        if isinstance(uid, str) and uid in runtime:
+            entry["runtime"] = runtime.pop(uid)
+        entries.append(entry)
+    entries.extend({"runtime": record} for record in runtime.values())
+    out["pods"] = entries
     return out
 
 
@@ -223,8 +258,22 @@ def _dumps(value: JSONValue) -> str:
 
 
 def encode_pod(pod: PodRecord) -> str:
-    """One pod's record as JSON text, ready for ``CheckpointFile.write``."""
+    """The runtime part of one pod's record as JSON text (see ``entry_pieces``)."""
     return _dumps(_pod_json(pod))
+
+
+def entry_pieces(node: str | None, runtime: str | None) -> tuple[str, ...]:
+    """One pod's record, version 2, as pieces of JSON text to join (keys sorted, as ``save`` writes them).
+
+    ``node``: the node part as JSON text; ``runtime``: ``encode_pod``'s text;
+    at least one of them.  The runtime joins them once per change of the
+    pod, not per write.
+    """
+    if node is None:
+        return ('{"runtime":', runtime or "null", "}")
+    if runtime is None:
+        return ('{"node":', node, "}")
+    return ('{"node":', node, ',"runtime":', runtime, "}")
 
 
 # --- decoding ----------------------------------------------------------------
@@ -373,27 +422,55 @@ def decode(obj: JSONValue, *, path: str) -> Checkpoint:
         raise CheckpointError(path=path, detail="expected a JSON object at the top level")
     top = FieldReader(obj, path=path, where="checkpoint")
     version = top.get_int("version")
-    if version != FORMAT_VERSION:
-        raise CheckpointError(path=path, detail=f"format version {version} is not {FORMAT_VERSION}")
+    if version not in READABLE_VERSIONS:
+        readable = " or ".join(map(str, READABLE_VERSIONS))
+        raise CheckpointError(path=path, detail=f"format version {version} is not {readable}")
+    if version == 1:
+        return _decode_v1(obj, top, path=path)
     pods: list[PodRecord] = []
-    for pod in top.objs("pods"):
-        stop = pod.opt_obj("stop")
-        pods.append(
-            PodRecord(
-                uid=pod.get_str("uid"),
-                spec=pod.raw_obj("spec"),
-                phase=pod.get_str("phase"),
-                finished=pod.get_bool("finished"),
-                reason=pod.get_opt_str("reason"),
-                message=pod.get_str("message"),
-                stop=None
-                if stop is None
-                else StopRecord(
-                    reason=stop.get_str("reason"), message=stop.get_str("message"), deadline=stop.get_float("deadline")
-                ),
-                containers=tuple(_container(container) for container in pod.objs("containers")),
-            )
-        )
+    node_records: list[JSONObject] = []
+    for entry in top.objs("pods"):
+        runtime = entry.opt_obj("runtime")
+        node = entry.raw_obj("node") if entry.has("node") else None
+        if runtime is None and node is None:
+            raise CheckpointError(path=path, detail="checkpoint.pods: a record with neither a node nor a runtime part")
+        if runtime is not None:
+            pods.append(_pod_record(runtime))
+            if node is not None and node.get("uid") != pods[-1].uid:
+                raise CheckpointError(path=path, detail=f"checkpoint.pods: the record of {pods[-1].uid!r} holds "
+                                                        f"the node part of {node.get('uid')!r}")
+        if node is not None:
+            node_records.append(node)
+    return Checkpoint(
+        boot_id=top.get_str("bootId"),
+        seq=top.get_int("seq"),
+        written_at=top.get_float("writtenAt"),
+        pods=tuple(pods),
+        node_records=tuple(node_records),
+    )
+
+
+def _pod_record(pod: FieldReader) -> PodRecord:
+    stop = pod.opt_obj("stop")
+    return PodRecord(
+        uid=pod.get_str("uid"),
+        spec=pod.raw_obj("spec"),
+        phase=pod.get_str("phase"),
+        finished=pod.get_bool("finished"),
+        reason=pod.get_opt_str("reason"),
+        message=pod.get_str("message"),
+        stop=None
+        if stop is None
+        else StopRecord(
+            reason=stop.get_str("reason"), message=stop.get_str("message"), deadline=stop.get_float("deadline")
+        ),
+        containers=tuple(_container(container) for container in pod.objs("containers")),
+    )
+
+
+def _decode_v1(obj: JSONObject, top: FieldReader, *, path: str) -> Checkpoint:
+    """Version 1: the runtime's records in ``pods``, the node's (if any yet) in a separate ``node`` list."""
+    pods = [_pod_record(pod) for pod in top.objs("pods")]
     node_records: tuple[JSONObject, ...] | None = None
     if top.has("node"):
         raw = obj["node"]
@@ -405,7 +482,6 @@ def decode(obj: JSONValue, *, path: str) -> Checkpoint:
         seq=top.get_int("seq"),
         written_at=top.get_float("writtenAt"),
         pods=tuple(pods),
-        version=version,
         node_records=node_records,
     )
 
@@ -499,15 +575,16 @@ class CheckpointFile:
         self._file = AtomicFile(path, mode=0o600)
 
     def write(
-        self, *, boot_id: str, seq: int, written_at: float, pods: Iterable[str], node: Iterable[str] | None = None
+        self, *, boot_id: str, seq: int, written_at: float, pods: Iterable[str], version: int = FORMAT_VERSION
     ) -> None:
-        """Replace the file; ``pods`` are records from ``encode_pod``, ``node`` the node's records as JSON text."""
+        """Replace the file; ``pods``: each pod's record as JSON text: ``entry_pieces`` joined (version 2), or
+        ``encode_pod``'s text (version 1: the runtime's records alone, what a runtime without a node writes).
+        """
         # Byte for byte what save() writes (keys sorted), assembled from
         # pre-encoded records so an unchanged pod costs a string copy.
         head = _dumps({"bootId": boot_id})
-        tail = _dumps({"seq": seq, "version": FORMAT_VERSION, "writtenAt": written_at})
-        node_part = "" if node is None else ',"node":[' + ",".join(node) + "]"
-        data = "".join((head[:-1], node_part, ',"pods":[', ",".join(pods), "],", tail[1:], "\n")).encode()
+        tail = _dumps({"seq": seq, "version": version, "writtenAt": written_at})
+        data = "".join((head[:-1], ',"pods":[', ",".join(pods), "],", tail[1:], "\n")).encode()
         try:
             self._file.replace(data)
         except OSError as exc:

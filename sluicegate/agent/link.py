@@ -21,7 +21,8 @@ import grpc
 
 from sluicegate.agent import credentials as creds
 from sluicegate.agent.fencing import Contract, SelfFencing
-from sluicegate.agent.node import AgentNode, ContainerWish, PodReport, PodWish, RequestedSecurity
+from sluicegate.agent.node import AgentNode, PodReport
+from sluicegate.agent.pod import Container, Pod, RequestedSecurity, RestartPolicy
 from sluicegate.agent.probes import ProbeSpec
 from sluicegate.common.channels import open_channel
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched
@@ -56,19 +57,21 @@ def report_to_proto(r: PodReport) -> agent_pb2.PodStatus:
     )
 
 
-def wish_from_proto(p: agent_pb2.PodSpec) -> PodWish:
-    return PodWish(
+def pod_from_proto(p: agent_pb2.PodSpec) -> Pod:
+    """The agent's pod from the controller's RunPod message: the one conversion it gets before the checkpoint."""
+    return Pod(
         uid=p.uid, name=p.name, namespace=p.namespace, workload=p.workload, pod_set=p.pod_set, index=p.index,
         containers=tuple(
-            ContainerWish(name=c.name, command=tuple(c.command), args=tuple(c.args),
-                          env=tuple((e.name, e.value) for e in c.env), working_dir=c.working_dir,
-                          requests=dict(c.requests), limits=dict(c.limits),
-                          readiness_probe=(probe_from_proto(c.readiness_probe)
-                                           if c.HasField("readiness_probe") else None),
-                          security=_security_from_proto(c))
+            Container(name=c.name, command=tuple(c.command), args=tuple(c.args),
+                      env=tuple((e.name, e.value) for e in c.env), working_dir=c.working_dir or None,
+                      requests=dict(c.requests), limits=dict(c.limits),
+                      readiness_probe=(probe_from_proto(c.readiness_probe)
+                                       if c.HasField("readiness_probe") else None),
+                      security=_security_from_proto(c))
             for c in p.containers
         ),
-        restart_policy=p.restart_policy or "Never", termination_grace_seconds=p.termination_grace_seconds,
+        restart_policy=RestartPolicy(p.restart_policy or "Never"),
+        termination_grace_seconds=p.termination_grace_seconds,
         priority=p.priority, priority_class=p.priority_class,
     )
 
@@ -340,8 +343,7 @@ class ControllerLink:
         if kind == "heartbeat_ack":
             self._acked(msg.heartbeat_ack.seq)
         elif kind == "run_pod":
-            wish = wish_from_proto(msg.run_pod.pod)
-            self._spawn(self._run(wish), f"run-{wish.name}")
+            self._spawn(self._run(msg.run_pod.pod), f"run-{msg.run_pod.pod.name}")
         elif kind == "stop_pod":
             s = msg.stop_pod
             self._spawn(self.node.stop_pod(s.uid, grace_seconds=s.grace_seconds, reason=s.reason, message=s.message),
@@ -358,11 +360,13 @@ class ControllerLink:
             if t is not None:
                 t.cancel()
 
-    async def _run(self, wish: PodWish) -> None:
+    async def _run(self, message: agent_pb2.PodSpec) -> None:
+        # Decoded in the task, so a pod the agent cannot read fails its task, not the stream.
+        pod = pod_from_proto(message)
         # A pod the runtime took is reported by its events; rejections, start
         # failures and pods already known never reach them: report those here.
-        if not await self.node.run_pod(wish):
-            self.send_pod(wish.uid)
+        if not await self.node.run_pod(pod):
+            self.send_pod(pod.uid)
 
     async def _stream_logs(self, request_id: str, uid: str, container: str, follow: bool) -> None:
         def chunk(data: bytes = b"", *, eof: bool = False, error: str = "", name: str = "") -> None:

@@ -2,9 +2,10 @@
 
 Sits between the controller link and the process runtime.  The controller's
 pod metadata (workload, priority, requests) is kept in the runtime's
-checkpoint, beside the runtime's own records and in the same writes, and
-is on disk before a pod starts, so a restarted agent reports its pods
-exactly as before.
+checkpoint, as the node's part of the pod's one record there (the runtime's
+part beside it, in the same writes; a rejected pod's record has the node's
+part alone), and is on disk before a pod starts, so a restarted agent
+reports its pods exactly as before.
 
 Node admission follows the kubelet: a pod must fit the node's allocatable
 minus the requests of pods already admitted; a critical pod that does not
@@ -30,6 +31,7 @@ from typing import Any
 
 from sluicegate.agent.checkpoint import CheckpointError
 from sluicegate.agent.monitor import Monitor, NodeReading
+from sluicegate.agent.pod import DEFAULT_POD_GRACE_SECONDS, Pod
 from sluicegate.agent.policy import (
     ContainerResources,
     PodInfo,
@@ -41,14 +43,11 @@ from sluicegate.agent.policy import (
 from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.runtime import (
     DEFAULT_PATH,
-    ContainerSpec,
     PodPhase,
     PodRuntime,
     PodRuntimeError,
-    PodSpec,
     PodStatus,
     Reason,
-    RestartPolicy,
     RunAs,
 )
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
@@ -61,51 +60,6 @@ META_FILE = "pods-meta.json"
 # How long a metadata change nothing waits for (a forgotten pod, a reason
 # set before a stop) may stay unwritten; see "Metadata writes are batched".
 META_BATCH_SECONDS = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class RequestedSecurity:
-    """A container's effective securityContext as the controller (or a static manifest) sends it (None: unset)."""
-
-    run_as_user: int | None = None
-    run_as_group: int | None = None
-    run_as_non_root: bool | None = None
-    allow_privilege_escalation: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerWish:
-    """A container as the controller describes it (canonical units)."""
-
-    name: str
-    command: tuple[str, ...]
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    working_dir: str = ""
-    requests: Mapping[str, int] = field(default_factory=dict)
-    limits: Mapping[str, int] = field(default_factory=dict)
-    readiness_probe: ProbeSpec | None = None
-    security: RequestedSecurity | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PodWish:
-    """A pod the controller (or a static manifest) wants running here."""
-
-    uid: str
-    name: str
-    namespace: str
-    workload: str
-    pod_set: str
-    index: int
-    containers: tuple[ContainerWish, ...]
-    restart_policy: str = "Never"
-    termination_grace_seconds: float = 30.0
-    priority: int = 0
-    priority_class: str = ""
-    static: bool = False
-    # Static pods: the manifest file (name within the static-pod directory) the pod came from.
-    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +132,8 @@ def _encode_meta(m: PodMeta) -> str:
     return json.dumps({name: getattr(m, name) for name in _META_FIELDS}, default=dict)
 
 
-def _qos_and_requests(wish: PodWish) -> tuple[QOSClass, dict[str, int]]:
-    containers = [ContainerResources(requests=dict(c.requests), limits=dict(c.limits)) for c in wish.containers]
+def _qos_and_requests(pod: Pod) -> tuple[QOSClass, dict[str, int]]:
+    containers = [ContainerResources(requests=dict(c.requests), limits=dict(c.limits)) for c in pod.containers]
     return pod_qos(containers=containers), effective_requests(containers=containers)
 
 
@@ -308,7 +262,7 @@ class AgentNode:
 
     # ------------------------------------------------------------ admission
 
-    def _run_as(self, wish: PodWish) -> RunAs | None:
+    def _run_as(self, wish: Pod) -> RunAs | None:
         """The pod's user by this agent's policy; PodSecurityError naming the field otherwise."""
         policy = self.pod_users.for_namespace(wish.namespace)
         user = resolve_pod_user(
@@ -358,7 +312,7 @@ class AgentNode:
             requests=dict(m.requests), is_static=m.static, is_mirror=False, admitted_at=m.admitted_at,
         )
 
-    async def run_pod(self, wish: PodWish) -> bool:
+    async def run_pod(self, wish: Pod) -> bool:
         """Admit and start a pod; a pod that does not fit is reported Failed with the kubelet's reason.
 
         True when the runtime took the pod: its statuses then arrive on the
@@ -370,11 +324,14 @@ class AgentNode:
                 log.info("pod %s (%s) is already known here; not starting it again", wish.name, wish.uid)
                 return False
             qos, requests = _qos_and_requests(wish)
+            # A pod that names no grace gets the API's default (the controller always names one).
+            grace = (wish.termination_grace_seconds if wish.termination_grace_seconds is not None
+                     else DEFAULT_POD_GRACE_SECONDS)
             meta = PodMeta(
                 uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
                 index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
                 qos=qos.value, static=wish.static, admitted_at=self.clock(),
-                grace_seconds=wish.termination_grace_seconds,
+                grace_seconds=grace,
                 containers=tuple(c.name for c in wish.containers), source=wish.source,
             )
             try:
@@ -409,35 +366,15 @@ class AgentNode:
                                         reason=Reason.EVICTED, message=msg)
             except PodRuntimeError as exc:
                 log.error("could not stop %s to admit %s: %s", v.name, wish.name, exc)
-        spec = PodSpec(
-            uid=wish.uid,
-            namespace=wish.namespace,
-            name=wish.name,
-            run_as=run_as,
-            restart_policy=RestartPolicy(wish.restart_policy),
-            termination_grace_seconds=wish.termination_grace_seconds,
-            containers=tuple(
-                ContainerSpec(
-                    name=c.name,
-                    command=tuple(c.command),
-                    args=tuple(c.args),
-                    env=tuple(c.env),
-                    working_dir=c.working_dir or None,
-                    cpu_limit_millicores=c.limits.get("cpu"),
-                    memory_limit_bytes=c.limits.get("memory"),
-                    cpu_request_millicores=c.requests.get("cpu"),
-                    memory_request_bytes=c.requests.get("memory"),
-                )
-                for c in wish.containers
-            ),
-        )
+        # The one copy a pod gets on its way to the runtime: the user it runs as, the grace it was admitted with.
+        runnable = replace(wish, run_as=run_as, termination_grace_seconds=grace)
         probes = {c.name: c.readiness_probe.to_json() for c in wish.containers if c.readiness_probe is not None}
         if probes:
             self._put_meta(replace(self.meta[wish.uid], probes=probes))
         # The runtime writes the checkpoint, this metadata included, before it
         # spawns anything: a restarted agent reports the pod exactly as we would.
         try:
-            await self.runtime.run(spec)
+            await self.runtime.run(runnable)
         except PodRuntimeError as exc:
             log.error("pod %s could not start: %s", wish.name, exc)
             self._put_meta(replace(self.meta[wish.uid], reason="StartError", message=str(exc), rejected=True))

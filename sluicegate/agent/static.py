@@ -36,7 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from sluicegate.agent.node import AgentNode, ContainerWish, PodWish, RequestedSecurity
+from sluicegate.agent.node import AgentNode
+from sluicegate.agent.pod import Container, Pod, RequestedSecurity, RestartPolicy
 from sluicegate.agent.policy import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.agent.runtime import PodRuntimeError, Reason
 from sluicegate.manifest.decode_workload import (
@@ -128,15 +129,15 @@ def _check_exact(fields: Fields, key: str, wanted: str) -> None:
         fields.error(key, f"must be {show(wanted)} for a static pod, got {show(value)}")
 
 
-def _container(raw: object, path: str, problems: Problems, names: dict[str, str]) -> ContainerWish | None:
+def _container(raw: object, path: str, problems: Problems, names: dict[str, str]) -> Container | None:
     c = read_container(raw, path, problems, names, known=STATIC_CONTAINER_FIELDS,
                        unsupported=dict(STATIC_CONTAINER_UNSUPPORTED))
     if c is None:
         return None
     if not c.command:
         problems.add(f"{path}.command", "required: there is no container image to supply an entrypoint")
-    return ContainerWish(
-        name=c.name, command=c.command, args=c.args, env=c.env, working_dir=c.working_dir,
+    return Container(
+        name=c.name, command=c.command, args=c.args, env=c.env, working_dir=c.working_dir or None,
         requests=dict(c.requests), limits=dict(c.limits),
         # Checked against the agent's podUsers like any pod (AgentNode.run_pod).
         security=None if (sc := c.security_context) is None else RequestedSecurity(
@@ -163,7 +164,7 @@ def _priority(spec: Fields) -> tuple[int, str]:
     return known or 0, class_name
 
 
-def parse_manifest(*, file_name: str, content: bytes, node_name: str, path: str = "") -> PodWish:
+def parse_manifest(*, file_name: str, content: bytes, node_name: str, path: str = "") -> Pod:
     """Read one static pod manifest; raise :class:`StaticPodManifestError` naming every bad field.
 
     ``file_name`` is the name within the static-pod directory (it is part of
@@ -192,7 +193,7 @@ def parse_manifest(*, file_name: str, content: bytes, node_name: str, path: str 
         meta.string_map("labels", key_check=qualified_name_problem, value_check=label_value_problem)
         meta.string_map("annotations", key_check=qualified_name_problem)
     spec = root.mapping("spec", known=STATIC_SPEC_FIELDS, unsupported=STATIC_SPEC_UNSUPPORTED, required=True)
-    containers: list[ContainerWish] = []
+    containers: list[Container] = []
     restart, grace, priority, priority_class = "Always", DEFAULT_GRACE_SECONDS, 0, ""
     if spec is not None:
         names: dict[str, str] = {}
@@ -205,7 +206,7 @@ def parse_manifest(*, file_name: str, content: bytes, node_name: str, path: str 
         priority, priority_class = _priority(spec)
     if problems:
         raise StaticPodManifestError(file=where, errors=problems.items)
-    return PodWish(
+    return Pod(
         uid=static_uid(node_name=node_name, file_name=file_name, document=document),
         # The kubelet names the mirror pod after the node, so static pods of
         # different nodes never collide in the controller's view.
@@ -215,7 +216,7 @@ def parse_manifest(*, file_name: str, content: bytes, node_name: str, path: str 
         pod_set="",
         index=0,
         containers=tuple(containers),
-        restart_policy=restart,
+        restart_policy=RestartPolicy(restart),
         termination_grace_seconds=float(grace),
         priority=priority,
         priority_class=priority_class,
@@ -228,7 +229,7 @@ def parse_manifest(*, file_name: str, content: bytes, node_name: str, path: str 
 class Scan:
     """One reading of the directory: usable manifests and broken ones, by file name."""
 
-    wishes: Mapping[str, PodWish]
+    wishes: Mapping[str, Pod]
     errors: Mapping[str, StaticPodManifestError]
 
 
@@ -238,7 +239,7 @@ def scan_directory(directory: Path, *, node_name: str) -> Scan:
     Two files defining the same namespace/name make the later one (by file
     name) an error, as the kubelet refuses duplicate full names.
     """
-    wishes: dict[str, PodWish] = {}
+    wishes: dict[str, Pod] = {}
     errors: dict[str, StaticPodManifestError] = {}
     owners: dict[tuple[str, str], str] = {}
     for entry in sorted(directory.iterdir(), key=lambda p: p.name):

@@ -14,7 +14,7 @@ from typing import Any
 
 from sluicegate.agent.cgroups import DEFAULT_ROOT
 from sluicegate.agent.monitor import read_stat
-from sluicegate.agent.runtime import ContainerSpec, PodRuntime, PodSpec, RestartPolicy, RuntimeConfig
+from sluicegate.agent.runtime import Container, Pod, PodRuntime, RestartPolicy, RuntimeConfig
 
 PYTHON = sys.executable
 RuntimeFactory = Callable[..., PodRuntime]
@@ -33,21 +33,21 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
 
 
-def sh(name: str, script: str, **changes: Any) -> ContainerSpec:
-    return replace(ContainerSpec(name=name, command=("sh", "-c", script)), **changes)
+def sh(name: str, script: str, **changes: Any) -> Container:
+    return replace(Container(name=name, command=("sh", "-c", script)), **changes)
 
 
-def py(name: str, code: str, **changes: Any) -> ContainerSpec:
-    return replace(ContainerSpec(name=name, command=(PYTHON, "-c", code)), **changes)
+def py(name: str, code: str, **changes: Any) -> Container:
+    return replace(Container(name=name, command=(PYTHON, "-c", code)), **changes)
 
 
 def pod(
-    *containers: ContainerSpec,
+    *containers: Container,
     uid: str | None = None,
     policy: RestartPolicy = RestartPolicy.NEVER,
     grace: float | None = None,
-) -> PodSpec:
-    return PodSpec(
+) -> Pod:
+    return Pod(
         uid=uid or unique("pod"),
         containers=containers,
         name="test",

@@ -19,7 +19,7 @@ from sluicegate.agent.checkpoint import (
     StopRecord,
     TerminationRecord,
 )
-from sluicegate.agent.runtime import ContainerSpec, PodSpec, RestartPolicy, RunAs, spec_from_json, spec_to_json
+from sluicegate.agent.runtime import Container, Pod, RestartPolicy, RunAs, spec_from_json, spec_to_json
 
 
 def _record(uid: str = "pod-a") -> PodRecord:
@@ -144,37 +144,35 @@ def test_bad_checkpoint_names_the_problem(tmp_path: Path, mutate: str, detail: s
     [
         pytest.param(pod(sh("main", "true")), id="minimal"),
         pytest.param(
-            PodSpec(
+            Pod(
                 uid="pod-x",
                 namespace="team-a",
                 name="trainer",
                 restart_policy=RestartPolicy.ON_FAILURE,
                 termination_grace_seconds=12.5,
                 containers=(
-                    ContainerSpec(
+                    Container(
                         name="main",
                         command=("python", "-m", "train"),
                         args=("--epochs", "3"),
                         env=(("A", "1"), ("A", "2")),
                         working_dir="/srv",
-                        cpu_limit_millicores=1500,
-                        memory_limit_bytes=512 * MI,
-                        cpu_request_millicores=500,
-                        memory_request_bytes=256 * MI,
+                        limits={"cpu": 1500, "memory": 512 * MI},
+                        requests={"cpu": 500, "memory": 256 * MI},
                     ),
-                    ContainerSpec(name="side", command=("sleep", "1")),
+                    Container(name="side", command=("sleep", "1")),
                 ),
             ),
             id="everything",
         ),
     ],
 )
-def test_spec_codec_round_trip(spec: PodSpec) -> None:
+def test_spec_codec_round_trip(spec: Pod) -> None:
     assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
 
 
 def test_spec_codec_keeps_the_pods_user_and_reads_checkpoints_from_before_users() -> None:
-    spec = PodSpec(uid="u", containers=(ContainerSpec(name="main", command=("true",)),),
+    spec = Pod(uid="u", containers=(Container(name="main", command=("true",)),),
                    run_as=RunAs(uid=65534, gid=65534, no_new_privs=True))
     assert spec_from_json(json.loads(json.dumps(spec_to_json(spec))), path="x") == spec
     old = spec_to_json(spec)
@@ -250,7 +248,8 @@ def test_checkpoint_file_writes_what_save_writes(tmp_path: Path) -> None:
     # A file replaced by someone else (an operator restoring a copy) is simply replaced again.
     checkpoint.save(tmp_path / "batched.json", Checkpoint(boot_id="old", seq=1, written_at=1.0, pods=()))
     checkpoint.CheckpointFile(tmp_path / "batched.json").write(
-        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods]
+        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods],
+        version=1,  # no node records: the runtime's records alone
     )
     assert (tmp_path / "batched.json").read_bytes() == (tmp_path / "saved.json").read_bytes()
     assert checkpoint.load(tmp_path / "batched.json") == whole
@@ -271,9 +270,11 @@ def test_the_node_records_travel_in_the_same_file_and_are_absent_from_older_ones
     node = ({"uid": "pod-a", "workload": "wl-1", "containers": ["main"]}, {"uid": "pod-b", "workload": "wl-2"})
     whole = Checkpoint(boot_id="boot-1", seq=3, written_at=15.0, pods=(_record("pod-a"),), node_records=node)
     checkpoint.save(tmp_path / "saved.json", whole)
+    node_text = [json.dumps(record, separators=(",", ":"), sort_keys=True) for record in node]
     checkpoint.CheckpointFile(tmp_path / "batched.json").write(
-        boot_id="boot-1", seq=3, written_at=15.0, pods=[checkpoint.encode_pod(record) for record in whole.pods],
-        node=[json.dumps(record, separators=(",", ":"), sort_keys=True) for record in node],
+        boot_id="boot-1", seq=3, written_at=15.0,
+        pods=["".join(checkpoint.entry_pieces(node_text[0], checkpoint.encode_pod(whole.pods[0]))),
+              "".join(checkpoint.entry_pieces(node_text[1], None))],
     )
     assert (tmp_path / "batched.json").read_bytes() == (tmp_path / "saved.json").read_bytes()
     assert checkpoint.load(tmp_path / "batched.json") == whole
@@ -287,4 +288,38 @@ def test_node_records_that_are_not_objects_make_the_checkpoint_unreadable(tmp_pa
     path = tmp_path / "checkpoint.json"
     path.write_text(json.dumps({"version": 1, "bootId": "b", "seq": 1, "writtenAt": 1.0, "pods": [], "node": [3]}))
     with pytest.raises(CheckpointError, match="checkpoint.node"):
+        checkpoint.load(path)
+
+
+def test_each_pod_has_one_record_holding_its_node_and_runtime_parts(tmp_path: Path) -> None:
+    node = ({"uid": "pod-a", "workload": "wl-1"}, {"uid": "pod-b", "workload": "wl-2", "rejected": True})
+    whole = Checkpoint(boot_id="boot-1", seq=3, written_at=15.0, pods=(_record("pod-a"), _record("pod-c")),
+                       node_records=node)
+    checkpoint.save(tmp_path / "checkpoint.json", whole)
+    document = json.loads((tmp_path / "checkpoint.json").read_text())
+    assert document["version"] == 2 and "node" not in document
+    # pod-b was rejected (no processes): a record without a runtime part; pod-c has no node part.
+    assert [(sorted(r), (r.get("node") or r["runtime"])["uid"]) for r in document["pods"]] == [
+        (["node", "runtime"], "pod-a"), (["node"], "pod-b"), (["runtime"], "pod-c")]
+    assert checkpoint.load(tmp_path / "checkpoint.json") == whole
+
+
+def test_the_version_1_layout_with_a_separate_node_list_still_loads(tmp_path: Path) -> None:
+    """What agents wrote before one record per pod: runtime records in ``pods``, the node's in ``node``."""
+    record = json.loads(checkpoint.encode_pod(_record("pod-a")))
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps({"version": 1, "bootId": "boot-1", "seq": 3, "writtenAt": 15.0, "pods": [record],
+                                "node": [{"uid": "pod-a", "workload": "wl-1"}, {"uid": "pod-b"}]}))
+    loaded = checkpoint.load(path)
+    assert loaded is not None
+    assert (loaded.pods, loaded.node_records) == ((_record("pod-a"),), ({"uid": "pod-a", "workload": "wl-1"},
+                                                                          {"uid": "pod-b"}))
+
+
+def test_a_record_whose_parts_name_different_pods_makes_the_checkpoint_unreadable(tmp_path: Path) -> None:
+    record = json.loads(checkpoint.encode_pod(_record("pod-a")))
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps({"version": 2, "bootId": "b", "seq": 1, "writtenAt": 1.0,
+                                "pods": [{"node": {"uid": "pod-b"}, "runtime": record}]}))
+    with pytest.raises(CheckpointError, match="node part of 'pod-b'"):
         checkpoint.load(path)

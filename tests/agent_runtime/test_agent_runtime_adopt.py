@@ -105,7 +105,7 @@ async def test_restarted_agent_adopts_running_pods(
         py(
             "main",
             f"open({str(fifos['oom'])!r}).read()\nhog = [b'x' * (8 << 20) for _ in range(64)]\n",
-            memory_limit_bytes=64 * MI,
+            limits={"memory": 64 * MI},
         ),
         uid=unique("oomer"),
     )

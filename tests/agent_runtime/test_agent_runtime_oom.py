@@ -32,7 +32,7 @@ async def test_container_over_its_memory_limit_is_oom_killed(
     memory_driver: CgroupDriver, make_runtime: RuntimeFactory
 ) -> None:
     runtime = make_runtime(memory_driver)
-    spec = pod(py("hog", HOG, memory_limit_bytes=64 * MI), policy=RestartPolicy.NEVER)
+    spec = pod(py("hog", HOG, limits={"memory": 64 * MI}), policy=RestartPolicy.NEVER)
     await runtime.run(spec)
     final = await runtime.wait(spec.uid, timeout=20)
     hog = final.container("hog")

@@ -22,12 +22,12 @@ from agent_runtime_support import (
 from sluicegate.agent.cgroups import CgroupDriver, NoCgroups
 from sluicegate.agent.runtime import (
     EXIT_CODE_START_ERROR,
-    ContainerSpec,
+    Container,
     ContainerState,
     ContainerStatus,
+    Pod,
     PodExistsError,
     PodPhase,
-    PodSpec,
     PodSpecError,
     PodStatus,
     Reason,
@@ -123,19 +123,19 @@ async def test_environment_and_working_directory(
     ("container", "message"),
     [
         pytest.param(
-            ContainerSpec(name="main", command=("no-such-command-here",)),
+            Container(name="main", command=("no-such-command-here",)),
             "command 'no-such-command-here' was not found in PATH=",
             id="missing-command",
         ),
         pytest.param(
-            ContainerSpec(name="main", command=("true",), working_dir="/no/such/dir"),
+            Container(name="main", command=("true",), working_dir="/no/such/dir"),
             "working directory '/no/such/dir' does not exist",
             id="missing-working-dir",
         ),
     ],
 )
 async def test_start_error(
-    driver: CgroupDriver, make_runtime: RuntimeFactory, container: ContainerSpec, message: str
+    driver: CgroupDriver, make_runtime: RuntimeFactory, container: Container, message: str
 ) -> None:
     runtime = make_runtime(driver)
     spec = pod(container)
@@ -156,31 +156,31 @@ async def test_start_error(
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        pytest.param(PodSpec(uid="../x", containers=(sh("a", "true"),)), "uid", id="unsafe-uid"),
-        pytest.param(PodSpec(uid="p", containers=()), "containers", id="no-containers"),
-        pytest.param(PodSpec(uid="p", containers=(sh("A_B", "true"),)), "containers[0].name", id="bad-name"),
-        pytest.param(PodSpec(uid="p", containers=(sh("a", "true"), sh("a", "true"))), "containers[1].name", id="dup"),
+        pytest.param(Pod(uid="../x", containers=(sh("a", "true"),)), "uid", id="unsafe-uid"),
+        pytest.param(Pod(uid="p", containers=()), "containers", id="no-containers"),
+        pytest.param(Pod(uid="p", containers=(sh("A_B", "true"),)), "containers[0].name", id="bad-name"),
+        pytest.param(Pod(uid="p", containers=(sh("a", "true"), sh("a", "true"))), "containers[1].name", id="dup"),
         pytest.param(
-            PodSpec(uid="p", containers=(ContainerSpec(name="a", command=()),)),
+            Pod(uid="p", containers=(Container(name="a", command=()),)),
             "containers[0].command",
             id="no-command",
         ),
         pytest.param(
-            PodSpec(uid="p", containers=(sh("a", "true", memory_limit_bytes=-1),)),
+            Pod(uid="p", containers=(sh("a", "true", limits={"memory": -1}),)),
             "containers[0].resources.limits.memory",
             id="negative-limit",
         ),
         pytest.param(
-            PodSpec(uid="p", containers=(sh("a", "true", env=(("A=B", "x"),)),)), "containers[0].env[0].name", id="env"
+            Pod(uid="p", containers=(sh("a", "true", env=(("A=B", "x"),)),)), "containers[0].env[0].name", id="env"
         ),
         pytest.param(
-            PodSpec(uid="p", containers=(sh("a", "true"),), termination_grace_seconds=-1),
+            Pod(uid="p", containers=(sh("a", "true"),), termination_grace_seconds=-1),
             "terminationGracePeriodSeconds",
             id="negative-grace",
         ),
     ],
 )
-async def test_invalid_spec_is_refused(make_runtime: RuntimeFactory, spec: PodSpec, field: str) -> None:
+async def test_invalid_spec_is_refused(make_runtime: RuntimeFactory, spec: Pod, field: str) -> None:
     runtime = make_runtime(NoCgroups())
     with pytest.raises(PodSpecError) as caught:
         await runtime.run(spec)

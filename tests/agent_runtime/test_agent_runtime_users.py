@@ -16,7 +16,7 @@ import pytest
 from agent_runtime_support import RuntimeFactory, eventually, pod
 
 from sluicegate.agent.cgroups import CgroupDriver, CgroupV1
-from sluicegate.agent.runtime import ContainerSpec, PodPhase, RunAs
+from sluicegate.agent.runtime import Container, PodPhase, RunAs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
@@ -31,7 +31,7 @@ def proc_ids(pid: int) -> tuple[str, str, str, str]:
 
 async def _runs_as_nobody(make_runtime: RuntimeFactory, driver: CgroupDriver, *, cpu_limit: int | None = None) -> None:
     runtime = make_runtime(driver)
-    container = ContainerSpec(name="main", command=("sleep", "30"), cpu_limit_millicores=cpu_limit)
+    container = Container(name="main", command=("sleep", "30"), limits={} if cpu_limit is None else {"cpu": cpu_limit})
     spec = replace(pod(container),
                    run_as=RunAs(uid=NOBODY, gid=NOBODY, no_new_privs=True))
     status = await runtime.run(spec)

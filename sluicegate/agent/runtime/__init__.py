@@ -38,7 +38,7 @@ follow its crash-loop back-off (10 s doubling to 5 min, reset after 10 min
 of running), on an injected clock so tests do not wait.
 
 The package is layered, each module importing only those above it:
-``values`` (specs, statuses, settings), ``errors``, ``rules`` (the
+``values`` (statuses, settings; the pod itself is :mod:`sluicegate.agent.pod`), ``errors``, ``rules`` (the
 kubelet's rules as pure functions), ``codec`` (checkpoint JSON),
 ``process`` (pidfd, signals, setpriv), ``state`` (mutable per-pod state),
 then the runtime itself in three layers: ``bookkeeping`` (snapshots, the
@@ -49,6 +49,7 @@ batched checkpoint write), ``supervision`` (processes) and ``core``
 
 from __future__ import annotations
 
+from sluicegate.agent.pod import Container, Pod, RestartPolicy, RunAs
 from sluicegate.agent.runtime.codec import (
     spec_from_json,
     spec_to_json,
@@ -87,16 +88,12 @@ from sluicegate.agent.runtime.values import (
     AdoptedContainer,
     AdoptionReport,
     Clock,
-    ContainerSpec,
     ContainerState,
     ContainerStatus,
     LostContainer,
     PodPhase,
-    PodSpec,
     PodStatus,
     Reason,
-    RestartPolicy,
-    RunAs,
     RuntimeConfig,
     SystemClock,
     Termination,
@@ -114,8 +111,8 @@ __all__ = [
     "EXIT_CODE_START_ERROR",
     "EXIT_CODE_OOM",
     "DEFAULT_PATH",
-    "ContainerSpec",
-    "PodSpec",
+    "Container",
+    "Pod",
     "RunAs",
     "privilege_argv",
     "Termination",

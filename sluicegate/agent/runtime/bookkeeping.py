@@ -12,6 +12,7 @@ from typing import Any
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import CgroupDriver
 from sluicegate.agent.monitor import Monitor, read_boot_id
+from sluicegate.agent.pod import RunAs
 from sluicegate.agent.runtime.errors import (
     PodNotFoundError,
     PodRuntimeError,
@@ -29,7 +30,6 @@ from sluicegate.agent.runtime.values import (
     PodPhase,
     PodStatus,
     Reason,
-    RunAs,
     RuntimeConfig,
     SystemClock,
 )
@@ -82,6 +82,11 @@ class RuntimeBase:
         self.adopted_node_records: tuple[ckpt.JSONObject, ...] | None = None
         self._node_json: dict[str, str] | None = None
         self._node_encoders: dict[str, Callable[[], str]] = {}
+        # Each pod's one record in the file (its node and runtime parts
+        # together), rebuilt only for the pods whose parts changed.
+        self._entries: dict[str, str] = {}
+        self._entries_stale: set[str] = set()
+        self._entries_rebuild = True
 
     # -- internals: bookkeeping --
 
@@ -175,19 +180,25 @@ class RuntimeBase:
             containers=tuple(container.record() for container in pod.containers),
         )
 
-    # Node records.  The agent node keeps its own record of each pod (what
-    # the controller asked for: workload, priority, admission, the pod's
-    # user) in the checkpoint, beside the runtime's: one file, one atomic
+    # Node records.  The agent node keeps its own part of each pod's record
+    # (what the controller asked for: workload, priority, admission, the
+    # pod's user) in the checkpoint: the file holds one record per pod, the
+    # node's part and the runtime's together (a pod with no processes, say
+    # a rejected one, has only the node's part), written in one atomic
     # write, so the two never disagree after a crash and a change of both
-    # costs one write.  The runtime does not read them; it keeps each one
-    # encoded, like its own, and encodes a changed one (``encode``) only
-    # when it writes.  Until the node hands its records over, the file has
-    # no "node" key (so an upgraded agent knows to import pods-meta.json).
+    # costs one write.  The runtime does not read them; it keeps each part
+    # encoded, encodes a changed node part (``encode``) only when it
+    # writes, and joins a pod's two parts when either changes, not per
+    # write.  Adoption keeps the node parts it read until the node hands
+    # its own over.  Without any (a runtime on its own, or the oldest
+    # files), the file is version 1, the runtime's records alone, so an
+    # upgraded agent knows to import pods-meta.json.
 
     def set_node_records(self, records: Mapping[str, str], *, write: bool) -> None:
         """The node's records (JSON text by uid, in the node's order); ``write``: write the file at once."""
         self._node_json = dict(records)
         self._node_encoders.clear()
+        self._entries_rebuild = True
         if write:
             self._file_stale = True
             self._flush(publish=False)
@@ -203,8 +214,35 @@ class RuntimeBase:
     def drop_node_record(self, uid: str, *, within: float) -> None:
         if self._node_json is not None and self._node_json.pop(uid, None) is not None:
             self._node_encoders.pop(uid, None)
+            self._entries_stale.add(uid)
             self._file_stale = True
             self._schedule_flush(within)
+
+    def _drop_record(self, uid: str) -> None:
+        """The runtime no longer knows ``uid``: its record loses its runtime part with the next write."""
+        self._records.pop(uid, None)
+        self._entries_stale.add(uid)
+        self._file_stale = True
+
+    def _update_entries(self, node: dict[str, str]) -> None:
+        """Bring the pods' records up to date with their parts: the node's pods in its order, then runtime-only ones."""
+        records, entries = self._records, self._entries
+        if self._entries_rebuild:
+            entries.clear()
+            for uid, text in node.items():
+                entries[uid] = "".join(ckpt.entry_pieces(text, records.get(uid)))
+            for uid, record in records.items():
+                if uid not in node:
+                    entries[uid] = "".join(ckpt.entry_pieces(None, record))
+            self._entries_rebuild = False
+        else:
+            for uid in self._entries_stale:
+                node_part, runtime_part = node.get(uid), records.get(uid)
+                if node_part is None and runtime_part is None:
+                    entries.pop(uid, None)
+                else:
+                    entries[uid] = "".join(ckpt.entry_pieces(node_part, runtime_part))
+        self._entries_stale.clear()
 
     def write_now(self) -> None:
         """Write every pending change now (statuses are still published by the next scheduled write).
@@ -258,17 +296,25 @@ class RuntimeBase:
                 pod = self._pods.get(uid)
                 if pod is not None:
                     self._records[uid] = ckpt.encode_pod(self._record(pod))
+            self._entries_stale |= self._stale
             self._stale.clear()
             node = self._node_json
             if node is not None:
                 for uid, encode in self._node_encoders.items():
                     node[uid] = encode()
+                self._entries_stale.update(self._node_encoders)
             self._node_encoders.clear()
             self._file_stale = True
-            self._checkpoint_file.write(
-                boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(), pods=self._records.values(),
-                node=None if node is None else node.values(),
-            )
+            if node is None:
+                # A runtime on its own (no node records yet): version 1, the runtime's records alone.
+                self._entries_stale.clear()
+                self._entries_rebuild = True
+                self._checkpoint_file.write(boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(),
+                                            pods=self._records.values(), version=1)
+            else:
+                self._update_entries(node)
+                self._checkpoint_file.write(boot_id=self._boot_id, seq=self._seq, written_at=self._clock.now(),
+                                            pods=self._entries.values())
             self._file_stale = False
         if not publish:
             return

@@ -1,9 +1,10 @@
-"""Pod specs and terminations to and from the checkpoint's JSON (see sluicegate.agent.checkpoint)."""
+"""Pods (their runtime part) and terminations to and from the checkpoint's JSON (see sluicegate.agent.checkpoint)."""
 
 from __future__ import annotations
 
 from sluicegate.agent import checkpoint as ckpt
-from sluicegate.agent.runtime.values import ContainerSpec, PodSpec, Reason, RestartPolicy, RunAs, Termination
+from sluicegate.agent.pod import Container, Pod, RestartPolicy, RunAs
+from sluicegate.agent.runtime.values import Reason, Termination
 
 
 def _resources_json(cpu: int | None, memory: int | None) -> ckpt.JSONObject:
@@ -15,7 +16,16 @@ def _resources_json(cpu: int | None, memory: int | None) -> ckpt.JSONObject:
     return resources
 
 
-def spec_to_json(spec: PodSpec) -> ckpt.JSONObject:
+def _resources_from(reader: ckpt.FieldReader) -> dict[str, int]:
+    resources: dict[str, int] = {}
+    for key in ("cpu", "memory"):
+        value = reader.get_opt_int(key)
+        if value is not None:
+            resources[key] = value
+    return resources
+
+
+def spec_to_json(spec: Pod) -> ckpt.JSONObject:
     """Manifest-shaped JSON; resources in canonical units (cpu millicores, memory bytes)."""
     containers: list[ckpt.JSONValue] = []
     for container in spec.containers:
@@ -42,24 +52,22 @@ def spec_to_json(spec: PodSpec) -> ckpt.JSONObject:
     }
 
 
-def spec_from_json(obj: ckpt.JSONObject, *, path: str) -> PodSpec:
+def spec_from_json(obj: ckpt.JSONObject, *, path: str) -> Pod:
     """Inverse of spec_to_json; raises CheckpointError naming the field."""
     reader = ckpt.FieldReader(obj, path=path, where="spec")
-    containers: list[ContainerSpec] = []
+    containers: list[Container] = []
     for item in reader.objs("containers"):
         limits = item.obj("limits")
         requests = item.obj("requests")
         containers.append(
-            ContainerSpec(
+            Container(
                 name=item.get_str("name"),
                 command=item.get_str_list("command"),
                 args=item.get_str_list("args"),
                 env=tuple((env.get_str("name"), env.get_str("value")) for env in item.objs("env")),
                 working_dir=item.get_opt_str("workingDir"),
-                cpu_limit_millicores=limits.get_opt_int("cpu"),
-                memory_limit_bytes=limits.get_opt_int("memory"),
-                cpu_request_millicores=requests.get_opt_int("cpu"),
-                memory_request_bytes=requests.get_opt_int("memory"),
+                limits=_resources_from(limits),
+                requests=_resources_from(requests),
             )
         )
     policy_text = reader.get_str("restartPolicy")
@@ -67,7 +75,7 @@ def spec_from_json(obj: ckpt.JSONObject, *, path: str) -> PodSpec:
         policy = RestartPolicy(policy_text)
     except ValueError as exc:
         raise ckpt.CheckpointError(path=path, detail=f"spec.restartPolicy: {policy_text!r} is not a policy") from exc
-    return PodSpec(
+    return Pod(
         uid=reader.get_str("uid"),
         namespace=reader.get_str("namespace"),
         name=reader.get_str("name"),

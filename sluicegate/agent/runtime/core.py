@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -12,6 +13,7 @@ from pathlib import Path
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import CgroupDriver, CgroupHandle
 from sluicegate.agent.monitor import PodReading, group_members, live_pids, read_stat
+from sluicegate.agent.pod import Pod
 from sluicegate.agent.runtime.codec import spec_from_json, spec_to_json, termination_from
 from sluicegate.agent.runtime.errors import (
     CheckpointNotAdoptedError,
@@ -37,7 +39,6 @@ from sluicegate.agent.runtime.values import (
     ContainerState,
     LostContainer,
     PodPhase,
-    PodSpec,
     PodStatus,
     Reason,
     WaitingReason,
@@ -131,7 +132,7 @@ class PodRuntime(Supervision):
 
     # -- commands --
 
-    async def run(self, spec: PodSpec) -> PodStatus:
+    async def run(self, spec: Pod) -> PodStatus:
         """Start a pod; returns its status once every container was started (or failed to)."""
         self._check_open()
         if self._needs_adopt:
@@ -164,7 +165,7 @@ class PodRuntime(Supervision):
         except ckpt.CheckpointError:
             del self._pods[spec.uid]
             self._stale.discard(spec.uid)
-            self._records.pop(spec.uid, None)
+            self._drop_record(spec.uid)
             self._unpublished = [status for status in self._unpublished if status.uid != spec.uid]
             raise
         log.info("pod %s: starting %d container(s)", spec.uid, len(spec.containers))
@@ -239,8 +240,7 @@ class PodRuntime(Supervision):
             raise PodNotFinishedError(uid=uid, phase=pod.status.phase if pod.status else PodPhase.PENDING)
         del self._pods[uid]
         self._stale.discard(uid)
-        self._records.pop(uid, None)
-        self._file_stale = True
+        self._drop_record(uid)
         await self._durable()
 
     async def adopt(self, checkpoint: ckpt.Checkpoint | None) -> AdoptionReport:
@@ -271,6 +271,10 @@ class PodRuntime(Supervision):
             same_boot = checkpoint.boot_id == self._boot_id
             self._seq = max(self._seq, checkpoint.seq)
             self.adopted_node_records = checkpoint.node_records
+            if checkpoint.node_records is not None:
+                # Kept as read until the node hands its own over, so that
+                # adoption's write (below) leaves them on disk.
+                self._node_json = {str(record.get("uid")): json.dumps(record) for record in checkpoint.node_records}
             for pod in pods:
                 self._pods[pod.uid] = pod
                 if pod.finished:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Final
 
 from sluicegate.agent.monitor import read_stat
-from sluicegate.agent.runtime.values import DEFAULT_PATH, RunAs
+from sluicegate.agent.pod import RunAs
+from sluicegate.agent.runtime.values import DEFAULT_PATH
 
 
 async def readable(fd: int) -> None:

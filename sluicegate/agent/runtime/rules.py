@@ -6,14 +6,13 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from sluicegate.agent.pod import Pod, RestartPolicy
 from sluicegate.agent.runtime.errors import PodSpecError
 from sluicegate.agent.runtime.values import (
     ContainerState,
     ContainerStatus,
     PodPhase,
-    PodSpec,
     Reason,
-    RestartPolicy,
     Termination,
 )
 
@@ -80,7 +79,7 @@ _UID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _NAME_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def validate_pod_spec(spec: PodSpec) -> None:
+def validate_pod_spec(spec: Pod) -> None:
     """Raise PodSpecError naming the first field the runtime cannot honour."""
     if not _UID_RE.match(spec.uid):
         raise PodSpecError(

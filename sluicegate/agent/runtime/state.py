@@ -8,13 +8,12 @@ from pathlib import Path
 
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import CgroupHandle
+from sluicegate.agent.pod import Container, Pod
 from sluicegate.agent.runtime.codec import termination_record
 from sluicegate.agent.runtime.process import Proc
 from sluicegate.agent.runtime.values import (
-    ContainerSpec,
     ContainerState,
     ContainerStatus,
-    PodSpec,
     PodStatus,
     Reason,
     Termination,
@@ -31,7 +30,7 @@ class PendingStop:
 
 @dataclass(slots=True)
 class LiveContainer:
-    spec: ContainerSpec
+    spec: Container
     log_path: Path
     state: ContainerState = ContainerState.WAITING
     waiting_reason: WaitingReason | None = WaitingReason.CONTAINER_CREATING
@@ -87,7 +86,7 @@ class LiveContainer:
 
 @dataclass(slots=True)
 class LivePod:
-    spec: PodSpec
+    spec: Pod
     directory: Path
     containers: list[LiveContainer]
     stop: PendingStop | None = None

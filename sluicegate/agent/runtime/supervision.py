@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sluicegate.agent.cgroups import CgroupError
 from sluicegate.agent.monitor import group_members, live_pids, read_stat
+from sluicegate.agent.pod import Container
 from sluicegate.agent.runtime.bookkeeping import RuntimeBase
 from sluicegate.agent.runtime.process import (
     HOME_DIR,
@@ -31,7 +32,6 @@ from sluicegate.agent.runtime.values import (
     EXIT_CODE_OOM,
     EXIT_CODE_START_ERROR,
     EXIT_CODE_UNKNOWN,
-    ContainerSpec,
     ContainerState,
     Reason,
     Termination,
@@ -51,7 +51,7 @@ class Supervision(RuntimeBase):
 
     # -- internals: processes --
 
-    def _environment(self, spec: ContainerSpec, home: Path) -> dict[str, str]:
+    def _environment(self, spec: Container, home: Path) -> dict[str, str]:
         env = dict(self._config.base_env)
         env["HOME"] = str(home)
         for name, value in spec.env:

@@ -1,4 +1,4 @@
-"""The runtime's values: pod specs, statuses, adoption reports, settings and the clock."""
+"""The runtime's values: statuses, adoption reports, settings and the clock."""
 
 from __future__ import annotations
 
@@ -8,14 +8,6 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final, Protocol
-
-from sluicegate.agent.cgroups import CgroupLimits
-
-
-class RestartPolicy(StrEnum):
-    ALWAYS = "Always"
-    ON_FAILURE = "OnFailure"
-    NEVER = "Never"
 
 
 class PodPhase(StrEnum):
@@ -58,59 +50,6 @@ EXIT_CODE_START_ERROR: Final = 128
 EXIT_CODE_OOM: Final = 128 + signal.SIGKILL
 
 DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerSpec:
-    """One container: a command line with its environment and resources (canonical units).
-
-    ``env`` is ordered as in a manifest; a later entry wins.  ``$(VAR)``
-    references are passed through literally (not expanded).
-    """
-
-    name: str
-    command: tuple[str, ...]
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    working_dir: str | None = None
-    cpu_limit_millicores: int | None = None
-    memory_limit_bytes: int | None = None
-    cpu_request_millicores: int | None = None
-    memory_request_bytes: int | None = None
-
-    def cgroup_limits(self) -> CgroupLimits:
-        # A limit without a request means request == limit in Kubernetes; the
-        # controller normally fills that in, this keeps the weight right anyway.
-        request = self.cpu_request_millicores if self.cpu_request_millicores is not None else self.cpu_limit_millicores
-        return CgroupLimits(
-            cpu_limit_millicores=self.cpu_limit_millicores,
-            cpu_request_millicores=request,
-            memory_limit_bytes=self.memory_limit_bytes,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PodSpec:
-    """A pod as the agent runs it.  ``termination_grace_seconds`` overrides the default grace."""
-
-    uid: str
-    containers: tuple[ContainerSpec, ...]
-    namespace: str = "default"
-    name: str = ""
-    restart_policy: RestartPolicy = RestartPolicy.NEVER
-    termination_grace_seconds: float | None = None
-    # Who the processes run as (see sluicegate.security.podsecurity): None
-    # keeps the agent's own user (an agent that is not root cannot switch).
-    run_as: RunAs | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RunAs:
-    """A pod's user and group; no supplementary groups; ``no_new_privs``: PR_SET_NO_NEW_PRIVS before exec."""
-
-    uid: int
-    gid: int
-    no_new_privs: bool = True
 
 
 @dataclass(frozen=True, slots=True)

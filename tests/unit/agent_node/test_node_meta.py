@@ -10,23 +10,24 @@ from pathlib import Path
 from typing import Any
 
 from sluicegate.agent import checkpoint as ckpt
-from sluicegate.agent.node import META_BATCH_SECONDS, AgentNode, ContainerWish, PodWish
+from sluicegate.agent.node import META_BATCH_SECONDS, AgentNode
+from sluicegate.agent.pod import Container, Pod
 
 from .conftest import MakeNode
 
 
-def wish(uid: str, script: str) -> PodWish:
-    return PodWish(
+def wish(uid: str, script: str) -> Pod:
+    return Pod(
         uid=uid, name=uid, namespace="team-a", workload="wl-1", pod_set="main", index=0,
-        containers=(ContainerWish(name="main", command=("sh", "-c", script), requests={"cpu": 100}),),
+        containers=(Container(name="main", command=("sh", "-c", script), requests={"cpu": 100}),),
         termination_grace_seconds=0,
     )
 
 
 def meta_records_on_disk(node: AgentNode) -> list[dict[str, Any]]:
     """The node's per-pod records in the checkpoint, as a restarted agent would read them."""
-    records: list[dict[str, Any]] = json.loads(ckpt.path_for(node.data_dir).read_text())["node"]
-    return records
+    pods: list[dict[str, Any]] = json.loads(ckpt.path_for(node.data_dir).read_text())["pods"]
+    return [pod["node"] for pod in pods if "node" in pod]
 
 
 def meta_on_disk(node: AgentNode) -> dict[str, str]:
@@ -100,3 +101,18 @@ async def test_a_pod_that_ended_before_its_first_report_still_reports_when_it_st
     report = node.report("brief")
     assert report is not None and report.phase == "Succeeded"
     assert 0.0 < report.started_at <= report.finished_at
+
+
+async def test_the_checkpoint_holds_one_record_per_pod(make_node: MakeNode) -> None:
+    """A running pod's record holds the node's part and the runtime's; a rejected pod's, the node's alone."""
+    node = await make_node(allocatable={"cpu": 100, "memory": 1 << 30, "pods": 110})
+    assert await node.run_pod(wish("held", "sleep 60")) is True
+    assert await node.run_pod(wish("no-room", "exit 0")) is False
+    pods = json.loads(ckpt.path_for(node.data_dir).read_text())["pods"]
+    assert [(sorted(p), p["node"]["uid"]) for p in pods] == [(["node", "runtime"], "held"), (["node"], "no-room")]
+    assert pods[0]["runtime"]["uid"] == "held"
+
+    restarted = await make_node(allocatable={"cpu": 100, "memory": 1 << 30, "pods": 110})
+    report = restarted.report("no-room")
+    assert report is not None and (report.phase, report.reason) == ("Failed", "OutOfcpu")
+    assert restarted.meta["held"] == node.meta["held"]

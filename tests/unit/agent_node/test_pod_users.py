@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.agent.node import SECURITY_REJECTED, ContainerWish, PodWish, RequestedSecurity
+from sluicegate.agent.node import SECURITY_REJECTED
+from sluicegate.agent.pod import Container, Pod, RequestedSecurity, RestartPolicy
 from sluicegate.agent.probes import ProbeSpec
 from sluicegate.security.podsecurity import NOBODY, PodUserPolicies, PodUserPolicy
 
@@ -25,12 +26,12 @@ OPS = PodUserPolicies(namespaces={"ops": PodUserPolicy(uid=0, gid=0, allow_root=
 
 
 def wish(uid: str, script: str, *, namespace: str = "team-a", security: RequestedSecurity | None = None,
-         restart: str = "Never", probe: ProbeSpec | None = None) -> PodWish:
-    return PodWish(
+         restart: str = "Never", probe: ProbeSpec | None = None) -> Pod:
+    return Pod(
         uid=uid, name=uid, namespace=namespace, workload="wl", pod_set="main", index=0,
-        containers=(ContainerWish(name="main", command=("sh", "-c", script), requests={"cpu": 100},
+        containers=(Container(name="main", command=("sh", "-c", script), requests={"cpu": 100},
                                   security=security, readiness_probe=probe),),
-        termination_grace_seconds=0, restart_policy=restart,
+        termination_grace_seconds=0, restart_policy=RestartPolicy(restart),
     )
 
 

@@ -6,7 +6,8 @@ import asyncio
 import signal
 from collections.abc import Sequence
 
-from sluicegate.agent.node import AgentNode, ContainerWish, PodWish
+from sluicegate.agent.node import AgentNode
+from sluicegate.agent.pod import Container, Pod
 from sluicegate.agent.policy import PodInfo, PodUsage, Signal, SignalObservation, parse_eviction_config
 from sluicegate.agent.pressure import PressureLoop, Readings
 
@@ -35,13 +36,13 @@ class Script:
         )
 
 
-def wish(uid: str, *, memory: int, static: bool = False, grace: float = 5.0) -> PodWish:
-    return PodWish(uid=uid, name=uid, namespace="default", workload=f"wl-{uid}", pod_set="main", index=0,
+def wish(uid: str, *, memory: int, static: bool = False, grace: float = 5.0) -> Pod:
+    return Pod(uid=uid, name=uid, namespace="default", workload=f"wl-{uid}", pod_set="main", index=0,
                    static=static, termination_grace_seconds=grace,
-                   containers=(ContainerWish(name="main", command=("sleep", "30"), requests={"memory": memory}),))
+                   containers=(Container(name="main", command=("sleep", "30"), requests={"memory": memory}),))
 
 
-async def start(node: AgentNode, *wishes: PodWish) -> None:
+async def start(node: AgentNode, *wishes: Pod) -> None:
     for w in wishes:
         await node.run_pod(w)
 
@@ -118,9 +119,9 @@ async def test_soft_pressure_waits_for_its_grace_period_and_gives_the_pod_its_ow
 
 async def test_pods_being_stopped_are_not_evicted_again(make_node: MakeNode) -> None:
     node = await make_node()
-    stubborn = PodWish(uid="a", name="a", namespace="default", workload="wl-a", pod_set="main", index=0,
+    stubborn = Pod(uid="a", name="a", namespace="default", workload="wl-a", pod_set="main", index=0,
                        termination_grace_seconds=5.0,
-                       containers=(ContainerWish(name="main", command=("sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"),
+                       containers=(Container(name="main", command=("sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"),
                                                  requests={"memory": 64 * Mi}),))
     await start(node, stubborn, wish("b", memory=64 * Mi))
     # The controller's stop is under way (SIGTERM ignored, SIGKILL due in 5s).

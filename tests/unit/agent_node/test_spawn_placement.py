@@ -31,11 +31,11 @@ from sluicegate.agent.cgroups import (
 from sluicegate.agent.placement import PlacementError, ThreadPlacer
 from sluicegate.agent.runtime import (
     EXIT_CODE_START_ERROR,
-    ContainerSpec,
+    Container,
     ContainerState,
+    Pod,
     PodPhase,
     PodRuntime,
-    PodSpec,
     PodStatus,
     Reason,
     RestartPolicy,
@@ -242,11 +242,11 @@ async def test_runtime_reports_a_failed_placement_as_a_start_error(v1: CgroupV1,
     clock = GateClock()
     runtime = await _runtime(tmp_path / "agent", v1, clock)
     marker = tmp_path / "runs"
-    spec = PodSpec(
+    spec = Pod(
         uid="pod-d",
         name="test",
         restart_policy=RestartPolicy.ON_FAILURE,
-        containers=(ContainerSpec(name="main", command=("sh", "-c", f"echo run >> {marker}; exit 3")),),
+        containers=(Container(name="main", command=("sh", "-c", f"echo run >> {marker}; exit 3")),),
     )
     try:
         await runtime.run(spec)
@@ -282,8 +282,8 @@ async def test_a_command_that_disappears_is_a_start_error_again(tmp_path: Path) 
     runtime = PodRuntime(data_dir=directory, cgroups=NoCgroups(), config=config)
     await runtime.adopt(None)
 
-    def spec(uid: str) -> PodSpec:
-        return PodSpec(uid=uid, name="test", containers=(ContainerSpec(name="main", command=("tool",)),))
+    def spec(uid: str) -> Pod:
+        return Pod(uid=uid, name="test", containers=(Container(name="main", command=("tool",)),))
 
     try:
         first = await runtime.wait((await runtime.run(spec("first"))).uid, timeout=WAIT)

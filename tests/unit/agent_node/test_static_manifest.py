@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.agent.node import ContainerWish, PodWish, RequestedSecurity
+from sluicegate.agent.pod import Container, Pod, RequestedSecurity, RestartPolicy
 from sluicegate.agent.policy import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.agent.static import StaticPodManifestError, parse_manifest, scan_directory, static_uid
 
@@ -24,17 +24,17 @@ spec:
 """
 
 
-def parse(text: str | bytes, *, file_name: str = "pod.yaml", node: str = "node-1") -> PodWish:
+def parse(text: str | bytes, *, file_name: str = "pod.yaml", node: str = "node-1") -> Pod:
     content = text.encode() if isinstance(text, str) else text
     return parse_manifest(file_name=file_name, content=content, node_name=node)
 
 
 def test_a_minimal_manifest_gets_the_kubelet_defaults() -> None:
     wish = parse(MINIMAL)
-    assert wish == PodWish(
+    assert wish == Pod(
         uid=wish.uid, name="agent-sidecar-node-1", namespace="default", workload="", pod_set="", index=0,
-        containers=(ContainerWish(name="main", command=("sleep", "60")),),
-        restart_policy="Always", termination_grace_seconds=30.0, priority=0, priority_class="", static=True,
+        containers=(Container(name="main", command=("sleep", "60")),),
+        restart_policy=RestartPolicy.ALWAYS, termination_grace_seconds=30.0, priority=0, priority_class="", static=True,
         source="pod.yaml",
     )
     assert wish.uid.startswith("static-")
@@ -59,15 +59,15 @@ spec:
       requests: {cpu: 250m, memory: 64Mi}
       limits: {memory: 128Mi, example.com/dev: 1}
 """, node="Worker-7")
-    assert wish == PodWish(
+    assert wish == Pod(
         uid=wish.uid, name="etcd-worker-7", namespace="kube-system", workload="", pod_set="", index=0,
-        containers=(ContainerWish(
+        containers=(Container(
             name="server", command=("/usr/bin/etcd",), args=("--data-dir", "/var/lib/etcd"),
             env=(("GOMAXPROCS", "2"),), working_dir="/var/lib/etcd",
             requests={"cpu": 250, "memory": 64 * Mi, "example.com/dev": 1},
             limits={"memory": 128 * Mi, "example.com/dev": 1},
         ),),
-        restart_policy="OnFailure", termination_grace_seconds=5.0, priority=SYSTEM_NODE_CRITICAL,
+        restart_policy=RestartPolicy.ON_FAILURE, termination_grace_seconds=5.0, priority=SYSTEM_NODE_CRITICAL,
         priority_class="system-node-critical", static=True, source="pod.yaml",
     )
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.agent.node import AgentNode, ContainerWish, PodWish
+from sluicegate.agent.node import AgentNode
+from sluicegate.agent.pod import Container, Pod
 from sluicegate.agent.runtime import ContainerState, PodPhase
 from sluicegate.agent.static import StaticPods, SyncResult
 
@@ -133,11 +134,11 @@ async def test_an_exiting_static_pod_is_restarted(make_node: MakeNode, tmp_path:
     assert (status.phase, status.finished) == (PodPhase.RUNNING, False)
 
 
-def worker(uid: str, *, cpu: int, memory: int = 0, limits: bool = False) -> PodWish:
+def worker(uid: str, *, cpu: int, memory: int = 0, limits: bool = False) -> Pod:
     requests = {"cpu": cpu, **({"memory": memory} if memory else {})}
-    return PodWish(uid=uid, name=uid, namespace="default", workload=f"wl-{uid}", pod_set="main", index=0,
+    return Pod(uid=uid, name=uid, namespace="default", workload=f"wl-{uid}", pod_set="main", index=0,
                    termination_grace_seconds=0,
-                   containers=(ContainerWish(name="main", command=("sleep", "30"), requests=requests,
+                   containers=(Container(name="main", command=("sleep", "30"), requests=requests,
                                              limits=requests if limits else {}),))
 
 

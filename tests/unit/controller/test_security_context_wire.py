@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sluicegate.agent.link import wish_from_proto
-from sluicegate.agent.node import RequestedSecurity
+from sluicegate.agent.link import pod_from_proto
+from sluicegate.agent.pod import RequestedSecurity
 from sluicegate.controller.service.agents import _container
 from sluicegate.model.workloads import Container, SecurityContext
 from sluicegate.v1 import agent_pb2
@@ -20,7 +20,7 @@ def test_container_fields_override_the_pods_and_unset_stays_unset() -> None:
     assert not any(bare.HasField(f) for f in ("run_as_user", "run_as_group", "run_as_non_root",
                                               "allow_privilege_escalation"))
     spec = agent_pb2.PodSpec(uid="u", name="p", namespace="ns", containers=[out, bare])
-    wish = wish_from_proto(spec)
+    wish = pod_from_proto(spec)
     assert wish.containers[0].security == RequestedSecurity(run_as_user=0, run_as_group=1000, run_as_non_root=True,
                                                             allow_privilege_escalation=False)
     assert wish.containers[1].security is None
