@@ -251,7 +251,7 @@ class ControllerLink:
         if delay > 0:
             await asyncio.sleep(delay)
         key = pki.new_key()
-        stub = security_pb2_grpc.SecurityStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
+        stub = security_pb2_grpc.SecurityStub(channel)
         resp = await stub.Renew(security_pb2.RenewRequest(csr=pki.make_csr(key, f"system:node:{node_creds.node}")),
                                 timeout=30)
         assert self.pki_dir is not None
@@ -263,7 +263,7 @@ class ControllerLink:
         """One stream, until it ends; True when it ended to reconnect with a renewed certificate."""
         channel, node_creds = self._channel()
         async with channel:
-            stub = agent_pb2_grpc.AgentLinkStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
+            stub = agent_pb2_grpc.AgentLinkStub(channel)
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
             out.put_nowait(self._register())
             sent_at = self.fencing.clock() if self.fencing is not None else 0.0
@@ -420,7 +420,7 @@ async def join(
     key = pki.new_key()
     csr = pki.make_csr(key, f"system:node:{node_name}")
     async with open_channel(address, ca=ca) as channel:
-        stub = security_pb2_grpc.SecurityStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
+        stub = security_pb2_grpc.SecurityStub(channel)
         resp = await stub.Join(security_pb2.JoinRequest(token=token, node_name=node_name, csr=csr), timeout=timeout)
     cert = pki.load_cert(resp.certificate)
     if not pki.signed_by(cert, pki.load_cert(ca)):

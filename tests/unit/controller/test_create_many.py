@@ -112,7 +112,7 @@ async def test_concurrent_client_creations_go_out_together_and_each_caller_gets_
 
     versions = served.manager.versions
     valid = [n for n in names if n != "w007"]
-    assert [a for n, a in zip(names, answers) if n != "w007"] == [
+    assert [a for n, a in zip(names, answers, strict=True) if n != "w007"] == [
         f"{n} True {versions[('Workload', 'default', n)]}" for n in valid]
     assert answers[7].startswith("INVALID_ARGUMENT: w007#1 Workload/default/w007: spec.podSets[0].template.spec.containers[0]")
     assert ("Workload", "default", "w007") not in versions

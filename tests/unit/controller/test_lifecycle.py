@@ -21,8 +21,9 @@ from sluicegate.controller.scheduling.flavors import Assignment
 from sluicegate.model import WaitForPodsReadyConfig
 from sluicegate.model.pods import PodRecord, with_pods
 from sluicegate.model.workloads import RequeueState
-
-from ..scheduling.builders import admitted, podset, wl
+from tests.builders import pod_set as podset
+from tests.builders import with_admission as admitted
+from tests.builders import workload as wl
 
 WFPR = WaitForPodsReadyConfig(enabled=True, timeout_seconds=10, backoff_base_seconds=60, backoff_max_seconds=3600,
                               backoff_limit_count=3)

@@ -9,8 +9,8 @@ from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
 from sluicegate.model.workloads import Workload
-
-from ..scheduling.builders import podset, wl
+from tests.builders import pod_set as podset
+from tests.builders import workload as wl
 
 BEST_EFFORT = QueueingStrategy.BEST_EFFORT_FIFO
 
