@@ -142,7 +142,7 @@ async def test_a_full_store_degrades_and_recovers_without_a_restart(tmp_path: Pa
 
     log = c.log.read_text()
     # One ERROR per episode, however often the probe found the store still failing.
-    assert log.count("ERROR sluicegate.controller.manager: store writes fail") == 2, log[-3000:]
+    assert log.count("ERROR sluicegate.controller.commit: store writes fail") == 2, log[-3000:]
 
     c.start()
     try:
