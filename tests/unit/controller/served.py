@@ -17,18 +17,13 @@ from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store.sqlite import SqliteStore
 from sluicegate.manifest.loader import parse_text
 from sluicegate.v1 import objects_pb2_grpc, workloads_pb2_grpc
+from tests.builders import container_doc, workload_doc
 
 from .test_manager import QUEUES, Clock
 
 
 def workload_body(name: str, cpu: str) -> str:
-    return json.dumps({
-        "apiVersion": "sluicegate.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "default", "labels": {"team": "a"}},
-        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
-            {"name": "c", "command": ["true"], "resources": {"requests": {"cpu": cpu}}}]}}}]},
-    })
+    return json.dumps(workload_doc(name, container_doc(name="c", requests={"cpu": cpu}), labels={"team": "a"}))
 
 
 @dataclass

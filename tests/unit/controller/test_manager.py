@@ -11,6 +11,7 @@ from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import Manager, workload_state
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import RawDocument, parse_text
+from tests.builders import container_doc, workload_doc
 
 QUEUES = """
 apiVersion: sluicegate.io/v1beta2
@@ -38,18 +39,7 @@ spec: {clusterQueue: cq}
 
 
 def workload(name: str, cpu: str, *, priority: int | None = None, queue: str = "lq") -> RawDocument:
-    body: dict = {
-        "apiVersion": "sluicegate.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "queueName": queue,
-            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
-                {"name": "c", "command": ["true"], "resources": {"requests": {"cpu": cpu}}}]}}}],
-        },
-    }
-    if priority is not None:
-        body["spec"]["priority"] = priority
+    body = workload_doc(name, container_doc(name="c", requests={"cpu": cpu}), queue=queue, priority=priority)
     return parse_text(json.dumps(body), name, fmt="json")[0]
 
 
