@@ -18,16 +18,23 @@ from typing import Any, Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
+    ApplyObject,
     Bind,
+    Dequeue,
+    Disown,
     DropWorkload,
     Effects,
     Enqueue,
     NodeCapacityFreed,
+    RefreshQueueActivity,
     RefreshUsage,
     Release,
+    RemoveObject,
+    Settle,
     SetWorkload,
     Track,
     Unbind,
+    Uncache,
     UpdateAdmitted,
 )
 from sluicegate.controller.nodes import Command
@@ -62,6 +69,8 @@ class Agents(Protocol):
 
     def send(self, node: str, command: Command) -> None: ...
 
+    def disown(self, uid: str) -> None: ...
+
 
 class Committer:
     def __init__(self, store: Store, cache: Cache) -> None:
@@ -71,6 +80,8 @@ class Committer:
         self._agents: Agents | None = None
         self._enqueue: Callable[[Workload], None] = lambda wl: None
         self._track: Callable[[Workload], None] = lambda wl: None
+        self._settle: Callable[[Workload], None] = lambda wl: None
+        self._apply_object: Callable[[Obj], None] = lambda obj: None
         # The store's last write failure while writes fail (disk full,
         # read-only, I/O error): the controller is degraded, refuses writes,
         # serves reads, and probes the store until a write succeeds.
@@ -88,11 +99,18 @@ class Committer:
     def wake(self) -> None:
         self.woken.set()
 
-    def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None]) -> None:
-        """Who binds pods and talks to agents, queues workloads, and arms their timers."""
+    def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None],
+               settle: Callable[[Workload], None] | None = None,
+               apply_object: Callable[[Obj], None] | None = None) -> None:
+        """Who binds pods and talks to agents, queues workloads, arms their timers, settles a
+        workload's pods (a nested decision, committed in place), and puts other kinds into the cache."""
         self._agents = agents
         self._enqueue = enqueue
         self._track = track
+        if settle is not None:
+            self._settle = settle
+        if apply_object is not None:
+            self._apply_object = apply_object
 
     # ------------------------------------------------------------ commit
 
@@ -123,7 +141,10 @@ class Committer:
             elif isinstance(op, Release):
                 cq = c.release(op.key)
                 if cq is not None:
-                    c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+                    if op.budget:
+                        c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+                    else:
+                        c.queues.queue_inadmissible(c.tree_members(cq))
             elif isinstance(op, RefreshUsage):
                 c.workloads[op.workload.key] = op.workload
                 cq = c.refresh_usage(op.workload)
@@ -134,6 +155,21 @@ class Committer:
             elif isinstance(op, DropWorkload):
                 c.workloads.pop(op.key, None)
                 c.queues.delete(op.key)
+            elif isinstance(op, Settle):
+                self._settle(op.workload)
+            elif isinstance(op, ApplyObject):
+                self._apply_object(op.obj)
+            elif isinstance(op, RemoveObject):
+                c.remove_object(*op.ref)
+            elif isinstance(op, RefreshQueueActivity):
+                c.refresh_queue_activity()
+            elif isinstance(op, Dequeue):
+                c.queues.delete(op.key)
+            elif isinstance(op, Uncache):
+                c.workloads.pop(op.key, None)
+            elif isinstance(op, Disown):
+                assert agents is not None
+                agents.disown(op.uid)
         if e.agents:
             assert agents is not None
             for node, command in e.agents:

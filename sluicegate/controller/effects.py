@@ -62,9 +62,13 @@ class RefreshUsage:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """The workload's quota goes back; parked workloads of its tree are offered it, once."""
+    """The workload's quota goes back; parked workloads of its tree are offered it, once.
+
+    ``budget=False``: offered without the release budget (an API change gave the quota back).
+    """
 
     key: WorkloadKey
+    budget: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +97,55 @@ class Track:
     workload: Workload
 
 
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Settle the workload's pods now: a decision of its own (``decide_pods``), committed in place."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Uncache:
+    """A finished workload is gone for good: out of the cache (it waits in no queue)."""
+
+    key: WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class Disown:
+    """The pod belongs to no workload any more."""
+
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dequeue:
+    """The workload leaves its queue (it stays in the cache)."""
+
+    key: WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyObject:
+    """A stored object of another kind than Workload goes into the cache, with what follows from it."""
+
+    obj: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveObject:
+    """An object of another kind than Workload is gone from the cache."""
+
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshQueueActivity:
+    """Which queues are active follows the objects the cache holds now."""
+
+
 CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | NodeCapacityFreed | UpdateAdmitted \
-    | Enqueue | Track
+    | Enqueue | Track | Settle | Uncache | Disown | Dequeue | ApplyObject | RemoveObject | RefreshQueueActivity
 
 
 @dataclass(frozen=True, slots=True)
