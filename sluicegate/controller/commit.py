@@ -14,10 +14,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
+    AddAdmitted,
     ApplyObject,
     Bind,
     Dequeue,
@@ -25,20 +27,26 @@ from sluicegate.controller.effects import (
     DropWorkload,
     Effects,
     Enqueue,
+    Evict,
     NodeCapacityFreed,
+    PutBack,
+    QueueAdmitted,
     RefreshQueueActivity,
     RefreshUsage,
     Release,
     RemoveObject,
+    Requeue,
     Settle,
     SetWorkload,
     Track,
+    TrackPods,
     Unbind,
     Uncache,
     UpdateAdmitted,
 )
 from sluicegate.controller.nodes import Command
 from sluicegate.controller.objects import ref_of
+from sluicegate.controller.scheduling.cycle import EntryStatus
 from sluicegate.controller.store import Delete, Put, Store, StoreError
 from sluicegate.controller.watch import Watchers, WatchEvent
 from sluicegate.manifest.encode import EncodedObject, encode_json
@@ -71,6 +79,8 @@ class Agents(Protocol):
 
     def disown(self, uid: str) -> None: ...
 
+    def track(self, wl: Workload) -> None: ...
+
 
 class Committer:
     def __init__(self, store: Store, cache: Cache) -> None:
@@ -82,6 +92,7 @@ class Committer:
         self._track: Callable[[Workload], None] = lambda wl: None
         self._settle: Callable[[Workload], None] = lambda wl: None
         self._apply_object: Callable[[Obj], None] = lambda obj: None
+        self._evict: Callable[[Workload, float], None] = lambda wl, now: None
         # The store's last write failure while writes fail (disk full,
         # read-only, I/O error): the controller is degraded, refuses writes,
         # serves reads, and probes the store until a write succeeds.
@@ -101,9 +112,11 @@ class Committer:
 
     def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None],
                settle: Callable[[Workload], None] | None = None,
-               apply_object: Callable[[Obj], None] | None = None) -> None:
+               apply_object: Callable[[Obj], None] | None = None,
+               evict: Callable[[Workload, float], None] | None = None) -> None:
         """Who binds pods and talks to agents, queues workloads, arms their timers, settles a
-        workload's pods (a nested decision, committed in place), and puts other kinds into the cache."""
+        workload's pods or evicts it (nested decisions, committed in place), and puts other kinds into
+        the cache."""
         self._agents = agents
         self._enqueue = enqueue
         self._track = track
@@ -111,21 +124,43 @@ class Committer:
             self._settle = settle
         if apply_object is not None:
             self._apply_object = apply_object
+        if evict is not None:
+            self._evict = evict
 
     # ------------------------------------------------------------ commit
 
-    def commit(self, e: Effects) -> None:
+    def commit(self, e: Effects) -> int:
         """Carry out a decision: store, then cache and queues, then agents, then watchers.
 
         A refused store write raises StoreError before anything else changes.
+        Returns how many Requeue heads their queues took back.
         """
         if e.puts or e.deletes:
             self.write(e.puts, e.deletes)
         c = self.cache
         agents = self._agents
+        requeued = 0
         for op in e.cache:
             if isinstance(op, SetWorkload):
                 c.workloads[op.workload.key] = op.workload
+            elif isinstance(op, Requeue):
+                entry = op.entry
+                if entry.workload is not op.workload:
+                    entry.head = replace(entry.head, workload=op.workload)
+                if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
+                    requeued += 1
+            elif isinstance(op, AddAdmitted):
+                c.add_admitted(op.workload, op.now)
+            elif isinstance(op, QueueAdmitted):
+                c.queues.admitted(op.entry)
+            elif isinstance(op, TrackPods):
+                assert agents is not None
+                agents.track(op.workload)
+            elif isinstance(op, Evict):
+                self._evict(op.workload, op.now)
+            elif isinstance(op, PutBack):
+                op.entry.status = EntryStatus.SKIPPED
+                c.queues.requeue(op.entry)
             elif isinstance(op, UpdateAdmitted):
                 c.update_admitted(op.workload)
             elif isinstance(op, Track):
@@ -178,6 +213,7 @@ class Committer:
             self.woken.set()
         for type_, wl in e.events:
             self.publish(type_, wl)
+        return requeued
 
     # ------------------------------------------------------------- store
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluicegate.controller.nodes import Command
+from sluicegate.controller.scheduling.cycle import Entry
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.workloads import Workload
@@ -144,8 +145,58 @@ class RefreshQueueActivity:
     """Which queues are active follows the objects the cache holds now."""
 
 
+@dataclass(frozen=True, slots=True)
+class AddAdmitted:
+    """The workload holds quota from ``now`` (a scheduling cycle admitted it)."""
+
+    workload: Workload
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAdmitted:
+    """The entry's head leaves its queue: admitted."""
+
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class TrackPods:
+    """The stored workload's pods count on their nodes and belong to it."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """The entry's head goes back to its queue, carrying this state of its workload
+    (parked when ``quota_bound`` or ``node_bound``); counted when the queue takes it."""
+
+    entry: Entry
+    workload: Workload
+    quota_bound: bool
+    node_bound: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PutBack:
+    """The cycle's store write was refused: the head goes back to its queue untried (SKIPPED)."""
+
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """The workload was just marked Evicted (as stored here): stop its pods, or release its quota at
+    once where nothing runs; a decision of its own, committed in place."""
+
+    workload: Workload
+    now: float
+
+
 CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | NodeCapacityFreed | UpdateAdmitted \
-    | Enqueue | Track | Settle | Uncache | Disown | Dequeue | ApplyObject | RemoveObject | RefreshQueueActivity
+    | Enqueue | Track | Settle | Uncache | Disown | Dequeue | ApplyObject | RemoveObject | RefreshQueueActivity \
+    | AddAdmitted | QueueAdmitted | TrackPods | Requeue | PutBack | Evict
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,16 +93,6 @@ class Fleet:
             if not p.terminal:
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
 
-    def launch(self, wl: Workload) -> None:
-        """Tell the agents to start the (already stored) pods of an admitted workload."""
-        specs = {ps.name: ps for ps in wl.pod_sets}
-        for p in wl.status.pods:
-            if p.phase != PENDING:
-                continue
-            node = self.registry.nodes.get(p.node)
-            if node is not None and node.session is not None:
-                node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
-
     # -------------------------------------------------------------- agents
 
     def register(

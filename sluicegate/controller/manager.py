@@ -131,11 +131,10 @@ class Manager:
                            self_fencing=self_fencing, monotonic=monotonic)
         self.finished_retention = finished_retention
         self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
-                                   preemptor=preemptor or DefaultPreemptor(), placement=placement,
-                                   track=self.track_deadlines, evict=self._act_on_eviction)
+                                   preemptor=preemptor or DefaultPreemptor(), placement=placement)
         self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines,
                            settle=lambda wl: self.fleet.apply(self.fleet.settle(wl)),
-                           apply_object=self.apply_to_cache)
+                           apply_object=self.apply_to_cache, evict=self._act_on_eviction)
 
     # ------------------------------------------------------------------ load
 
