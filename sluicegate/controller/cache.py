@@ -87,6 +87,23 @@ class Cache:
         self.cohorts.pop(name, None)
         self.tree.remove_cohort(name)
 
+    def remove_object(self, kind: str, namespace: str, name: str) -> None:
+        """An object of another kind than Workload is gone (its workloads, if any, are dequeued apart)."""
+        if kind == "ResourceFlavor":
+            self.flavors.pop(FlavorName(name), None)
+        elif kind == "Cohort":
+            self.remove_cohort(CohortName(name))
+        elif kind == "ClusterQueue":
+            self.remove_cluster_queue(ClusterQueueName(name))
+        elif kind == "LocalQueue":
+            self.local_queues.pop((namespace, name), None)
+        elif kind == "WorkloadPriorityClass":
+            self.workload_priority_classes.pop(name, None)
+        elif kind == "PriorityClass":
+            self.priority_classes.pop(name, None)
+        elif kind == "Namespace":
+            self.namespaces.pop(name, None)
+
     def refresh_queue_activity(self) -> None:
         for name, spec in self.cluster_queues.items():
             self.queues.ensure_queue(name, spec.queueing_strategy, active=self.inactive_reason(name) is None)

@@ -14,24 +14,39 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
+    AddAdmitted,
+    ApplyObject,
     Bind,
+    Dequeue,
+    Disown,
     DropWorkload,
     Effects,
     Enqueue,
+    Evict,
     NodeCapacityFreed,
+    PutBack,
+    QueueAdmitted,
+    RefreshQueueActivity,
     RefreshUsage,
     Release,
+    RemoveObject,
+    Requeue,
+    Settle,
     SetWorkload,
     Track,
+    TrackPods,
     Unbind,
+    Uncache,
     UpdateAdmitted,
 )
 from sluicegate.controller.nodes import Command
 from sluicegate.controller.objects import ref_of
+from sluicegate.controller.scheduling.cycle import EntryStatus
 from sluicegate.controller.store import Delete, Put, Store, StoreError
 from sluicegate.controller.watch import Watchers, WatchEvent
 from sluicegate.manifest.encode import EncodedObject, encode_json
@@ -62,6 +77,10 @@ class Agents(Protocol):
 
     def send(self, node: str, command: Command) -> None: ...
 
+    def disown(self, uid: str) -> None: ...
+
+    def track(self, wl: Workload) -> None: ...
+
 
 class Committer:
     def __init__(self, store: Store, cache: Cache) -> None:
@@ -71,6 +90,9 @@ class Committer:
         self._agents: Agents | None = None
         self._enqueue: Callable[[Workload], None] = lambda wl: None
         self._track: Callable[[Workload], None] = lambda wl: None
+        self._settle: Callable[[Workload], None] = lambda wl: None
+        self._apply_object: Callable[[Obj], None] = lambda obj: None
+        self._evict: Callable[[Workload, float], None] = lambda wl, now: None
         # The store's last write failure while writes fail (disk full,
         # read-only, I/O error): the controller is degraded, refuses writes,
         # serves reads, and probes the store until a write succeeds.
@@ -88,26 +110,57 @@ class Committer:
     def wake(self) -> None:
         self.woken.set()
 
-    def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None]) -> None:
-        """Who binds pods and talks to agents, queues workloads, and arms their timers."""
+    def attach(self, agents: Agents, *, enqueue: Callable[[Workload], None], track: Callable[[Workload], None],
+               settle: Callable[[Workload], None] | None = None,
+               apply_object: Callable[[Obj], None] | None = None,
+               evict: Callable[[Workload, float], None] | None = None) -> None:
+        """Who binds pods and talks to agents, queues workloads, arms their timers, settles a
+        workload's pods or evicts it (nested decisions, committed in place), and puts other kinds into
+        the cache."""
         self._agents = agents
         self._enqueue = enqueue
         self._track = track
+        if settle is not None:
+            self._settle = settle
+        if apply_object is not None:
+            self._apply_object = apply_object
+        if evict is not None:
+            self._evict = evict
 
     # ------------------------------------------------------------ commit
 
-    def commit(self, e: Effects) -> None:
+    def commit(self, e: Effects) -> int:
         """Carry out a decision: store, then cache and queues, then agents, then watchers.
 
         A refused store write raises StoreError before anything else changes.
+        Returns how many Requeue heads their queues took back.
         """
         if e.puts or e.deletes:
             self.write(e.puts, e.deletes)
         c = self.cache
         agents = self._agents
+        requeued = 0
         for op in e.cache:
             if isinstance(op, SetWorkload):
                 c.workloads[op.workload.key] = op.workload
+            elif isinstance(op, Requeue):
+                entry = op.entry
+                if entry.workload is not op.workload:
+                    entry.head = replace(entry.head, workload=op.workload)
+                if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
+                    requeued += 1
+            elif isinstance(op, AddAdmitted):
+                c.add_admitted(op.workload, op.now)
+            elif isinstance(op, QueueAdmitted):
+                c.queues.admitted(op.entry)
+            elif isinstance(op, TrackPods):
+                assert agents is not None
+                agents.track(op.workload)
+            elif isinstance(op, Evict):
+                self._evict(op.workload, op.now)
+            elif isinstance(op, PutBack):
+                op.entry.status = EntryStatus.SKIPPED
+                c.queues.requeue(op.entry)
             elif isinstance(op, UpdateAdmitted):
                 c.update_admitted(op.workload)
             elif isinstance(op, Track):
@@ -123,7 +176,10 @@ class Committer:
             elif isinstance(op, Release):
                 cq = c.release(op.key)
                 if cq is not None:
-                    c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+                    if op.budget:
+                        c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
+                    else:
+                        c.queues.queue_inadmissible(c.tree_members(cq))
             elif isinstance(op, RefreshUsage):
                 c.workloads[op.workload.key] = op.workload
                 cq = c.refresh_usage(op.workload)
@@ -134,6 +190,21 @@ class Committer:
             elif isinstance(op, DropWorkload):
                 c.workloads.pop(op.key, None)
                 c.queues.delete(op.key)
+            elif isinstance(op, Settle):
+                self._settle(op.workload)
+            elif isinstance(op, ApplyObject):
+                self._apply_object(op.obj)
+            elif isinstance(op, RemoveObject):
+                c.remove_object(*op.ref)
+            elif isinstance(op, RefreshQueueActivity):
+                c.refresh_queue_activity()
+            elif isinstance(op, Dequeue):
+                c.queues.delete(op.key)
+            elif isinstance(op, Uncache):
+                c.workloads.pop(op.key, None)
+            elif isinstance(op, Disown):
+                assert agents is not None
+                agents.disown(op.uid)
         if e.agents:
             assert agents is not None
             for node, command in e.agents:
@@ -142,6 +213,7 @@ class Committer:
             self.woken.set()
         for type_, wl in e.events:
             self.publish(type_, wl)
+        return requeued
 
     # ------------------------------------------------------------- store
 

@@ -1,22 +1,41 @@
 """Decisions about submitted workloads: priority, pod security, what a create or an update stores.
 
-Pure: reads the cache, changes nothing; the manager stores what these return.
+Pure: reads the cache, changes nothing; the manager commits the Effects these return.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.effects import DropWorkload, Effects, Release
+from sluicegate.controller.effects import (
+    ApplyObject,
+    CacheOp,
+    Dequeue,
+    Disown,
+    DropWorkload,
+    Effects,
+    Enqueue,
+    RefreshQueueActivity,
+    Release,
+    RemoveObject,
+    Settle,
+    SetWorkload,
+    Track,
+    Uncache,
+    UpdateAdmitted,
+)
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.lifecycle import evict
+from sluicegate.controller.nodes import Command, ForgetPodCommand
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
+from sluicegate.model.pods import pods_or_last
 from sluicegate.model.workloads import Workload
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
 
@@ -130,3 +149,69 @@ def deleted(wl: Workload) -> Effects:
     """A workload with no running pods is deleted: it goes, and its quota is offered to its tree's parked ones."""
     return Effects(deletes=(("Workload", wl.namespace, wl.name),), cache=(DropWorkload(wl.key), Release(wl.key)),
                    events=(("DELETED", wl),), wake=True)
+
+
+def needs_settling(wl: Workload) -> bool:
+    """Stored with pods that must stop (evicted or being deleted): its pods are settled next."""
+    return bool(wl.status.pods) and (wl.status.is_true("Evicted") or wl.status.deleting)
+
+
+def stored(c: Cache, objs: Sequence[Any], *, created: Sequence[bool], refresh: bool = False) -> Iterator[Effects]:
+    """Objects written in one transaction (API apply, create, activation), then put into the cache in order.
+
+    ``created``: for each object, whether it is new (its watch event is ADDED, else MODIFIED).
+    Usually one Effects.  A nested decision (settling a workload's pods, or an object of
+    another kind whose stop policy evicts) is committed in place and publishes its own
+    events, so the Effects before it ends there: the events of the workloads before it go
+    out first, and what follows is decided once that is committed (commit each Effects
+    before taking the next).  The first holds every write.
+    """
+    puts = tuple(objs)
+    cache: list[CacheOp] = []
+    events: list[tuple[str, Workload]] = []
+    for obj, new in zip(objs, created, strict=True):
+        nested: tuple[CacheOp, ...] = ()
+        if not isinstance(obj, Workload):
+            nested = (ApplyObject(obj),)
+        elif needs_settling(obj):
+            nested = (SetWorkload(obj), Settle(obj))
+        if nested:
+            if events:
+                yield Effects(puts=puts, cache=tuple(cache), events=tuple(events))
+                puts, cache, events = (), [], []
+            cache.extend(nested)
+            yield Effects(puts=puts, cache=tuple(cache))
+            puts, cache = (), []
+            continue
+        assert isinstance(obj, Workload)
+        key = obj.key
+        old = c.workloads.get(key)
+        cache.append(SetWorkload(obj))
+        holds = c.holds_quota(key)
+        if old is not None and holds and not obj.has_quota_reservation:
+            cache.append(Release(key, budget=False))  # no release budget: as an API change always did
+        elif holds:
+            cache.append(UpdateAdmitted(obj))
+        cache.append(Enqueue(obj))
+        cache.append(Track(obj))
+        events.append(("ADDED" if new else "MODIFIED", obj))
+    if refresh:
+        cache.append(RefreshQueueActivity())
+    yield Effects(puts=puts, cache=tuple(cache), events=tuple(events), wake=True)
+
+
+def removed(c: Cache, kind: str, namespace: str, name: str) -> Effects:
+    """An object of another kind than Workload is deleted (the caller checked that it may be)."""
+    cache: list[CacheOp] = [RemoveObject((kind, namespace, name))]
+    if kind == "LocalQueue":
+        cache.extend(Dequeue(wl.key) for wl in c.workloads_of_local_queue(namespace, name))
+    cache.append(RefreshQueueActivity())
+    return Effects(deletes=((kind, namespace, name),), cache=tuple(cache), wake=True)
+
+
+def retention_over(wl: Workload) -> Effects:
+    """A finished workload kept past its retention is deleted for good, and its pods' logs may go too."""
+    pods = tuple(pods_or_last(wl))
+    agents: tuple[tuple[str, Command], ...] = tuple((p.node, ForgetPodCommand(p.uid, purge=True)) for p in pods)
+    return Effects(deletes=(("Workload", wl.namespace, wl.name),),
+                   cache=(Uncache(wl.key), *(Disown(p.uid) for p in pods)), agents=agents, events=(("DELETED", wl),))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluicegate.controller.nodes import Command
+from sluicegate.controller.scheduling.cycle import Entry
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.workloads import Workload
@@ -62,9 +63,13 @@ class RefreshUsage:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """The workload's quota goes back; parked workloads of its tree are offered it, once."""
+    """The workload's quota goes back; parked workloads of its tree are offered it, once.
+
+    ``budget=False``: offered without the release budget (an API change gave the quota back).
+    """
 
     key: WorkloadKey
+    budget: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +98,105 @@ class Track:
     workload: Workload
 
 
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Settle the workload's pods now: a decision of its own (``decide_pods``), committed in place."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Uncache:
+    """A finished workload is gone for good: out of the cache (it waits in no queue)."""
+
+    key: WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class Disown:
+    """The pod belongs to no workload any more."""
+
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dequeue:
+    """The workload leaves its queue (it stays in the cache)."""
+
+    key: WorkloadKey
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyObject:
+    """A stored object of another kind than Workload goes into the cache, with what follows from it."""
+
+    obj: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveObject:
+    """An object of another kind than Workload is gone from the cache."""
+
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshQueueActivity:
+    """Which queues are active follows the objects the cache holds now."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddAdmitted:
+    """The workload holds quota from ``now`` (a scheduling cycle admitted it)."""
+
+    workload: Workload
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAdmitted:
+    """The entry's head leaves its queue: admitted."""
+
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class TrackPods:
+    """The stored workload's pods count on their nodes and belong to it."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """The entry's head goes back to its queue, carrying this state of its workload
+    (parked when ``quota_bound`` or ``node_bound``); counted when the queue takes it."""
+
+    entry: Entry
+    workload: Workload
+    quota_bound: bool
+    node_bound: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PutBack:
+    """The cycle's store write was refused: the head goes back to its queue untried (SKIPPED)."""
+
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """The workload was just marked Evicted (as stored here): stop its pods, or release its quota at
+    once where nothing runs; a decision of its own, committed in place."""
+
+    workload: Workload
+    now: float
+
+
 CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | NodeCapacityFreed | UpdateAdmitted \
-    | Enqueue | Track
+    | Enqueue | Track | Settle | Uncache | Disown | Dequeue | ApplyObject | RemoveObject | RefreshQueueActivity \
+    | AddAdmitted | QueueAdmitted | TrackPods | Requeue | PutBack | Evict
 
 
 @dataclass(frozen=True, slots=True)

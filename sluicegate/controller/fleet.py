@@ -93,16 +93,6 @@ class Fleet:
             if not p.terminal:
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
 
-    def launch(self, wl: Workload) -> None:
-        """Tell the agents to start the (already stored) pods of an admitted workload."""
-        specs = {ps.name: ps for ps in wl.pod_sets}
-        for p in wl.status.pods:
-            if p.phase != PENDING:
-                continue
-            node = self.registry.nodes.get(p.node)
-            if node is not None and node.session is not None:
-                node.session.send(RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))
-
     # -------------------------------------------------------------- agents
 
     def register(
@@ -290,6 +280,10 @@ class Fleet:
         self.registry.unbind(pod.node, pod.uid)
         self.pod_owner.pop(pod.uid, None)
 
+    def disown(self, uid: str) -> None:
+        """The pod belongs to no workload any more (its workload is gone for good)."""
+        self.pod_owner.pop(uid, None)
+
     def send(self, node_name: str, command: Command) -> None:
         """A command to a node's agent, if it is connected now."""
         node = self.registry.nodes.get(node_name)
@@ -317,15 +311,6 @@ class Fleet:
             revoke = getattr(node.session, "revoke", None)
             if revoke is not None:
                 revoke(f"node {name} has been revoked")
-
-    def purge(self, wl: Workload) -> None:
-        """A finished workload is gone for good: its pods' logs may go too."""
-        records = list(pods_or_last(wl))
-        for p in records:
-            self.pod_owner.pop(p.uid, None)
-            node = self.registry.nodes.get(p.node)
-            if node is not None and node.session is not None:
-                node.session.send(ForgetPodCommand(p.uid, purge=True))
 
     # ---------------------------------------------------------- node loss
 

@@ -29,7 +29,17 @@ from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
-from sluicegate.controller.decide_api import deactivated, deleted, prepare_workload, resolve_priority
+from sluicegate.controller.decide_api import (
+    deactivated,
+    deleted,
+    prepare_workload,
+    removed,
+    resolve_priority,
+    retention_over,
+)
+from sluicegate.controller.decide_api import (
+    stored as decide_stored,
+)
 from sluicegate.controller.decide_pods import released_at_once
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
@@ -121,9 +131,10 @@ class Manager:
                            self_fencing=self_fencing, monotonic=monotonic)
         self.finished_retention = finished_retention
         self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
-                                   preemptor=preemptor or DefaultPreemptor(), placement=placement,
-                                   track=self.track_deadlines, evict=self._act_on_eviction)
-        self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines)
+                                   preemptor=preemptor or DefaultPreemptor(), placement=placement)
+        self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines,
+                           settle=lambda wl: self.fleet.apply(self.fleet.settle(wl)),
+                           apply_object=self.apply_to_cache, evict=self._act_on_eviction)
 
     # ------------------------------------------------------------------ load
 
@@ -211,19 +222,14 @@ class Manager:
         results = [(ref_of(o), a) for o, a in prepared]
         if dry_run:
             return results
-        changed = [o for o, a in prepared if a != "unchanged"]
-        if changed:
-            self.commit.write(changed)
-        for obj, action in prepared:
-            if action == "unchanged":
-                continue
-            if isinstance(obj, Workload):
-                self._workload_stored(obj, created=action == "created")
-            else:
-                self.apply_to_cache(obj)
-        self.cache.refresh_queue_activity()
-        self._wake.set()
+        changed = [(o, a) for o, a in prepared if a != "unchanged"]
+        self._commit_stored([o for o, _ in changed], [a == "created" for _, a in changed], refresh=True)
         return results
+
+    def _commit_stored(self, objs: Sequence[Obj], created: Sequence[bool], *, refresh: bool = False) -> None:
+        """Write objects in one transaction, then put them into the cache (decide_api.stored)."""
+        for e in decide_stored(self.cache, objs, created=created, refresh=refresh):
+            self.commit.commit(e)
 
     def apply_to_cache(self, obj: Obj) -> None:
         """Put a non-Workload object the store holds (or, for simulate, never will) into the cache."""
@@ -320,28 +326,8 @@ class Manager:
             new[wl.key] = wl
             results.append((wl, True))
         if new:
-            self.commit.write(new.values())
-            for wl in new.values():
-                self._workload_stored(wl, created=True)
-            self._wake.set()
+            self._commit_stored(list(new.values()), [True] * len(new))
         return results
-
-    def _workload_stored(self, wl: Workload, *, created: bool) -> None:
-        c = self.cache
-        old = c.workloads.get(wl.key)
-        c.workloads[wl.key] = wl
-        if wl.status.pods and (wl.status.is_true("Evicted") or wl.status.deleting):
-            self.fleet.apply(self.fleet.settle(wl))
-            return
-        if old is not None and c.holds_quota(wl.key) and not wl.has_quota_reservation:
-            cq = c.release(wl.key)
-            if cq is not None:
-                c.queues.queue_inadmissible(c.tree_members(cq))
-        elif c.holds_quota(wl.key):
-            c.update_admitted(wl)
-        self.queueing.enqueue(wl)
-        self.track_deadlines(wl)
-        self.commit.publish("ADDED" if created else "MODIFIED", wl)
 
     def get_workload(self, namespace: str, name: str) -> Workload:
         wl = self.cache.workloads.get(workload_key(namespace, name))
@@ -359,9 +345,7 @@ class Manager:
         else:
             # Reactivation resets the backoff bookkeeping, as Kueue does.
             new = replace(new, status=replace(new.status, requeue_state=None))
-        self.commit.write([new])
-        self._workload_stored(new, created=False)
-        self._wake.set()
+        self._commit_stored([new], [False])
         return new
 
     def delete_workload(self, namespace: str, name: str) -> bool:
@@ -463,25 +447,7 @@ class Manager:
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:
                 raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
-        self.commit.write(deletes=[(kind, ns, name)])
-        if kind == "ResourceFlavor":
-            c.flavors.pop(FlavorName(name), None)
-        elif kind == "Cohort":
-            c.remove_cohort(CohortName(name))
-        elif kind == "ClusterQueue":
-            c.remove_cluster_queue(ClusterQueueName(name))
-        elif kind == "LocalQueue":
-            c.local_queues.pop((ns, name), None)
-            for wl in list(c.workloads_of_local_queue(ns, name)):
-                c.queues.delete(wl.key)
-        elif kind == "WorkloadPriorityClass":
-            c.workload_priority_classes.pop(name, None)
-        elif kind == "PriorityClass":
-            c.priority_classes.pop(name, None)
-        elif kind == "Namespace":
-            c.namespaces.pop(name, None)
-        c.refresh_queue_activity()
-        self._wake.set()
+        self.commit.commit(removed(c, kind, ns, name))
         return True
 
     # --------------------------------------------------------- scheduling
@@ -564,10 +530,7 @@ class Manager:
             if now - fin.last_transition_time <= self.finished_retention:
                 later.append(wl)
                 return
-            self.commit.write(deletes=[("Workload", wl.namespace, wl.name)])
-            c.workloads.pop(wl.key, None)
-            self.fleet.purge(wl)
-            self.commit.publish("DELETED", wl)
+            self.commit.commit(retention_over(wl))
 
     def weighted_share(self, name: str, *, cohort: bool) -> float | None:
         """The fair-sharing share of a queue or cohort (None when fair sharing is off)."""

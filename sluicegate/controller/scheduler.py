@@ -1,8 +1,9 @@
 """The scheduling driver: runs cycles while there may be something to admit, and commits their decisions.
 
 A cycle's decisions (``scheduling.run_cycle``, pure) are turned into the
-workloads' new states (:meth:`Scheduler.decided`), stored in one write, and
-only then applied to the cache, the agents (pods launched) and the watchers.
+workloads' new states (:meth:`Scheduler._decided`) and into Effects
+(``decide_cycle.cycle_effects``): stored in one write, and only then applied
+to the cache, the agents (pods launched) and the watchers by the Committer.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from dataclasses import dataclass, field, replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
+from sluicegate.controller.decide_cycle import cycle_effects, heads_back
 from sluicegate.controller.fleet import Fleet
-from sluicegate.controller.lifecycle import preempted
-from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, RequeueReason, run_cycle
+from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.store import StoreError
@@ -57,8 +58,7 @@ SLOWDOWN_MAX_SECONDS = 0.1
 
 class Scheduler:
     def __init__(self, cache: Cache, commit: Committer, fleet: Fleet, *, clock: Callable[[], float],
-                 preemptor: Preemptor, placement: bool, track: Callable[[Workload], None],
-                 evict: Callable[[Workload, float], None]) -> None:
+                 preemptor: Preemptor, placement: bool) -> None:
         self.cache = cache
         self.commit = commit
         self.fleet = fleet
@@ -66,9 +66,6 @@ class Scheduler:
         self.preemptor = preemptor
         # False: quota-only mode (workloads are admitted without being bound to nodes or run).
         self.placement = placement
-        # Arm an admitted workload's timers; carry out an eviction (stop pods or release at once).
-        self.track = track
-        self.evict = evict
         self.cycle = 0
         # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
         self.cycles_admitting = 0
@@ -130,76 +127,32 @@ class Scheduler:
             placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
         )
         stats.entries = entries
-        updated: list[tuple[Entry, Workload]] = []
+        decided: dict[WorkloadKey, Workload] = {}
         for e in entries:
             new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
             if new is not None:
-                updated.append((e, new))
+                decided[e.key] = new
+        effects = cycle_effects(c, entries, decided, now, cycle=self.cycle)
         try:
-            if updated:
-                self.commit.write([wl for _, wl in updated])
+            self.commit.commit(effects.write)
         except Exception as exc:
             if isinstance(exc, StoreError):
                 # Committer.write logged the episode's one ERROR already.
                 log.warning("cycle %d: %s; every head goes back to its queue", self.cycle, exc)
             else:
                 log.exception("cycle %d: store write failed; every head goes back to its queue", self.cycle)
-            for e in entries:
-                e.status = EntryStatus.SKIPPED
-                c.queues.requeue(e)
+            self.commit.commit(heads_back(entries))
             stats.requeued = stats.heads
             return stats
-        decided = {e.key: wl for e, wl in updated}
-        for e in entries:
-            wl = decided.get(e.key, e.workload)
-            if e.status is EntryStatus.ASSUMED:
-                c.workloads[wl.key] = wl
-                c.add_admitted(wl, now)
-                self.track(wl)
-                c.queues.admitted(e)
-                self.fleet.track(wl)
-                self.fleet.launch(wl)
-                stats.admitted += 1
-                log.info("cycle %d: workload %s admitted by ClusterQueue %s", self.cycle, e.key, e.cluster_queue)
-            else:
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("cycle %d: workload %s not admitted (%s, %s): %s", self.cycle, e.key, e.status.name,
-                              e.requeue_reason.name if e.requeue_reason else "-", e.message)
-                if e.key in c.workloads:
-                    c.workloads[wl.key] = wl
-                    quota_bound = e.requeue_reason in (
-                        RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES) and c.quota_bound(e.cluster_queue)
-                    node_bound = e.requeue_reason is RequeueReason.NO_PLACEMENT
-                    if c.queues.requeue(replace_entry_workload(e, wl), quota_bound=quota_bound, node_bound=node_bound):
-                        stats.requeued += 1
-                if e.status is EntryStatus.PREEMPTING:
-                    stats.preempting += 1
-                    stats.evictions_issued += self._preempt(e, now)
-                else:
-                    stats.pending += 1
-            if e.key in decided:
-                self.commit.publish("MODIFIED", wl)
+        for step in effects.steps:
+            stats.requeued += self.commit.commit(step)
+        stats.admitted = effects.admitted
+        stats.preempting = effects.preempting
+        stats.pending = effects.pending
+        stats.evictions_issued = effects.evictions_issued
         if stats.admitted:
             self.cycles_admitting += 1
         return stats
-
-    def _preempt(self, e: Entry, now: float) -> int:
-        """Evict the entry's victims (each once); returns how many were newly evicted.
-
-        The victims' status is stored before their pods are stopped; their
-        quota is released only when every pod has exited, and the preemptor
-        is admitted by a later cycle once it fits.
-        """
-        issued = 0
-        for t in e.targets:
-            victim = self.cache.workloads.get(t.victim.key)
-            if victim is None or victim.status.is_true("Evicted") or not self.cache.holds_quota(victim.key):
-                continue
-            issued += 1
-            log.info("cycle %d: workload %s preempts %s (%s)", self.cycle, e.key, victim.key, t.reason)
-            self.evict(
-                preempted(victim, reason=t.reason, preemptor=e.workload, preemptor_cq=e.cluster_queue, now=now), now)
-        return issued
 
     def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
         assert e.assignment is not None

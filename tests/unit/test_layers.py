@@ -214,7 +214,7 @@ def test_the_module_import_graph_has_no_cycle() -> None:
 
 # Decision modules: they read state and return what must happen; carrying it out is commit.py's.
 DECISIONS = ("controller/effects.py", "controller/decide_pods.py", "controller/decide_api.py",
-             "controller/lifecycle.py", "controller/timers.py")
+             "controller/decide_cycle.py", "controller/lifecycle.py", "controller/timers.py")
 IMPURE = ("asyncio", "grpc", "sqlite3", "psutil")
 
 
