@@ -247,7 +247,7 @@ class ControllerLink:
 
     async def _renew_when_due(self, channel: grpc.aio.Channel, node_creds: creds.NodeCredentials) -> None:
         """Renew the node certificate once it is due; then end the session so the next one uses it."""
-        delay = node_creds.renew_due(time.time()) - time.time()
+        delay = node_creds.renew_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
         key = pki.new_key()

@@ -116,8 +116,9 @@ def eviction_thresholds(settings: AgentSettings) -> tuple[Threshold, ...]:
         raise SettingsError(str(exc)) from exc
 
 
-def node_identity(settings: AgentSettings) -> AgentSettings:
-    """Settings with the node name the certificate gives, after checking plaintext is allowed."""
+def node_identity(settings: AgentSettings) -> tuple[AgentSettings, bool]:
+    """(settings with the node name the certificate gives, whether the node has credentials),
+    after checking that plaintext is allowed where it has none."""
     node_creds = credentials.load(settings.pki_path)
     if node_creds is None:
         host = split_hostport(settings.controller, key="controller")[0]
@@ -126,18 +127,17 @@ def node_identity(settings: AgentSettings) -> AgentSettings:
                 f"controller: {settings.controller} is not a loopback address and this node has no credentials in "
                 f"{settings.pki_path}: join it first ('sluicegate-agent join'), or set 'insecure: true' to send pods' "
                 f"commands in plaintext")
-        return settings
+        return settings, False
     if node_creds.node != settings.node_name:
         log.info("node name %s comes from the node certificate (settings said %s)", node_creds.node, settings.node_name)
     remaining = node_creds.not_after - time.time()
     if remaining <= 0:
         raise SettingsError(f"the node certificate in {settings.pki_path} expired; join the node again")
-    return replace(settings, node_name=node_creds.node)
+    return replace(settings, node_name=node_creds.node), True
 
 
 async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_file: str | None = None) -> str:
-    settings = node_identity(settings)
-    tls = credentials.load(settings.pki_path) is not None
+    settings, tls = node_identity(settings)
     thresholds = eviction_thresholds(settings)
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

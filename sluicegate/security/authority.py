@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import re
@@ -111,8 +112,6 @@ def default_addresses() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def split_addresses(addresses: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Split host names from IP addresses (ports stripped)."""
-    import ipaddress
-
     dns: list[str] = []
     ips: list[str] = []
     for a in addresses:
