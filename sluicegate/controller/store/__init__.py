@@ -6,6 +6,19 @@ state is rebuilt from what is stored.  ``open_store(url)`` picks the
 backend: a path or ``sqlite:///path`` for the embedded default.
 """
 
-from sluicegate.controller.store.base import Change, Delete, Put, Store, StoredObject, StoreError, StoreFull, open_store
+from sluicegate.controller.store.base import (
+    Change,
+    Delete,
+    Fenceable,
+    Fenced,
+    Put,
+    Store,
+    StoredObject,
+    StoreError,
+    StoreFull,
+    open_store,
+)
 
-__all__ = ["Change", "Delete", "Put", "Store", "StoreError", "StoreFull", "StoredObject", "open_store"]
+__all__ = [
+    "Change", "Delete", "Fenceable", "Fenced", "Put", "Store", "StoreError", "StoreFull", "StoredObject", "open_store",
+]

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class StoreError(Exception):
     """The store could not be opened or written (read-only, I/O error, ...): nothing was changed."""
+
+
+class Fenced(StoreError):
+    """Another controller took the leader lease over: this one's writes are refused for good."""
 
 
 class StoreFull(StoreError):
@@ -81,6 +85,23 @@ class Store(Protocol):
     def set_meta(self, key: str, value: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Fenceable(Protocol):
+    """A store several controllers share: leader lease, fenced writes, a change feed for followers."""
+
+    def set_epoch(self, epoch: int | None) -> None: ...
+
+    def lease_connection(self, application_name: str) -> Any:
+        """A new autocommit connection for the leader lease (see controller/leader.py)."""
+        ...
+
+    def load(self) -> list[StoredObject]: ...
+
+    def changes_since(
+        self, rv: int
+    ) -> tuple[list[StoredObject], list[tuple[str, str, str, int]], int] | None: ...
 
 
 def open_store(url: str, *, synchronous: str = "NORMAL") -> Store:
