@@ -42,13 +42,14 @@ log = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 LOG_CHUNK = 64 * 1024
-# With several controllers: heartbeats unanswered for this many intervals
-# (and at least STALL_MIN seconds) end the stream, to look for the leader.
+# With several controllers: heartbeats unanswered for this many intervals,
+# and for a quarter of the node timeout, end the stream to look for the
+# leader; a quarter leaves the rest of the timeout to find it before the
+# node would fence itself.
 STALL_HEARTBEATS = 4
-STALL_MIN = 5.0
 # How long a controller may take to answer Register: one alone gets long, as
 # a controller loading a large store answers late; among several a silent one
-# is passed over sooner.
+# is passed over sooner (at most this, and a quarter of the node timeout).
 REGISTER_TIMEOUT = 30.0
 REGISTER_TIMEOUT_SEVERAL = 5.0
 
@@ -179,6 +180,8 @@ class ControllerLink:
         self.epochs = EpochMemory(epoch_file)
         # Commands refused because they came from a lower epoch than one seen.
         self.refused_stale = 0
+        # The controllers' node timeout as the last Registered said (the default until then).
+        self.node_timeout = 40.0
         # Where the node's credentials live (None: plaintext, authentication off).
         self.pki_dir = pki_dir
         self.node = node
@@ -347,7 +350,8 @@ class ControllerLink:
             self._unacked.clear()
 
             call = stub.Connect(coalesced(out, batch=_agent_batch, alone=_is_register))
-            timeout = REGISTER_TIMEOUT_SEVERAL if self.endpoints.several else REGISTER_TIMEOUT
+            timeout = (max(1.0, min(REGISTER_TIMEOUT_SEVERAL, self.node_timeout / 4)) if self.endpoints.several
+                       else REGISTER_TIMEOUT)
             try:
                 first = await asyncio.wait_for(call.read(), timeout=timeout)
             except TimeoutError:
@@ -362,6 +366,8 @@ class ControllerLink:
                                   f"epoch {self.epochs.highest}: it lost its lease; refusing its stream")
             self.epochs.observe(reg.epoch)
             self.endpoints.succeeded()
+            if reg.node_timeout_seconds > 0:
+                self.node_timeout = reg.node_timeout_seconds
             self.heartbeat_interval = reg.heartbeat_interval_seconds or self.heartbeat_interval
             if self.fencing is not None and reg.node_timeout_seconds > 0:
                 self.fencing.registered(Contract(reg.node_timeout_seconds, reg.fencing_grace_seconds, reg.self_fencing),
@@ -412,7 +418,7 @@ class ControllerLink:
 
     async def _stalled(self) -> str:
         """Return (a reason) once heartbeats have gone unanswered too long: the leader may be paused or cut off."""
-        limit = max(STALL_MIN, STALL_HEARTBEATS * self.heartbeat_interval)
+        limit = max(STALL_HEARTBEATS * self.heartbeat_interval, self.node_timeout / 4)
         clock = self.fencing.clock if self.fencing is not None else time.monotonic
         while True:
             await asyncio.sleep(min(1.0, limit / 4))
