@@ -135,7 +135,9 @@ async def serve(
     ready_file: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> str:
-    store = open_store(settings.store, synchronous=settings.store_synchronous)
+    store = open_store(
+        settings.store, synchronous=settings.store_synchronous, password_file=settings.store_password_file
+    )
     try:
         manager = Manager(
             store,
