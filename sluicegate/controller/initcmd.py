@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sluicegate import clientconfig
+from sluicegate.controller import datacmd
 from sluicegate.security import pki
 from sluicegate.security.authn import hash_token
 from sluicegate.security.authority import AuthorityError, init_pki, issue_server_cert, load_ca
 from sluicegate.security.identity import CLUSTER_ADMIN_GROUP
 
-COMMANDS = ("init", "certs", "hash-token")
+COMMANDS = ("init", "certs", "hash-token", *datacmd.COMMANDS)
 
 
 def write_admin_config(
@@ -42,6 +43,8 @@ def write_admin_config(
 
 
 def main(argv: Sequence[str]) -> int:
+    if argv and argv[0] in datacmd.COMMANDS:
+        return datacmd.main(argv)
     p = argparse.ArgumentParser(prog="sluicegate-controller", description="Set up the cluster PKI.")
     sub = p.add_subparsers(dest="command", required=True)
     i = sub.add_parser("init", help="create the cluster CA, the serving certificate and an admin credential")

@@ -47,7 +47,7 @@ from sluicegate.controller.service.gate import Gate, gate_from_settings, install
 from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
-from sluicegate.controller.store import Fenceable, Store, StoreError, open_store
+from sluicegate.controller.store import Shared, Store, StoreError, open_store
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.security.authn import ClusterAuthenticator, TokenFileError
 from sluicegate.security.authority import Authority
@@ -241,7 +241,7 @@ class _Controller:
         )
         await self.health.start()
         try:
-            if not isinstance(self.store, Fenceable):
+            if not isinstance(self.store, Shared):
                 return await self._lead(epoch=0, objects=None)
             return await self._campaign(self.store)
         finally:
@@ -268,7 +268,7 @@ class _Controller:
 
     # --------------------------------------------------------- follower
 
-    async def _campaign(self, store: Fenceable) -> str:
+    async def _campaign(self, store: Shared) -> str:
         s = self.settings
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
@@ -311,7 +311,7 @@ class _Controller:
             self.elector.stop(release=True)
 
     async def _follow(
-        self, store: Fenceable, mirror: Mirror, events: asyncio.Queue[tuple[str, object]]
+        self, store: Shared, mirror: Mirror, events: asyncio.Queue[tuple[str, object]]
     ) -> int | None:
         """Serve redirects and keep the mirror warm until elected (the epoch) or told to stop (None)."""
         assert self.elector is not None
@@ -570,7 +570,9 @@ async def serve(
     ready_file: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> str:
-    store = open_store(settings.store, synchronous=settings.store_synchronous)
+    store = open_store(
+        settings.store, synchronous=settings.store_synchronous, password_file=settings.store_password_file
+    )
     try:
         return await _Controller(settings, store, stop=stop, ready_file=ready_file, clock=clock).run()
     finally:

@@ -92,6 +92,7 @@ class ControllerSettings:
     health_listen: str = "127.0.0.1:7421"
     store: str = "/var/lib/sluicegate/controller.db"
     store_synchronous: str = "NORMAL"
+    store_password_file: str = ""  # PostgreSQL's password (the file's content, stripped); owner-only
     configuration_path: str = ""
     node_heartbeat_timeout: float = 40.0
     # Covers the default termination grace (30s) plus a margin; see the module docstring.
@@ -129,6 +130,7 @@ _KEYS = {
     "healthListen": ("health_listen", str),
     "store": ("store", str),
     "storeSynchronous": ("store_synchronous", str),
+    "storePasswordFile": ("store_password_file", str),
     "configuration": ("configuration_path", str),
     "nodeHeartbeatTimeout": ("node_heartbeat_timeout", "duration"),
     "fencingGrace": ("fencing_grace", "duration"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -12,12 +13,13 @@ class StoreError(Exception):
     """The store could not be opened or written (read-only, I/O error, ...): nothing was changed."""
 
 
-class Fenced(StoreError):
-    """Another controller took the leader lease over: this one's writes are refused for good."""
-
-
 class StoreFull(StoreError):
     """The store's disk is full: nothing was changed; writes succeed again once space returns."""
+
+
+class Fenced(StoreError):
+    """Another controller took the lead (the lease's epoch moved past ours): nothing was written, and no
+    write of ours ever will be; the writes kept from failed group commits are dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,31 +89,104 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-@runtime_checkable
 class Fenceable(Protocol):
-    """A store several controllers share: leader lease, fenced writes, a change feed for followers."""
+    """A store shared by several controllers, whose writes are conditional on the leader lease's epoch."""
 
-    def set_epoch(self, epoch: int | None) -> None: ...
-
-    def lease_connection(self, application_name: str) -> Any:
-        """A new autocommit connection for the leader lease (see controller/leader.py)."""
+    def set_epoch(self, epoch: int | None) -> None:
+        """Write only while the lease's epoch is ``epoch`` (None: unconditionally); re-reads the version."""
         ...
+
+    def epoch(self) -> int | None: ...
+
+
+class ChangeFeed(Protocol):
+    """What a follower reads to keep its cache warm: every change after a resource version."""
+
+    def changes_since(self, rv: int) -> tuple[list[StoredObject], list[tuple[str, str, str, int]], int] | None:
+        """(live objects, tombstones (kind, namespace, name, rv), highest version seen) after ``rv``, in
+        resource-version order; None when tombstones after ``rv`` were pruned (reload with ``load()``)."""
+        ...
+
+    def max_version(self) -> int: ...
+
+
+@runtime_checkable
+class Shared(Fenceable, ChangeFeed, Protocol):
+    """A store several controllers share: fenced writes, a change feed, and the leader lease's connections."""
 
     def load(self) -> list[StoredObject]: ...
 
-    def changes_since(
-        self, rv: int
-    ) -> tuple[list[StoredObject], list[tuple[str, str, str, int]], int] | None: ...
+    def lease_connection(self, application_name: str) -> Any:
+        """A new autocommit connection for the leader lease (controller/leader.py), with the store's settings."""
+        ...
 
 
-def open_store(url: str, *, synchronous: str = "NORMAL") -> Store:
-    """Open the store named by ``url``: ``sqlite:///path``, or a plain path."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A store's whole content at one instant: live objects, meta entries, and the version it reached."""
+
+    objects: list[StoredObject]
+    meta: dict[str, str]
+    version: int
+
+
+@runtime_checkable
+class Portable(Protocol):
+    """A store whose whole content can be read and replaced (``sluicegate-controller migrate``/``backup``)."""
+
+    def snapshot(self) -> Snapshot:
+        """Everything, read in one consistent transaction (writers may go on meanwhile)."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Live objects per kind, and meta entries under the key ``"(meta)"`` when there are any."""
+        ...
+
+    def replace_all(self, snapshot: Snapshot) -> None:
+        """Make the store hold exactly ``snapshot`` (bodies and versions as they are), in one transaction."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# Meta entries a store keeps about itself: never copied from one store to another.
+INTERNAL_META = frozenset({"schema_version", "tombstones_pruned_to", "resource_version"})
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a SQLite store url (``sqlite:///abs``, ``sqlite://rel``, ``sqlite:PATH``, a plain path), or None."""
+    for prefix, keep in (("sqlite:///", 1), ("sqlite://", 0), ("sqlite:", 0)):
+        if url.startswith(prefix):
+            return url[len(prefix) - keep :]
+    return None if "://" in url else url
+
+
+def open_store(url: str, *, synchronous: str = "NORMAL", password_file: str | None = None) -> Store:
+    """Open the store named by ``url``: ``postgresql://...`` (libpq's URL, TLS and all), or SQLite:
+    ``sqlite:///path``, ``sqlite:PATH`` or a plain path.  ``password_file`` (the setting
+    ``storePasswordFile``) holds PostgreSQL's password, readable by its owner only."""
+    if url.startswith(POSTGRES_SCHEMES):
+        try:
+            from sluicegate.controller.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise StoreError(
+                f"store {redact(url)}: PostgreSQL needs psycopg ({exc}): pip install 'sluicegate[postgresql]'"
+            ) from exc
+        return PostgresStore(url, synchronous=synchronous, password_file=password_file)
+    path = sqlite_path(url)
+    if path is None:
+        raise StoreError(
+            f"store url {redact(url)!r}: unsupported scheme "
+            "(supported: postgresql://..., sqlite:///PATH, sqlite:PATH or a plain path)"
+        )
     from sluicegate.controller.store.sqlite import SqliteStore
 
-    if url.startswith("sqlite:///"):
-        return SqliteStore(url[len("sqlite:///") - 1 :], synchronous=synchronous)
-    if url.startswith("sqlite://"):
-        return SqliteStore(url[len("sqlite://") :], synchronous=synchronous)
-    if "://" in url:
-        raise StoreError(f"store url {url!r}: unsupported scheme (supported: sqlite:///PATH or a plain path)")
-    return SqliteStore(url, synchronous=synchronous)
+    return SqliteStore(path, synchronous=synchronous)
+
+
+def redact(url: str) -> str:
+    """``url`` without the password it may carry (``user:PASSWORD@`` or ``password=``), for messages and logs."""
+    url = re.sub(r"(?<=://)([^/@:?]*):[^/@?]*@", r"\1:***@", url)
+    return re.sub(r"(?i)(\bpassword=)[^&\s]*", r"\1***", url)

@@ -10,25 +10,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from sluicegate.controller.store.base import Change, Delete, Put, StoredObject, StoreError, StoreFull
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS objects (
-    kind TEXT NOT NULL,
-    namespace TEXT NOT NULL,
-    name TEXT NOT NULL,
-    body BLOB NOT NULL,
-    resource_version INTEGER NOT NULL,
-    PRIMARY KEY (kind, namespace, name)
-);
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-"""
+from sluicegate.controller.store.base import (
+    INTERNAL_META,
+    Change,
+    Delete,
+    Put,
+    Snapshot,
+    StoredObject,
+    StoreError,
+    StoreFull,
+)
+from sluicegate.controller.store.migrations import SQLITE_STEPS, latest, to_apply
 
 
 class SqliteStore:
@@ -50,7 +46,7 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(_SCHEMA)
+            self._migrate()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open store {path}: {exc}") from exc
         row = self._db.execute("SELECT MAX(resource_version) FROM objects").fetchone()
@@ -64,6 +60,31 @@ class SqliteStore:
         # Writes whose group commit failed: memory holds them, so the next
         # transaction redoes them first, in order, with their own versions.
         self._pending: list[tuple[int, Sequence[Change]]] = []
+
+    def _schema_version(self) -> int:
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version == 0 and self._db.execute("SELECT 1 FROM sqlite_master WHERE name='objects'").fetchone():
+            return 1  # written before schema versions existed: that schema is version 1
+        return version
+
+    def _migrate(self) -> None:
+        """Bring the file to the newest schema (see migrations.py); refuse one from a newer sluicegate."""
+        if not to_apply(self._schema_version(), SQLITE_STEPS, where=self.path):
+            return
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")  # another process opening the file at once waits, then finds it done
+        try:
+            for step in to_apply(self._schema_version(), SQLITE_STEPS, where=self.path):
+                for statement in step.statements:
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={latest(SQLITE_STEPS)}")
+            db.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def schema_version(self) -> int:
+        return self._schema_version()
 
     def load(self) -> list[StoredObject]:
         rows = self._db.execute(
@@ -233,6 +254,73 @@ class SqliteStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def snapshot(self) -> Snapshot:
+        db = self._db
+        db.execute("BEGIN")  # one read transaction: WAL readers see one commit, writers go on
+        try:
+            objects = self.load()
+            meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        finally:
+            db.execute("COMMIT")
+        version = max([int(meta.get("resource_version") or 0)] + [o.resource_version for o in objects])
+        return Snapshot(objects, {k: v for k, v in meta.items() if k not in INTERNAL_META}, version)
+
+    def counts(self) -> dict[str, int]:
+        out = {str(k): int(n) for k, n in self._db.execute("SELECT kind, COUNT(*) FROM objects GROUP BY kind")}
+        keys = ",".join("?" * len(INTERNAL_META))
+        sql = f"SELECT COUNT(*) FROM meta WHERE key NOT IN ({keys})"
+        (meta,) = self._db.execute(sql, tuple(INTERNAL_META)).fetchone()
+        if meta:
+            out["(meta)"] = int(meta)
+        return out
+
+    def replace_all(self, snapshot: Snapshot) -> None:
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM objects")
+                db.execute("DELETE FROM meta")
+                db.executemany(
+                    "INSERT INTO objects(kind, namespace, name, body, resource_version) VALUES (?,?,?,?,?)",
+                    ((o.kind, o.namespace, o.name, o.body, o.resource_version) for o in snapshot.objects),
+                )
+                meta = {k: v for k, v in snapshot.meta.items() if k not in INTERNAL_META}
+                meta["resource_version"] = str(snapshot.version)
+                db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", meta.items())
+                db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, "replacing the content failed", exc) from exc
+        self._version = snapshot.version
+        self._pending = []
+
+
+def backup_file(source: str, out: str) -> None:
+    """Copy the SQLite store ``source`` into the new file ``out`` with SQLite's online backup.
+
+    Consistent while a controller writes to ``source``: the copy is of one
+    commit (SQLite restarts the copy if the file changes under a paged backup;
+    one step copies everything under one read transaction).
+    """
+    if not os.path.exists(source):
+        raise StoreError(f"store {source}: no such file")
+    try:
+        src = sqlite3.connect(f"file:{urllib.parse.quote(source)}?mode=ro", uri=True)
+        try:
+            os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+            dst = sqlite3.connect(out)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"backup of {source} to {out} failed: {exc}") from exc
 
 
 # SQLite's primary result codes that mean "no space" (the rest: read-only,
