@@ -59,13 +59,23 @@ def main() -> None:
     p.add_argument("--cohorts", type=int, default=10)
     p.add_argument("--workloads", type=int, default=50_000)
     p.add_argument("--nominal", type=int, default=20, help="cpus of nominal quota per ClusterQueue")
-    p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    p.add_argument("--store", choices=["sqlite", "memory", "postgresql"], default="sqlite",
+                   help="postgresql: a private server (tests/pg.py, fsync on, TCP on 127.0.0.1), writes fenced")
     ns = p.parse_args()
     # The collector policy the controller process runs with.
     HEAP_GC.install()
 
     tmp = tempfile.TemporaryDirectory()
-    store = open_store(str(Path(tmp.name) / "bench.db")) if ns.store == "sqlite" else MemoryStore()
+    pg = None
+    if ns.store == "postgresql":
+        from tests.pg import PostgresServer  # noqa: PLC0415
+
+        pg = PostgresServer(fsync=True)
+        store = open_store(pg.create_database())
+        # As a leader writes: every transaction checks the lease's epoch first.
+        store.set_epoch(0)  # type: ignore[attr-defined]
+    else:
+        store = open_store(str(Path(tmp.name) / "bench.db")) if ns.store == "sqlite" else MemoryStore()
     clock_t = [0.0]
 
     def clock() -> float:
@@ -115,6 +125,8 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     store.close()
     tmp.cleanup()
+    if pg is not None:
+        pg.close()
 
 
 if __name__ == "__main__":
