@@ -5,7 +5,8 @@
 #
 #   deploy/install.sh controller [--address HOST]...      the controller host
 #   deploy/install.sh agent --controller HOST:7423 --token TOKEN --ca-cert-hash sha256:HEX
-#                                                           each node
+#                                                           each node (on the controller's own host
+#                                                           the token is made with admin.conf)
 # Options for both:
 #   --wheel FILE     install this wheel (default: build one from the checkout
 #                    this script is in, with 'pip wheel')
@@ -40,7 +41,7 @@ REPO="$(dirname "$HERE")"
 
 die() { echo "error: $*" >&2; exit 2; }
 say() { echo "install.sh: $*"; }
-usage() { { echo 'usage: install.sh controller|agent [OPTIONS]'; sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; } >&2; exit 2; }
+usage() { { echo 'usage: install.sh controller|agent [OPTIONS]'; sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; } >&2; exit 2; }
 
 [ $# -ge 1 ] || usage
 ROLE="$1"; shift
@@ -89,9 +90,17 @@ if [ -z "$WHEEL" ]; then
   WHEEL="$(ls "$BUILD"/sluicegate-*.whl)"
 fi
 [ -f "$WHEEL" ] || die "--wheel: no such file: $WHEEL"
-say "installing $(basename "$WHEEL") into $VENV"
-"$VENV/bin/pip" install -q --disable-pip-version-check --upgrade --force-reinstall --no-deps "$WHEEL"
-"$VENV/bin/pip" install -q --disable-pip-version-check "$WHEEL"   # its dependencies, if any are missing
+# The same wheel twice (a second role on one host, a re-run) is installed once.
+STAMP="$VENV/.sluicegate-wheel"
+sum="$(sha256sum "$WHEEL" | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" = "$sum" ]; then
+  say "$(basename "$WHEEL") is already installed in $VENV"
+else
+  say "installing $(basename "$WHEEL") into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade --force-reinstall --no-deps "$WHEEL"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "$WHEEL"   # its dependencies, if any are missing
+  echo "$sum" > "$STAMP"
+fi
 install -d "$R/usr/local/bin"
 ln -sf "$VENV/bin/sluicectl" "$R/usr/local/bin/sluicectl"
 
@@ -141,6 +150,17 @@ else
     [ -z "$NODE_NAME" ] || sed -i "s|^# nodeName: .*|nodeName: $NODE_NAME|" "$ETC/agent.yaml"
   fi
   if [ ! -f "$AGENT_STATE/pki/node.pem" ]; then
+    if [ -z "$TOKEN" ] && [ -z "$CA_HASH" ] && [ -r "$ETC/admin.conf" ]; then
+      # The controller's own host: make a one-use token with the admin credential.
+      read -r -a words <<<"$("$VENV/bin/sluicectl" --config "$ETC/admin.conf" token create --ttl 10m \
+        --description "install.sh on $(hostname)" --print-join-command)"
+      for i in "${!words[@]}"; do
+        case "${words[$i]}" in
+          --token) TOKEN="${words[$((i + 1))]}" ;;
+          --ca-cert-hash) CA_HASH="${words[$((i + 1))]}" ;;
+        esac
+      done
+    fi
     [ -n "$TOKEN" ] && [ -n "$CA_HASH" ] ||
       die "this node has not joined: --token and --ca-cert-hash are required ('sluicectl token create --print-join-command' on the admin's machine)"
     say "joining $CONTROLLER"

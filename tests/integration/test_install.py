@@ -14,6 +14,7 @@ and reads its logs.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,25 @@ WHEEL_NAME = re.compile(r"sluicegate-[^-]+-py3-none-any\.whl")
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(the wheel built from this checkout, a directory with it and every dependency's wheel)."""
-    out = tmp_path_factory.mktemp("wheels")
-    dist, deps = out / "dist", out / "deps"
+    """(the wheel built from this checkout, a directory with every dependency's wheel).
+
+    The dependencies are downloaded once into .venv/test-wheels/, keyed by
+    pyproject.toml's dependency list, and reused while it is unchanged.
+    """
+    dist = tmp_path_factory.mktemp("dist")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(dist), str(ROOT)], check=True, timeout=300)
+    # The build backend from this virtualenv (setuptools, as pyproject.toml asks): an isolated build env
+    # would reinstall it for every run.
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)], check=True,
+                   timeout=300)
     (wheel,) = [p for p in dist.iterdir() if WHEEL_NAME.fullmatch(p.name)]
-    subprocess.run([*pip, "download", "-d", str(deps), str(wheel)], check=True, timeout=300)
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        requires = sorted(tomllib.load(f)["project"]["dependencies"])
+    key = hashlib.sha256(json.dumps([sys.version_info[:2], requires]).encode()).hexdigest()[:16]
+    deps = ROOT / ".venv" / "test-wheels" / key
+    if not (deps / "complete").exists():
+        subprocess.run([*pip, "download", "-d", str(deps), *requires], check=True, timeout=300)
+        (deps / "complete").touch()
     return wheel, deps
 
 
@@ -55,9 +69,12 @@ def _install_env(root: Path, deps: Path) -> dict[str, str]:
     return env
 
 
-def _install(root: Path, deps: Path, *args: str) -> str:
+def _install(root: Path, deps: Path, *args: str, server: str = "") -> str:
+    env = _install_env(root, deps)
+    if server:
+        env["SLUICEGATE_SERVER"] = server
     res = subprocess.run([str(ROOT / "deploy" / "install.sh"), *args], capture_output=True, text=True,
-                         env=_install_env(root, deps), timeout=300)
+                         env=env, timeout=300)
     assert res.returncode == 0, f"install.sh {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
     return res.stdout + res.stderr
 
@@ -138,13 +155,13 @@ def test_wheel_install_script_and_example_settings_run_a_job(staged: Path, wheel
             return res
 
         join = ctl("token", "create", "--print-join-command", "--join-address", token_addr).stdout.split()
-        token = join[join.index("--token") + 1]
         assert join[join.index("--ca-cert-hash") + 1] == ca_hash
 
-        # An agent host (the same machine here), joined by install.sh.
+        # An agent on the controller's host: install.sh makes its token with
+        # admin.conf (whose server address is rewritten like the ports).
         api_port = grpc_addr.rsplit(":", 1)[1]
-        out = _install(root, deps, "agent", "--wheel", str(wheel), "--controller", token_addr, "--token", token,
-                       "--ca-cert-hash", ca_hash, "--node-name", "node-1", "--api-port", api_port)
+        out = _install(root, deps, "agent", "--wheel", str(wheel), "--controller", token_addr,
+                       "--node-name", "node-1", "--api-port", api_port, server=grpc_addr)
         assert "node node-1 joined" in out, out
         agent_settings = etc / "agent.yaml"
         text = agent_settings.read_text()
