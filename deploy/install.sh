@@ -141,6 +141,9 @@ if [ "$ROLE" = controller ]; then
   fi
   chown -R "$SVC_USER:$SVC_GROUP" "$CTL_STATE"
   unit controller
+  if [ -d "$R/etc/logrotate.d" ]; then
+    install -m 0644 "$HERE/logrotate/sluicegate" "$R/etc/logrotate.d/sluicegate"
+  fi
   SERVICE=sluicegate-controller
 else
   install -d -m 0700 "$AGENT_STATE"

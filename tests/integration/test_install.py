@@ -122,11 +122,13 @@ def test_wheel_install_script_and_example_settings_run_a_job(staged: Path, wheel
     etc = root / "etc/sluicegate"
 
     # The controller host.
+    (root / "etc/logrotate.d").mkdir(parents=True)
     t0 = time.monotonic()
     out = _install(root, deps, "controller", "--wheel", str(wheel), "--address", "127.0.0.1")
     install_seconds = time.monotonic() - t0
     assert "creating the cluster CA" in out
     assert (root / "etc/systemd/system/sluicegate-controller.service").is_file()
+    assert (root / "etc/logrotate.d/sluicegate").read_text() == (ROOT / "deploy/logrotate/sluicegate").read_text()
     assert os.readlink(root / "usr/local/bin/sluicectl") == str(bin_ / "sluicectl")
     assert (etc / "admin.conf").stat().st_mode & 0o777 == 0o600
     # The installed package is the wheel, not this checkout.
