@@ -44,7 +44,7 @@ def test_policy_example_loads_and_settings_name_it(tmp_path: Path) -> None:
 def test_agent_example_loads() -> None:
     s = load_agent(str(DEPLOY / "agent.yaml"), {})
     assert (s.controller, s.system_reserved, s.reconnect_cap) == ("ctl.example.org:7420", {"cpu": 500, "memory": 1 << 30}, 30.0)
-    assert s.pki_path == Path("/var/lib/sluicegate/agent/pki")
+    assert (s.data_dir, s.pki_path) == ("/var/lib/sluicegate-agent", Path("/var/lib/sluicegate-agent/pki"))
 
 
 def test_unknown_keys_are_named(tmp_path: Path) -> None:
