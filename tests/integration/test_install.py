@@ -238,3 +238,31 @@ def test_unit_files_verify() -> None:
         assert res.returncode == 0 and not res.stderr.strip(), res.stderr
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_units_settings_and_install_script_agree() -> None:
+    """The paths the units, the example settings and install.sh name are the same ones."""
+    from sluicegate.agent.settings import load_settings as load_agent
+    from sluicegate.controller.settings import load_settings as load_controller
+
+    units = ROOT / "deploy" / "systemd"
+    script = (ROOT / "deploy" / "install.sh").read_text()
+
+    def directives(name: str) -> dict[str, str]:
+        lines = (units / name).read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if re.match(r"^[A-Z]\w*=", line))
+
+    ctl, agent = directives("sluicegate-controller.service"), directives("sluicegate-agent.service")
+    assert 'PREFIX="$R/opt/sluicegate"' in script and 'VENV="$PREFIX/venv"' in script
+    assert ctl["ExecStart"].split()[:3] == ["/opt/sluicegate/venv/bin/sluicegate-controller", "--config",
+                                            "/etc/sluicegate/controller.yaml"]
+    assert agent["ExecStart"].split()[:3] == ["/opt/sluicegate/venv/bin/sluicegate-agent", "--config",
+                                              "/etc/sluicegate/agent.yaml"]
+    # The controller runs unprivileged in its state directory; the agent as root in its own.
+    assert (ctl["User"], ctl["StateDirectory"], "User" in agent, agent["StateDirectory"]) == \
+        ("sluicegate", "sluicegate", False, "sluicegate-agent")
+    c = load_controller(str(ROOT / "deploy/settings/controller.yaml"), {})
+    a = load_agent(str(ROOT / "deploy/settings/agent.yaml"), {})
+    assert Path(c.store).parent == Path(c.pki_dir).parent == Path("/var/lib") / ctl["StateDirectory"]
+    assert Path(a.data_dir) == Path(a.pki_path).parent == Path("/var/lib") / agent["StateDirectory"]
+    assert 'CTL_STATE="$R/var/lib/sluicegate"' in script and 'AGENT_STATE="$R/var/lib/sluicegate-agent"' in script
