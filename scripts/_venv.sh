@@ -24,5 +24,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
 fi
 PY="$VENV/bin/python"
-"$PY" -m pip install -q --disable-pip-version-check -e "$ROOT${SLUICEGATE_EXTRAS:-}" 2>&1 | grep -v "^WARNING: Location" || true
+# The editable install is redone only when pyproject.toml changed since, or
+# when extras not installed yet are asked for: a restart of dev-cluster or a
+# targeted test run then starts at once.
+STAMP="$VENV/.sluicegate-installed"
+EXTRAS="${SLUICEGATE_EXTRAS:-}"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] || ! grep -qxF "$EXTRAS" "$STAMP" \
+    || ! "$PY" -c 'import sluicegate' 2>/dev/null; then
+  "$PY" -m pip install -q --disable-pip-version-check -e "$ROOT$EXTRAS" 2>&1 | grep -v "^WARNING: Location" || true
+  { [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] || cat "$STAMP"; echo "$EXTRAS"; echo ""; } \
+    | sort -u > "$STAMP.tmp" && mv "$STAMP.tmp" "$STAMP"
+fi
 "$PY" -c 'import sluicegate' || { echo "error: installing sluicegate into $VENV failed" >&2; exit 2; }

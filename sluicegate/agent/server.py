@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] == "join":
         return join_main(args[1:])
     p = argparse.ArgumentParser(prog="sluicegate-agent", description="The sluicegate node agent.")
-    p.add_argument("--config", help="settings YAML (see deploy/systemd/agent.yaml.example)")
+    p.add_argument("--config", help="settings YAML (see deploy/settings/agent.yaml)")
     p.add_argument("--controller", help="controller gRPC HOST:PORT")
     p.add_argument("--node-name")
     p.add_argument("--data-dir")

@@ -611,7 +611,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in COMMANDS:
         return init_main(args)
     parser = argparse.ArgumentParser(prog="sluicegate-controller", description="The sluicegate controller.")
-    parser.add_argument("--config", help="settings YAML (see deploy/systemd/controller.yaml.example)")
+    parser.add_argument("--config", help="settings YAML (see deploy/settings/controller.yaml)")
     parser.add_argument("--listen", help="gRPC HOST:PORT (port 0 picks one)")
     parser.add_argument("--health-listen", help="health/metrics HOST:PORT")
     parser.add_argument("--store", help="sqlite path or sqlite:///path")

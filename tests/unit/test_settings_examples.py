@@ -12,24 +12,25 @@ from sluicegate.controller.settings import SettingsError, load_settings
 from sluicegate.security.authz import Authorizer
 from sluicegate.security.identity import Principal
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "settings"
 
 
 def test_controller_example_loads() -> None:
-    s = load_settings(str(DEPLOY / "controller.yaml.example"), {})
-    assert (s.listen, s.node_heartbeat_timeout, s.placement) == ("127.0.0.1:7420", 40.0, True)
+    s = load_settings(str(DEPLOY / "controller.yaml"), {})
+    assert (s.listen, s.node_heartbeat_timeout, s.placement) == ("0.0.0.0:7420", 40.0, True)
+    assert (s.pki_dir, s.token_listen) == ("/var/lib/sluicegate/pki", "0.0.0.0:7423")
     assert (s.fencing_grace, s.self_fencing) == (45.0, True)
 
 
 def test_policy_example_loads_and_settings_name_it(tmp_path: Path) -> None:
-    a = Authorizer(str(DEPLOY / "policy.yaml.example"))
+    a = Authorizer(str(DEPLOY / "policy.yaml"))
     assert a.allowed(Principal("alice", frozenset()), "create", "LocalQueue", "team-a")
     assert not a.allowed(Principal("alice", frozenset()), "get", "Workload", "team-b")
     assert a.allowed(Principal("bob", frozenset({"auditors"})), "list", "Workload", "team-b")
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"store: {tmp_path}/db/c.db\nauthorizationPolicy: {DEPLOY / 'policy.yaml.example'}\n")
+    cfg.write_text(f"store: {tmp_path}/db/c.db\nauthorizationPolicy: {DEPLOY / 'policy.yaml'}\n")
     s = load_settings(str(cfg), {})
-    assert (s.authorization_policy, s.audit_log) == (str(DEPLOY / "policy.yaml.example"), f"{tmp_path}/db/audit.log")
+    assert (s.authorization_policy, s.audit_log) == (str(DEPLOY / "policy.yaml"), f"{tmp_path}/db/audit.log")
     assert load_settings(None, {"store": "sqlite:///x/y.db"}).audit_log == "/x/audit.log"
     cfg.write_text("auditLog: ''\n")
     assert load_settings(str(cfg), {}).audit_log == ""
@@ -41,8 +42,9 @@ def test_policy_example_loads_and_settings_name_it(tmp_path: Path) -> None:
 
 
 def test_agent_example_loads() -> None:
-    s = load_agent(str(DEPLOY / "agent.yaml.example"), {})
-    assert (s.controller, s.system_reserved, s.reconnect_cap) == ("127.0.0.1:7420", {"cpu": 500, "memory": 1 << 30}, 30.0)
+    s = load_agent(str(DEPLOY / "agent.yaml"), {})
+    assert (s.controller, s.system_reserved, s.reconnect_cap) == ("ctl.example.org:7420", {"cpu": 500, "memory": 1 << 30}, 30.0)
+    assert (s.data_dir, s.pki_path) == ("/var/lib/sluicegate-agent", Path("/var/lib/sluicegate-agent/pki"))
 
 
 def test_unknown_keys_are_named(tmp_path: Path) -> None:
