@@ -78,11 +78,35 @@ CONTROLLER: dict[str, Setting] = {
                       attr("listen")),
     "healthListen": Setting("HOST:PORT", "HTTP `/livez`, `/healthz`, `/readyz` and `/metrics`. Keep it on "
                             "loopback unless a scraper elsewhere needs it.", attr("health_listen")),
-    "store": Setting("path or `sqlite:///path`", "The SQLite store (WAL mode); its directory also holds the default "
-                     "audit log.", attr("store")),
-    "storeSynchronous": Setting("`NORMAL` or `FULL`", "SQLite's synchronous mode: NORMAL survives the process being "
-                                "killed at any moment, FULL also survives power loss, at one fsync per commit.",
+    "store": Setting("path, `sqlite:///path` or `postgresql://…`", "Where every object is kept. A path: the "
+                     "embedded SQLite store (WAL mode), whose directory also holds the default audit log. A "
+                     "PostgreSQL URL (anything libpq accepts: several hosts, `sslmode=verify-full`, "
+                     "`target_session_attrs=read-write`): a store several controllers can share, one leading at a "
+                     "time ([ha.md](ha.md)).", attr("store")),
+    "storeSynchronous": Setting("`NORMAL`, `FULL` or `OFF`", "SQLite's synchronous mode: NORMAL survives the "
+                                "process being killed at any moment, FULL also survives power loss, at one fsync "
+                                "per commit. PostgreSQL: `OFF` sets synchronous_commit off (the last commits may "
+                                "be lost if the database server crashes); anything else keeps it on.",
                                 attr("store_synchronous")),
+    "storePasswordFile": Setting("path", "PostgreSQL: the password, read from this file (owner-only; the content, "
+                                 "stripped). Otherwise the URL, `$PGPASSWORD` or `~/.pgpass`.",
+                                 attr("store_password_file")),
+    "advertiseAddress": Setting("HOST:PORT", "PostgreSQL store: where clients and agents reach this controller "
+                                "when it leads; followers pass it on. Default: `listen` (a wildcard host becomes "
+                                "this host's name).", attr("advertise_address")),
+    "advertiseTokenAddress": Setting("HOST:PORT", "The same for `tokenListen`. Default: `advertiseAddress`'s host "
+                                     "with `tokenListen`'s port.", attr("advertise_token_address")),
+    "leaseDuration": Setting("duration", "PostgreSQL store: a leader that stops renewing its lease is replaced "
+                             "after this (a crashed one sooner: about 1.5 × `leaseRenewInterval`).",
+                             attr("lease_duration", duration)),
+    "leaseRenewDeadline": Setting("duration", "A leader that could not renew for this long stops acting by itself; "
+                                  "less than `leaseDuration`.", attr("lease_renew_deadline", duration)),
+    "leaseRenewInterval": Setting("duration", "How often the leader renews its lease; less than "
+                                  "`leaseRenewDeadline`.", attr("lease_renew_interval", duration)),
+    "leaseRetryInterval": Setting("duration", "How often followers look at the lease.",
+                                  attr("lease_retry_interval", duration)),
+    "mirrorInterval": Setting("duration", "How often followers bring their warm copy of the store up to date.",
+                              attr("mirror_interval", duration)),
     "configuration": Setting("path", "Kueue's Configuration document (`config.kueue.x-k8s.io/v1beta2`): "
                              "fairSharing, waitForPodsReady, integrations.labelKeysToCopy, ... "
                              "(see [kueue-compatibility.md](kueue-compatibility.md#configuration)).",
@@ -125,8 +149,11 @@ CONTROLLER: dict[str, Setting] = {
 }
 
 AGENT: dict[str, Setting] = {
-    "controller": Setting("HOST:PORT", "The controller's gRPC API (its `listen`). While it is away the agent "
-                          "reconnects with capped, jittered backoff; pods keep running until self-fencing.",
+    "controller": Setting("HOST:PORT, or a list", "The controller's gRPC API (its `listen`). Several controllers "
+                          "sharing a PostgreSQL store: a YAML list or `a:7420,b:7420`; the agent finds the leader, "
+                          "follows redirects and refuses a lower leader epoch than it has seen ([ha.md](ha.md)). "
+                          "While none answers the agent reconnects with capped, jittered backoff; pods keep "
+                          "running until self-fencing.",
                           attr("controller")),
     "nodeName": Setting("string", "The name this node registers under. Once joined, the name in the node's "
                         "certificate.", "the host name"),
