@@ -33,6 +33,7 @@ from sluicegate.common.supervise import (
     stop_on_signals,
     supervise,
 )
+from sluicegate.controller.dashboard import DashboardError, serving_context, start_dashboard
 from sluicegate.controller.initcmd import COMMANDS
 from sluicegate.controller.initcmd import main as init_main
 from sluicegate.controller.manager import Manager
@@ -231,7 +232,12 @@ async def serve(
             port=hport,
         )
         await health_server.start()
+        dashboard = None
         try:
+            if settings.dashboard_listen:
+                dashboard = await start_dashboard(
+                    listen=settings.dashboard_listen, manager=lambda: manager, gate=gate, insecure=settings.insecure,
+                    ssl_context=serving_context(settings.pki_dir) if settings.pki_dir else None)
             notifier = Notifier.from_environment()
             if ready_file:
                 tmp = f"{ready_file}.tmp"
@@ -243,6 +249,7 @@ async def serve(
                             "pid": os.getpid(),
                             "token": token_addr,
                             "caCertHash": authority.ca_hash if authority else "",
+                            "dashboard": dashboard.url if dashboard else "",
                         }
                     )
                 )
@@ -285,6 +292,8 @@ async def serve(
                 tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
             return await supervise(tasks, stop=stop, on_stopping=stopping)
         finally:
+            if dashboard is not None:
+                await dashboard.stop()
             await health_server.stop()
             undo_sighup()
             gate.close()
@@ -305,6 +314,7 @@ async def _main(ns: argparse.Namespace) -> int:
             "placement": False if ns.no_placement else None,
             "pki_dir": ns.pki_dir,
             "token_listen": ns.token_listen,
+            "dashboard_listen": ns.dashboard_listen,
         },
     )
     stop = new_stop_future()
@@ -333,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pki-dir", help="TLS: the directory 'sluicegate-controller init' made (DATA_DIR/pki)")
     parser.add_argument("--token-listen", help="TLS port without client certificates (joins, bearer tokens) HOST:PORT")
+    parser.add_argument("--dashboard-listen", help="web dashboard HOST:PORT ('' turns it off)")
     parser.add_argument("--ready-file", help="write {grpc, health, pid} JSON here once serving")
     parser.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
     ns = parser.parse_args(args)
@@ -343,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     HEAP_GC.install()
     try:
         return asyncio.run(_main(ns))
-    except (SettingsError, StoreError, PkiError, TokenFileError) as exc:
+    except (SettingsError, StoreError, PkiError, TokenFileError, DashboardError) as exc:
         log.error("%s", exc)
         return 2
     except BaseExceptionGroup as group:
