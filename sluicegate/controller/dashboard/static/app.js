@@ -141,11 +141,11 @@ const views = {
     body.querySelector("#workload-list").replaceChildren(
       el("p", {class: "muted", id: "workload-count"}, `${res.total} workload(s)${shown}`),
       el("table", {id: "workloads"},
-        el("thead", {}, el("tr", {}, ["Namespace", "Name", "Queue", "ClusterQueue", "State", "Priority", "Pods", "Created", "Message"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, ["Namespace", "Name", "Queue", "ClusterQueue", "State", "Priority", "Running/pods", "Created", "Message"].map((h) => el("th", {}, h)))),
         el("tbody", {}, res.items.map((w) => el("tr", {"data-key": `${w.namespace}/${w.name}`},
           el("td", {}, w.namespace), el("td", {class: "name"}, el("a", {href: workloadHref(w.namespace, w.name)}, w.name)),
           el("td", {}, w.queue), el("td", {}, w.clusterQueue), stateCell(w.state), num(w.priority, "priority"),
-          num(`${w.running}/${w.pods}`, "pods"), el("td", {}, when(w.created)), el("td", {class: "muted"}, w.message))))));
+          num(`${w.running}/${w.pods}`, "pods"), el("td", {class: "created"}, when(w.created)), el("td", {class: "muted"}, w.message))))));
   },
 
   async workload(body, params, rest) {
@@ -165,9 +165,12 @@ const views = {
         el("dt", {}, "Created"), el("dd", {}, when(w.created)),
         el("dt", {}, "Requeued"), el("dd", {}, `${w.requeues} time(s)`),
         el("dt", {}, "Labels"), el("dd", {class: "labels"}, Object.entries(w.labels).map(([k, v]) => `${k}=${v}`).join(", ") || "none"),
-        el("dt", {}, "Annotations"), el("dd", {class: "annotations"}, Object.entries(w.annotations).map(([k, v]) => el("div", {}, `${k}: ${v}`)))),
+        el("dt", {}, "Annotations"), el("dd", {class: "annotations"}, Object.keys(w.annotations).length
+          ? Object.entries(w.annotations).map(([k, v]) => el("div", {}, `${k}: ${v}`)) : "none")),
       el("h2", {}, "Pod sets"),
-      el("table", {}, el("tbody", {}, w.podSets.map((p) => el("tr", {},
+      el("table", {id: "podsets"},
+        el("thead", {}, el("tr", {}, ["Pod set", "Count", "Requests per pod", "Flavors"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, w.podSets.map((p) => el("tr", {},
         el("td", {}, p.name), num(p.count, "count"), el("td", {}, Object.entries(p.requests).map(([r, v]) => `${r}=${v}`).join(", ")),
         el("td", {class: "flavors"}, flavorsOf(p.name)))))),
       el("h2", {}, "Conditions (oldest first)"),
