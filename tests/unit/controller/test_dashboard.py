@@ -125,3 +125,61 @@ def test_the_setting(tmp_path: Path) -> None:
     f.write_text("dashboardListen: 7425\n")
     with pytest.raises(SettingsError, match="dashboardListen: expected a string"):
         load_settings(str(f), {})
+
+
+async def test_https_client_certificates_and_a_renewed_serving_certificate(tmp_path: Path) -> None:
+    """CERT_OPTIONAL: a cluster certificate names the user, none gets 401, a revoked one too; renewal is picked up."""
+    import os
+    import ssl
+
+    from sluicegate.controller.dashboard import serving_context
+    from sluicegate.security import pki
+    from sluicegate.security.authn import ClusterAuthenticator
+    from sluicegate.security.authority import Authority, init_pki, issue_server_cert
+
+    pki_dir = tmp_path / "pki"
+    init_pki(pki_dir)
+    authority = Authority(pki_dir)
+    key = pki.new_key()
+    cert = authority.issue_user("alice", ("system:masters",), key.public_key())
+    (tmp_path / "alice.pem").write_bytes(pki.key_pem(key) + pki.cert_pem(cert))
+    gate = Gate(ClusterAuthenticator(is_revoked=authority.is_revoked))
+    m = manager()
+    d = await start_dashboard(listen="127.0.0.1:0", manager=lambda: m, gate=gate,
+                              ssl_context=serving_context(str(pki_dir)))
+    assert d.url.startswith("https://127.0.0.1:")
+
+    def client(with_cert: bool) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
+        if with_cert:
+            ctx.load_cert_chain(str(tmp_path / "alice.pem"))
+        return ctx
+
+    async def session(with_cert: bool) -> tuple[int, dict[str, object]]:
+        conn = aiohttp.TCPConnector(ssl=client(with_cert), force_close=True)
+        async with aiohttp.ClientSession(connector=conn) as s, s.get(d.url + "api/session") as r:
+            return r.status, await r.json()
+
+    async def serving_serial() -> int:
+        host, port = d.url.removeprefix("https://").rstrip("/").rsplit(":", 1)
+        pem = await asyncio.to_thread(ssl.get_server_certificate, (host, int(port)))
+        return pki.load_cert(pem.encode()).serial_number
+
+    try:
+        status, body = await session(True)
+        assert (status, body["user"], body["method"]) == (200, "alice", "certificate")
+        first = await serving_serial()
+        status, body = await session(False)
+        assert status == 401 and "no client certificate and no bearer token" in str(body["error"])
+
+        renewed = issue_server_cert(pki_dir)
+        later = os.stat(pki_dir / "server.crt").st_mtime + 10  # a clock tick the check cannot miss
+        os.utime(pki_dir / "server.crt", (later, later))
+        assert await serving_serial() == renewed.serial_number != first
+        assert (await session(True))[0] == 200
+
+        authority.revoke_serial(format(cert.serial_number, "x"))
+        status, body = await session(True)
+        assert status == 401 and "has been revoked" in str(body["error"])
+    finally:
+        await d.stop()
