@@ -141,18 +141,17 @@ def workloads(
 ) -> dict[str, Any]:
     """Workloads matching every filter given (``queue`` matches the LocalQueue or the ClusterQueue)."""
     needle = text.lower()
-    rows: list[dict[str, Any]] = []
+    matched: list[Workload] = []
     for wl in m.list_workloads(namespace=namespace, state=state, namespaces=namespaces):
-        row = workload_row(m, wl)
-        if queue and queue not in (row["queue"], row["clusterQueue"]):
+        if queue and queue != wl.queue_name and queue != _cluster_queue_of(m, wl):
             continue
         if needle and needle not in wl.name.lower() and not any(
             needle in f"{k}={v}".lower() for k, v in wl.labels.items()
         ):
             continue
-        rows.append(row)
-    rows.reverse()  # newest first
-    return {"total": len(rows), "items": rows[:limit]}
+        matched.append(wl)
+    matched.reverse()  # newest first; rows are built only for those shown
+    return {"total": len(matched), "items": [workload_row(m, wl) for wl in matched[:limit]]}
 
 
 def workload_detail(m: Manager, wl: Workload) -> dict[str, Any]:
