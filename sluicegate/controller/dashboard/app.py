@@ -45,7 +45,8 @@ SECURITY_HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer a browser's form POST says "Origin: null".
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 # Live events: a comment line this often keeps proxies from closing an idle stream and notices a lost manager.
@@ -138,7 +139,19 @@ class Dashboard:
     async def _login_form(self, request: web.Request) -> web.StreamResponse:
         return self._login_page("", 200)
 
+    @staticmethod
+    def _cross_site(request: web.Request) -> bool:
+        """A form posted from another site: refused, so that no page elsewhere can log a visitor in under
+        its own token.  Browsers say where a request comes from in Sec-Fetch-Site, older ones in Origin."""
+        site = request.headers.get("Sec-Fetch-Site")
+        if site is not None:
+            return site not in ("same-origin", "none")
+        origin = request.headers.get("Origin")
+        return origin is not None and origin != f"{request.scheme}://{request.host}"
+
     async def _login(self, request: web.Request) -> web.StreamResponse:
+        if self._cross_site(request):
+            return web.Response(status=403, text="cross-site login refused\n")
         if not self.tls:
             return self._login_page("", 400)
         form = await request.post()
@@ -154,6 +167,8 @@ class Dashboard:
         return resp
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
+        if self._cross_site(request):
+            return web.Response(status=403, text="cross-site logout refused\n")
         resp = web.HTTPSeeOther("/login")
         resp.del_cookie(TOKEN_COOKIE, path="/")
         return resp

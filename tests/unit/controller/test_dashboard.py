@@ -70,6 +70,12 @@ async def test_security_headers_and_a_loopback_host_only(served: tuple[Manager, 
             assert r.status == 421
         async with s.get(d.url + "api/tree", headers={"Host": "localhost:1"}) as r:
             assert r.status == 200
+        async with s.post(d.url + "login", data={"token": "t"}, headers={"Origin": "https://elsewhere.example"}) as r:
+            assert r.status == 403 and await r.text() == "cross-site login refused\n"
+        async with s.post(d.url + "login", data={"token": "t"}, headers={"Origin": d.url.rstrip("/")}) as r:
+            assert r.status == 400  # same site; logging in needs TLS
+        async with s.post(d.url + "login", data={"token": "t"}, headers={"Sec-Fetch-Site": "cross-site"}) as r:
+            assert r.status == 403
 
 
 async def test_a_follower_says_who_leads(served: tuple[Manager, Dashboard, list[Manager | None]]) -> None:
