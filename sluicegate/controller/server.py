@@ -36,6 +36,7 @@ from sluicegate.common.supervise import (
     stop_on_signals,
     supervise,
 )
+from sluicegate.controller.dashboard import Dashboard, DashboardError, serving_context, start_dashboard
 from sluicegate.controller.follower import NotLeaderHandler
 from sluicegate.controller.initcmd import COMMANDS
 from sluicegate.controller.initcmd import main as init_main
@@ -241,14 +242,26 @@ class _Controller:
             port=hport,
         )
         await self.health.start()
+        self.dashboard: Dashboard | None = None
         try:
+            if s.dashboard_listen:
+                # One per process, across terms: it reads whichever Manager leads now (none while following).
+                self.dashboard = await start_dashboard(
+                    listen=s.dashboard_listen, manager=lambda: self.manager, gate=self.gate, insecure=s.insecure,
+                    ssl_context=serving_context(s.pki_dir) if s.pki_dir else None, leader=self._leader_address)
             if not isinstance(self.store, Shared):
                 return await self._lead(epoch=0, objects=None)
             return await self._campaign(self.store)
         finally:
+            if self.dashboard is not None:
+                await self.dashboard.stop()
             await self.health.stop()
             undo_sighup()
             self.gate.close()
+
+    def _leader_address(self) -> str | None:
+        v = self.view
+        return v.address.split()[0] if v is not None and v.holder and v.address else None
 
     def _is_revoked(self, serial: int) -> bool:
         return self.authority is not None and self.authority.is_revoked(serial)
@@ -395,6 +408,7 @@ class _Controller:
                         "pid": os.getpid(),
                         "token": self.token_addr,
                         "caCertHash": self.authority.ca_hash if self.authority else "",
+                        "dashboard": self.dashboard.url if self.dashboard is not None else "",
                     }
                 )
             )
@@ -597,6 +611,7 @@ async def _main(ns: argparse.Namespace) -> int:
             "placement": False if ns.no_placement else None,
             "pki_dir": ns.pki_dir,
             "token_listen": ns.token_listen,
+            "dashboard_listen": ns.dashboard_listen,
         },
     )
     stop = new_stop_future()
@@ -625,6 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pki-dir", help="TLS: the directory 'sluicegate-controller init' made (DATA_DIR/pki)")
     parser.add_argument("--token-listen", help="TLS port without client certificates (joins, bearer tokens) HOST:PORT")
+    parser.add_argument("--dashboard-listen", help="web dashboard HOST:PORT ('' turns it off)")
     parser.add_argument("--ready-file", help="write {grpc, health, pid} JSON here once serving")
     parser.add_argument("--log-level", default=os.environ.get("SLUICEGATE_LOG_LEVEL", "INFO"))
     ns = parser.parse_args(args)
@@ -635,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     HEAP_GC.install()
     try:
         return asyncio.run(_main(ns))
-    except (SettingsError, StoreError, PkiError, TokenFileError) as exc:
+    except (SettingsError, StoreError, PkiError, TokenFileError, DashboardError) as exc:
         log.error("%s", exc)
         return 2
     except BaseExceptionGroup as group:

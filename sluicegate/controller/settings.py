@@ -18,6 +18,7 @@ Every key is optional; unknown keys are errors that name the key.
     tokenListen: 127.0.0.1:7423     # TLS without client certificates: agents joining, bearer-token users
     tokenFile: /etc/sluicegate/tokens.yaml   # bearer tokens (hashed) -> user and groups; reloaded on SIGHUP
     insecure: false                 # true: allow plaintext on a non-loopback listen address (warned at every start)
+    dashboardListen: 127.0.0.1:7425 # the read-only web dashboard (docs/dashboard.md); "" turns it off
     authorizationPolicy: /etc/sluicegate/policy.yaml   # role bindings (security/authz.py); none: only system:masters
     auditLog: /var/lib/sluicegate/audit.log   # default: audit.log beside the store; "" turns it off
     advertiseAddress: ctl-1.example.org:7420   # HA: where clients and agents reach this controller when it leads
@@ -106,6 +107,7 @@ class ControllerSettings:
     token_listen: str = "127.0.0.1:7423"
     token_file: str = ""
     insecure: bool = False
+    dashboard_listen: str = "127.0.0.1:7425"
     config: ControllerConfig = field(default_factory=ControllerConfig)
     authorization_policy: str = ""
     # None: audit.log in the store's directory; "": no audit log.
@@ -143,6 +145,7 @@ _KEYS = {
     "tokenListen": ("token_listen", str),
     "tokenFile": ("token_file", str),
     "insecure": ("insecure", bool),
+    "dashboardListen": ("dashboard_listen", str),
     "authorizationPolicy": ("authorization_policy", str),
     "auditLog": ("audit_log", str),
     "advertiseAddress": ("advertise_address", str),
@@ -222,6 +225,10 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
     for key, value in (("advertiseAddress", s.advertise_address), ("advertiseTokenAddress", s.advertise_token_address)):
         if value:
             split_hostport(value, key=key)
+    if s.dashboard_listen and not s.pki_dir and not s.insecure and not is_loopback(
+            split_hostport(s.dashboard_listen, key="dashboardListen")[0]):
+        raise SettingsError(f"dashboardListen: {s.dashboard_listen} is not a loopback address; without TLS anyone "
+                            "who can reach it could read every queue and workload; set pkiDir, or 'insecure: true'")
     if s.token_file and not s.pki_dir:
         raise SettingsError("tokenFile: bearer tokens are only accepted over TLS; set pkiDir too")
     if s.configuration_path:

@@ -44,6 +44,8 @@ class Controller:
         # With --pki-dir: the token port and the CA's hash.
         self.token_address = ""
         self.ca_hash = ""
+        # The web dashboard's URL (https:// with --pki-dir).
+        self.dashboard = ""
 
     def start(self) -> Controller:
         self.ready_file.unlink(missing_ok=True)
@@ -51,13 +53,14 @@ class Controller:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sluicegate.controller.server", "--store", str(self.store),
-                 "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
+                 "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0", "--dashboard-listen", "127.0.0.1:0",
                  "--ready-file", str(self.ready_file), *self.extra],
                 stdout=log, stderr=log, env=env, cwd=ROOT,
             )
         info = wait_for("controller ready file", self._ready)
         self.address, self.health = info["grpc"], info["health"]
         self.token_address, self.ca_hash = info.get("token", ""), info.get("caCertHash", "")
+        self.dashboard = info.get("dashboard", "")
         return self
 
     def _ready(self) -> dict[str, Any] | None:
