@@ -647,7 +647,7 @@ async def _dispatch(ns: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     # Shell completion: answers and exits when the shell asks (_ARGCOMPLETE set), else does nothing.
-    argcomplete.autocomplete(parser)
+    argcomplete.autocomplete(parser, always_complete_options=False)
     ns: argparse.Namespace | None = None
     try:
         ns = parser.parse_args(argv)
