@@ -169,8 +169,13 @@ async def _pods_of(c: Client, workload: str, namespace: str) -> list[str]:
 
 async def cmd_logs(c: Client, ns: argparse.Namespace) -> int:
     namespace = _namespace(ns)
-    pods = [] if ns.pod else await _pods_of(c, ns.workload, namespace)
-    if ns.follow and len(pods) > 1:
+    pods: list[str] = []
+    if ns.follow and not ns.pod:
+        try:
+            pods = await _pods_of(c, ns.workload, namespace)
+        except ClientError:
+            pass  # the Logs call below reports what is wrong, under its own verb
+    if len(pods) > 1:
         # kubectl's --prefix for several pods: one stream per pod, lines
         # interleaved as they come, each prefixed, until every pod's ends.
         await follow_pods(c, ns.workload, namespace, pods, container=ns.container or "")
