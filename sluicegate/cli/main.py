@@ -119,12 +119,13 @@ async def cmd_get(c: Client, ns: argparse.Namespace) -> int:
         if k not in WORKLOAD_KINDS:
             raise UsageError("--watch is supported for workloads")
         selector = parse_selector(ns.selector or "")
-        if output == "table":
+        rows = output in ("table", "wide")  # a stream keeps one header and fixed columns
+        if rows:
             print(watch_header(), flush=True)
         async for etype, wl in c.watch_workloads(namespace=namespace, name=ns.name or ""):
             if not selector.matches(wl["metadata"].get("labels") or {}):
                 continue
-            if output == "table":
+            if rows:
                 print(watch_row(etype, wl), flush=True)
             else:
                 print(render("workload", [wl], output, True), flush=True)
