@@ -407,6 +407,19 @@ class Client:
         )
         return _obj(resp)
 
+    async def pending(
+        self, *, cluster_queue: str = "", local_queue: str = "", namespace: str = "", offset: int = 0, limit: int = 0,
+    ) -> builtins.list[dict[str, Any]]:
+        """Kueue's visibility API: pending workloads of a ClusterQueue or a LocalQueue, in the order tried."""
+        resp = await self._call(self._workloads.Pending, workloads_pb2.PendingWorkloadsRequest(
+            cluster_queue=cluster_queue, local_queue=local_queue, namespace=namespace, offset=offset, limit=limit))
+        return [_pending_dict(p) for p in resp.items]
+
+    async def position(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
+        """Where a pending workload stands (None when it waits in no queue)."""
+        resp = await self._call(self._workloads.Position, workloads_pb2.WorkloadRef(namespace=namespace, name=name))
+        return _pending_dict(resp.workload) if resp.pending else None
+
     async def watch_workloads(
         self, *, namespace: str = "", name: str = "", send_initial: bool = True
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -502,6 +515,16 @@ class Client:
     async def revoke_certificate(self, serial: str) -> builtins.list[str]:
         r = await self._call(self._security.RevokeCertificate, security_pb2.RevokeCertificateRequest(serial=serial))
         return list(r.serials)
+
+
+def _pending_dict(p: workloads_pb2.PendingWorkload) -> dict[str, Any]:
+    """Kueue's visibility PendingWorkload, as ``kubectl get --raw`` shows it."""
+    return {
+        "metadata": {"name": p.name, "namespace": p.namespace, "creationTimestamp": p.creation_timestamp},
+        "priority": p.priority, "localQueueName": p.local_queue_name, "clusterQueueName": p.cluster_queue,
+        "positionInClusterQueue": p.position_in_cluster_queue, "positionInLocalQueue": p.position_in_local_queue,
+        "reason": p.reason, "message": p.message,
+    }
 
 
 def _token_dict(t: security_pb2.BootstrapToken) -> dict[str, Any]:

@@ -9,21 +9,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
-import shlex
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
+import argcomplete
 import grpc
 import yaml
+from argcomplete.shell_integration import shellcode
 
 from sluicegate import clientconfig
+from sluicegate.cli import jsonpath
+from sluicegate.cli.render import (
+    NODE_KINDS,
+    WORKLOAD_KINDS,
+    OutputError,
+    check_output,
+    describe_workload,
+    render,
+    render_nodes,
+    render_pending,
+    render_top,
+    table,
+    watch_header,
+    watch_row,
+)
 from sluicegate.client import Client, ClientError, Document, default_server
+from sluicegate.manifest.decode_job import is_job
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, load_documents
-from sluicegate.manifest.timefmt import parse_duration, parse_rfc3339
+from sluicegate.manifest.selectors import SelectorError, parse_selector
+from sluicegate.manifest.timefmt import parse_duration
 
 
 class UsageError(Exception):
@@ -32,181 +51,6 @@ class UsageError(Exception):
 
 def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
-# ---------------------------------------------------------------- rendering
-
-
-def _age(meta: dict[str, Any]) -> str:
-    ts = meta.get("creationTimestamp")
-    if not ts:
-        return "-"
-    secs = max(0, int(time.time() - parse_rfc3339(ts)))
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= n:
-            return f"{secs // n}{unit}"
-    return f"{secs}s"
-
-
-def _cond(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    for c in obj.get("status", {}).get("conditions", []) or []:
-        if c.get("type") == type_:
-            return dict(c)
-    return None
-
-
-def _is_true(obj: dict[str, Any], type_: str) -> bool:
-    c = _cond(obj, type_)
-    return c is not None and c.get("status") == "True"
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    lines = ["   ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for r in rows:
-        lines.append("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    return "\n".join(lines)
-
-
-def _workload_row(o: dict[str, Any]) -> list[str]:
-    meta, spec, st = o["metadata"], o.get("spec", {}), o.get("status", {})
-    adm = st.get("admission") or {}
-    finished = _cond(o, "Finished")
-    state = "Finished" if finished and finished.get("status") == "True" else (
-        "Inactive" if spec.get("active") is False else (
-            "Admitted" if _is_true(o, "Admitted") else ("QuotaReserved" if _is_true(o, "QuotaReserved") else "Pending")
-        )
-    )
-    return [
-        meta.get("namespace", ""),
-        meta["name"],
-        spec.get("queueName", ""),
-        adm.get("clusterQueue", ""),
-        state,
-        str(spec.get("priority", 0)),
-        _age(meta),
-    ]
-
-
-def render_table(kind: str, objs: list[dict[str, Any]]) -> str:
-    k = kind.lower()
-    if k in ("workload", "workloads", "wl"):
-        return _table(
-            ["NAMESPACE", "NAME", "QUEUE", "RESERVED IN", "STATE", "PRIORITY", "AGE"], [_workload_row(o) for o in objs]
-        )
-    if k in ("clusterqueue", "clusterqueues", "cq"):
-        rows = []
-        for o in objs:
-            spec, st = o.get("spec", {}), o.get("status", {})
-            rows.append(
-                [
-                    o["metadata"]["name"],
-                    spec.get("cohortName", ""),
-                    spec.get("queueingStrategy", "BestEffortFIFO"),
-                    str(st.get("pendingWorkloads", 0)),
-                    str(st.get("reservingWorkloads", 0)),
-                    str(st.get("admittedWorkloads", 0)),
-                    "True" if _is_true(o, "Active") else "False",
-                ]
-            )
-        return _table(["NAME", "COHORT", "STRATEGY", "PENDING", "RESERVING", "ADMITTED", "ACTIVE"], rows)
-    if k in ("localqueue", "localqueues", "lq", "queue", "queues"):
-        rows = [
-            [
-                o["metadata"].get("namespace", ""),
-                o["metadata"]["name"],
-                o.get("spec", {}).get("clusterQueue", ""),
-                str(o.get("status", {}).get("pendingWorkloads", 0)),
-                str(o.get("status", {}).get("admittedWorkloads", 0)),
-            ]
-            for o in objs
-        ]
-        return _table(["NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED"], rows)
-    if k in ("resourceflavor", "resourceflavors", "flavor", "flavors", "rf"):
-        rows = [
-            [
-                o["metadata"]["name"],
-                ",".join(f"{a}={b}" for a, b in sorted((o.get("spec", {}).get("nodeLabels") or {}).items()))
-                or "<none>",
-            ]
-            for o in objs
-        ]
-        return _table(["NAME", "NODE LABELS"], rows)
-    if k in ("cohort", "cohorts"):
-        rows = [[o["metadata"]["name"], o.get("spec", {}).get("parentName", "")] for o in objs]
-        return _table(["NAME", "PARENT"], rows)
-    rows = [[o["metadata"].get("namespace", ""), o["metadata"]["name"]] for o in objs]
-    return _table(["NAMESPACE", "NAME"], rows)
-
-
-def render(kind: str, objs: list[dict[str, Any]], output: str, single: bool) -> str:
-    if output == "json":
-        return json.dumps(objs[0] if single else {"items": objs}, indent=2)
-    if output == "yaml":
-        return yaml.safe_dump(objs[0] if single else {"items": objs}, sort_keys=False).rstrip()
-    if output == "name":
-        return "\n".join(f"{kind.lower()}/{o['metadata']['name']}" for o in objs)
-    return render_table(kind, objs)
-
-
-def describe_workload(o: dict[str, Any]) -> str:
-    meta, spec, st = o["metadata"], o.get("spec", {}), o.get("status", {})
-    out = [
-        f"Name:          {meta['name']}",
-        f"Namespace:     {meta.get('namespace', '')}",
-        f"UID:           {meta.get('uid', '')}",
-        f"Created:       {meta.get('creationTimestamp', '')}",
-        f"Queue:         {spec.get('queueName', '')}",
-        f"Priority:      {spec.get('priority', 0)}",
-        f"Active:        {spec.get('active', True)}",
-        "Pod sets:",
-    ]
-    for ps in spec.get("podSets", []):
-        out.append(
-            f"  {ps.get('name', 'main')}: count={ps.get('count', 1)}"
-            + (f" minCount={ps['minCount']}" if "minCount" in ps else "")
-        )
-        for c in ps.get("template", {}).get("spec", {}).get("containers", []):
-            cmd = shlex.join([*c.get("command", []), *c.get("args", [])])
-            req = c.get("resources", {}).get("requests", {})
-            out.append(f"    {c.get('name')}: {cmd}  requests={json.dumps(req)}")
-    adm = st.get("admission")
-    if adm:
-        out.append(f"Admission:     ClusterQueue {adm.get('clusterQueue')}")
-        for psa in adm.get("podSetAssignments", []):
-            flv = ", ".join(f"{r}={f}" for r, f in sorted((psa.get("flavors") or {}).items()))
-            use = ", ".join(f"{r}={q}" for r, q in sorted((psa.get("resourceUsage") or {}).items()))
-            out.append(f"  {psa.get('name')}: count={psa.get('count')} flavors[{flv}] usage[{use}]")
-    else:
-        qr = _cond(o, "QuotaReserved")
-        out.append("Admission:     <none>")
-        if qr and qr.get("status") == "False":
-            out.append(f"Pending:       {qr.get('message', '')}")
-    pods = (st.get("extra") or {}).get("pods") or []
-    if pods:
-        out.append("Pods:")
-        for p in pods:
-            code = f" exit={p['exitCode']}" if p.get("exitCode") is not None else ""
-            why = f" ({p['reason']})" if p.get("reason") else ""
-            out.append(
-                f"  {p['name']:<28} node={p['node']:<14} {p.get('phase', ''):<10} qos={p.get('qosClass', '-') or '-'}"
-                f"{code}{why}"
-            )
-    reclaim = st.get("reclaimablePods")
-    if reclaim:
-        out.append("Reclaimable:   " + ", ".join(f"{r['name']}={r['count']}" for r in reclaim))
-    rs = st.get("requeueState")
-    if rs:
-        out.append(f"Requeue state: count={rs.get('count', 0)} requeueAt={rs.get('requeueAt', '-')}")
-    out.append("Conditions:")
-    for c in st.get("conditions", []) or []:
-        out.append(
-            f"  {c.get('type'):<14} {c.get('status'):<6} {c.get('reason', ''):<22} "
-            f"{c.get('lastTransitionTime', '')}  {c.get('message', '')}"
-        )
-    return "\n".join(out)
 
 
 # ----------------------------------------------------------------- commands
@@ -233,7 +77,10 @@ async def cmd_apply(c: Client, ns: argparse.Namespace) -> int:
 
 async def cmd_create(c: Client, ns: argparse.Namespace) -> int:
     docs = _docs(ns.filename)
-    others = [d for d in docs if d.body.get("kind") != "Workload"]
+    # Workloads and batch/v1 Jobs are created one by one (idempotent by name,
+    # or named from metadata.generateName); other kinds are applied together.
+    creates = [d for d in docs if d.body.get("kind") == "Workload" or is_job(d.body)]
+    others = [d for d in docs if not (d.body.get("kind") == "Workload" or is_job(d.body))]
     if others:
         planned = await c.apply(_to_client_docs(others), dry_run=True)
         exists = [f"{k}/{n}" for k, _, n, a in planned if a != "created"]
@@ -242,85 +89,101 @@ async def cmd_create(c: Client, ns: argparse.Namespace) -> int:
         await c.apply(_to_client_docs(others))
         for k, namespace, n, _ in planned:
             print(f"{k.lower()}/{namespace + '/' if namespace else ''}{n} created")
-    for d in docs:
-        if d.body.get("kind") != "Workload":
-            continue
+    for d in creates:
         wl, created = await c.create_workload(Document(body=json.dumps(d.body), source=d.source))
         m = wl["metadata"]
         print(f"workload/{m['namespace']}/{m['name']} {'created' if created else 'unchanged (already exists)'}")
     return 0
 
 
+def _namespace(ns: argparse.Namespace) -> str:
+    return getattr(ns, "namespace", None) or "default"
+
+
 async def cmd_get(c: Client, ns: argparse.Namespace) -> int:
-    kind = ns.kind
-    namespace = "" if ns.all_namespaces else ns.namespace
-    if kind.lower() in ("node", "nodes", "no"):
+    kind, output = ns.kind, ns.output
+    all_ns = getattr(ns, "all_namespaces", False)
+    namespace = "" if all_ns else _namespace(ns)
+    k = kind.lower()
+    if k in ("pending", "pendingworkloads", "pendingworkload"):
+        return await cmd_get_pending(c, ns)
+    if k in NODE_KINDS:
         nodes = await c.list_nodes()
         if ns.name:
             nodes = [n for n in nodes if n["name"] == ns.name]
             if not nodes:
                 raise UsageError(f"node {ns.name} not found")
-        print(render_nodes(nodes, ns.output))
+        print(render_nodes(nodes, output))
         return 0
     if ns.watch:
-        if kind.lower() not in ("workload", "workloads", "wl"):
+        if k not in WORKLOAD_KINDS:
             raise UsageError("--watch is supported for workloads")
+        selector = parse_selector(ns.selector or "")
+        rows = output in ("table", "wide")  # a stream keeps one header and fixed columns
+        if rows:
+            print(watch_header(), flush=True)
         async for etype, wl in c.watch_workloads(namespace=namespace, name=ns.name or ""):
-            if ns.output in ("json", "yaml"):
-                print(render("workload", [wl], ns.output, True), flush=True)
+            if not selector.matches(wl["metadata"].get("labels") or {}):
+                continue
+            if rows:
+                print(watch_row(etype, wl), flush=True)
             else:
-                print(etype.ljust(9) + "   ".join(_workload_row(wl)), flush=True)
+                print(render("workload", [wl], output, True), flush=True)
         return 0
     if ns.name:
-        obj = await c.get(kind, ns.name, ns.namespace)
-        print(render(kind, [obj], ns.output, True))
+        if all_ns:
+            raise UsageError("a resource cannot be retrieved by name across all namespaces")
+        obj = await c.get(kind, ns.name, namespace)
+        print(render(kind, [obj], output, True))
         return 0
-    if kind.lower() in ("workload", "workloads", "wl"):
+    if k in WORKLOAD_KINDS:
         objs = await c.list_workloads(namespace=namespace, label_selector=ns.selector or "", state=ns.state or "")
     else:
         objs = await c.list(kind, namespace, ns.selector or "")
-    if not objs and ns.output == "table":
-        print("No resources found", file=sys.stderr)
+    if not objs and output in ("table", "wide"):
+        where = "" if all_ns or not namespace else f" in {namespace} namespace"
+        print(f"No resources found{where}.", file=sys.stderr)
         return 0
-    print(render(kind, objs, ns.output, False))
+    print(render(kind, objs, output, False))
     return 0
 
 
-def _fmt_res(resource: str, amount: int) -> str:
-    from sluicegate.quantity import format_canonical
+async def cmd_get_pending(c: Client, ns: argparse.Namespace) -> int:
+    if ns.name:
+        raise UsageError("get pending takes no NAME: use --cluster-queue CQ or --queue LQ")
+    if bool(ns.cluster_queue) == bool(ns.queue):
+        raise UsageError("get pending needs exactly one of --cluster-queue CQ or --queue LQ (with -n NAMESPACE)")
+    items = await c.pending(cluster_queue=ns.cluster_queue or "", local_queue=ns.queue or "",
+                            namespace=_namespace(ns) if ns.queue else "", offset=ns.offset, limit=ns.limit)
+    if not items and ns.output in ("table", "wide"):
+        print("No pending workloads.", file=sys.stderr)
+        return 0
+    print(render_pending(items, ns.output))
+    return 0
 
-    return format_canonical(resource, amount)
 
-
-def render_nodes(nodes: list[dict[str, Any]], output: str) -> str:
-    if output == "json":
-        return json.dumps({"items": nodes}, indent=2)
-    if output == "yaml":
-        return yaml.safe_dump({"items": nodes}, sort_keys=False).rstrip()
-    rows = []
-    for n in nodes:
-        alloc, req, use = n["allocatable"], n["requested"], n["usage"]
-        status = "Ready" if n["ready"] else "NotReady"
-        if use["conditions"]:
-            status += "," + ",".join(use["conditions"])
-        rows.append(
-            [
-                n["name"],
-                status,
-                f"{_fmt_res('cpu', req.get('cpu', 0))}/{_fmt_res('cpu', alloc.get('cpu', 0))}",
-                f"{_fmt_res('memory', req.get('memory', 0))}/{_fmt_res('memory', alloc.get('memory', 0))}",
-                f"{use['cpuUsageCores']:.2f}",
-                f"{use['memoryAvailable'] / 2**30:.1f}Gi" if use["memoryAvailable"] else "-",
-                str(n["pods"]),
-            ]
-        )
-    return _table(["NAME", "STATUS", "CPU REQ/ALLOC", "MEMORY REQ/ALLOC", "CPU USED", "MEM AVAILABLE", "PODS"], rows)
+async def _pods_of(c: Client, workload: str, namespace: str) -> list[str]:
+    wl = await c.get_workload(workload, namespace)
+    pods = (wl.get("status", {}).get("extra") or {}).get("pods") or []
+    return [str(p["name"]) for p in pods]
 
 
 async def cmd_logs(c: Client, ns: argparse.Namespace) -> int:
+    namespace = _namespace(ns)
+    pods: list[str] = []
+    if ns.follow and not ns.pod:
+        try:
+            pods = await _pods_of(c, ns.workload, namespace)
+        except ClientError:
+            pass  # the Logs call below reports what is wrong, under its own verb
+    if len(pods) > 1:
+        # kubectl's --prefix for several pods: one stream per pod, lines
+        # interleaved as they come, each prefixed, until every pod's ends.
+        await follow_pods(c, ns.workload, namespace, pods, container=ns.container or "")
+        return 0
     prefix = ns.prefix
     async for pod, container, data in c.logs(
-        ns.workload, namespace=ns.namespace, pod=ns.pod or "", container=ns.container or "", follow=ns.follow
+        ns.workload, namespace=namespace, pod=ns.pod or "", container=ns.container or "", follow=ns.follow
     ):
         if prefix:
             text = data.decode("utf-8", errors="replace")
@@ -332,12 +195,52 @@ async def cmd_logs(c: Client, ns: argparse.Namespace) -> int:
     return 0
 
 
+async def follow_pods(c: Client, workload: str, namespace: str, pods: Sequence[str], *, container: str) -> None:
+    """Follow every pod at once; each complete line goes out whole, prefixed ``[pod]``."""
+
+    async def one(pod: str) -> None:
+        partial = ""
+        async for _, _, data in c.logs(workload, namespace=namespace, pod=pod, container=container, follow=True):
+            text = partial + data.decode("utf-8", errors="replace")
+            *lines, partial = text.split("\n")
+            for line in lines:
+                sys.stdout.write(f"[{pod}] {line}\n")
+            sys.stdout.flush()
+        if partial:
+            sys.stdout.write(f"[{pod}] {partial}\n")
+            sys.stdout.flush()
+
+    async with asyncio.TaskGroup() as tg:
+        for pod in pods:
+            tg.create_task(one(pod), name=f"sluicectl-logs-{pod}")
+
+
 async def cmd_describe(c: Client, ns: argparse.Namespace) -> int:
-    if ns.kind.lower() in ("workload", "workloads", "wl"):
-        print(describe_workload(await c.get_workload(ns.name, ns.namespace)))
+    namespace = _namespace(ns)
+    if ns.kind.lower() in WORKLOAD_KINDS:
+        wl = await c.get_workload(ns.name, namespace)
+        position = None if wl.get("status", {}).get("admission") else await c.position(ns.name, namespace)
+        print(describe_workload(wl, position))
         return 0
-    obj = await c.get(ns.kind, ns.name, ns.namespace)
+    obj = await c.get(ns.kind, ns.name, namespace)
     print(yaml.safe_dump(obj, sort_keys=False).rstrip())
+    return 0
+
+
+async def cmd_top(c: Client, ns: argparse.Namespace) -> int:
+    """Queues and nodes every --interval seconds (once with --once); clears the screen only on a terminal."""
+    clear = sys.stdout.isatty() and not ns.once
+    for _ in range(ns.iterations if ns.iterations > 0 else sys.maxsize):
+        cqs = await c.list("ClusterQueue")
+        nodes = await c.list_nodes()
+        text = render_top(cqs, nodes)
+        if clear:
+            sys.stdout.write("\x1b[H\x1b[2J")
+            text = f"every {ns.interval:g}s — {time.strftime('%H:%M:%S')}\n\n{text}"
+        print(text, flush=True)
+        if ns.once:
+            break
+        await asyncio.sleep(ns.interval)
     return 0
 
 
@@ -359,7 +262,7 @@ async def cmd_delete(c: Client, ns: argparse.Namespace) -> int:
             print(f"node/{name} deleted (certificates revoked: {', '.join(serials) or 'none'})")
         return 0
     for name in ns.names:
-        await c.delete(ns.kind, name, ns.namespace)
+        await c.delete(ns.kind, name, _namespace(ns))
         print(f"{ns.kind.lower()}/{name} deleted")
     return 0
 
@@ -391,7 +294,7 @@ async def cmd_token(c: Client, ns: argparse.Namespace) -> int:
             [t["id"], _when(t["expiresAt"]), str(t["usesLeft"]), t["createdBy"], t["description"]]
             for t in await c.list_tokens()
         ]
-        print(_table(["ID", "EXPIRES", "USES-LEFT", "CREATED-BY", "DESCRIPTION"], rows))
+        print(table(["ID", "EXPIRES", "USES-LEFT", "CREATED-BY", "DESCRIPTION"], rows))
         return 0
     if not ns.id:
         raise UsageError("token delete needs a token ID")
@@ -449,11 +352,11 @@ async def _set_stop(c: Client, kind: str, name: str, namespace: str, policy: str
 async def cmd_stop_resume(c: Client, ns: argparse.Namespace, active: bool) -> int:
     k = ns.kind.lower()
     if k in ("workload", "workloads", "wl"):
-        await c.set_active(ns.name, active, ns.namespace)
+        await c.set_active(ns.name, active, _namespace(ns))
     elif k in ("clusterqueue", "cq", "localqueue", "lq"):
         policy = None if active else ("Hold" if ns.keep_already_running else "HoldAndDrain")
         await _set_stop(
-            c, "ClusterQueue" if k in ("clusterqueue", "cq") else "LocalQueue", ns.name, ns.namespace, policy
+            c, "ClusterQueue" if k in ("clusterqueue", "cq") else "LocalQueue", ns.name, _namespace(ns), policy
         )
     else:
         raise UsageError(f"cannot stop/resume kind {ns.kind!r}: expected workload, clusterqueue or localqueue")
@@ -495,7 +398,7 @@ def build_run_workload(ns: argparse.Namespace) -> dict[str, Any]:
     return {
         "apiVersion": "sluicegate.io/v1beta2",
         "kind": "Workload",
-        "metadata": {"name": name, "namespace": ns.namespace},
+        "metadata": {"name": name, "namespace": _namespace(ns)},
         "spec": spec,
     }
 
@@ -519,61 +422,147 @@ def cmd_simulate(ns: argparse.Namespace) -> int:
 # ------------------------------------------------------------------- parser
 
 
+KINDS = ("workloads", "clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloadpriorityclasses",
+         "priorityclasses", "namespaces", "nodes", "pending")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with kubectl's habits: options anywhere among the arguments, one-line usage errors.
+
+    A verb's options may come before, between or after its arguments
+    (``get workloads -o yaml NAME``) because each verb parses "intermixed";
+    a usage error raises UsageError, which main() prints as one ``error:`` line.
+    """
+
+    _intermixing = False
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        intermixable = not any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions)
+        if intermixable and not self._intermixing:
+            self._intermixing = True
+            try:
+                return super().parse_known_intermixed_args(args, namespace)
+            finally:
+                self._intermixing = False
+        return super().parse_known_args(args, namespace)
+
+
+def _complete_kinds(prefix: str, **_: object) -> list[str]:
+    return [k for k in KINDS if k.startswith(prefix)]
+
+
+def _complete_names(prefix: str, parsed_args: argparse.Namespace, **_: object) -> list[str]:
+    """Names of the kind already typed, asked of the server (nothing when it cannot be reached quickly)."""
+    kind = str(getattr(parsed_args, "kind", "") or "")
+    if not kind or kind.lower() in ("pending",):
+        return []
+
+    async def names() -> list[str]:
+        config = clientconfig.load(getattr(parsed_args, "config", None))
+        server = getattr(parsed_args, "server", None) or default_server(config)
+        async with Client(server, timeout=2.0, config=config) as c:
+            if kind.lower() in NODE_KINDS:
+                return [n["name"] for n in await c.list_nodes()]
+            namespace = "" if getattr(parsed_args, "all_namespaces", False) else _namespace(parsed_args)
+            if kind.lower() in WORKLOAD_KINDS:
+                objs = await c.list_workloads(namespace=namespace)
+            else:
+                objs = await c.list(kind, namespace)
+            return [str(o["metadata"]["name"]) for o in objs]
+
+    try:
+        return [n for n in asyncio.run(names()) if n.startswith(prefix)]
+    except Exception:  # completion must never break the shell: no names is the answer
+        return []
+
+
+def _output(value: str) -> str:
+    try:
+        return check_output(value)
+    except OutputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sluicegate")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sluicectl", description="Talk to a sluicegate controller.")
-    p.add_argument(
-        "--server",
-        default=None,
-        help="controller gRPC address (default: $SLUICEGATE_SERVER, the config's first server, 127.0.0.1:7420)",
-    )
-    p.add_argument(
-        "--config", default=None, help="client config file (default: $SLUICEGATE_CONFIG, ~/.config/sluicegate/config)"
-    )
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each request (default %(default)s)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = _Parser(prog="sluicectl", description="Talk to a sluicegate controller (kubectl's habits; see docs/cli.md).")
+    p.add_argument("--version", action="version", version=f"sluicectl {_version()}")
 
-    def nsopt(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("-n", "--namespace", default="default")
+    def connection(parser: argparse.ArgumentParser, default: object) -> None:
+        # On the top parser and on every verb, so they may come anywhere; a
+        # verb's copy defaults to SUPPRESS so it never hides the top one's value.
+        parser.add_argument(
+            "--server", default=default,
+            help="controller gRPC address (default: $SLUICEGATE_SERVER, the config's first server, 127.0.0.1:7420)")
+        parser.add_argument("--config", default=default,
+                            help="client config file (default: $SLUICEGATE_CONFIG, ~/.config/sluicegate/config)")
+        parser.add_argument("--timeout", type=float, default=default if default is argparse.SUPPRESS else 30.0,
+                            help="seconds to wait for each request (default 30)")
+        parser.add_argument("-n", "--namespace", default=default, help="namespace (default: default)")
+        parser.add_argument("-A", "--all-namespaces", action="store_true",
+                            default=default if default is argparse.SUPPRESS else False,
+                            help="every namespace (get, top)")
 
-    a = sub.add_parser("apply", help="create or update objects from YAML/JSON files or directories")
+    connection(p, None)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def verb(name: str, help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        connection(sp, argparse.SUPPRESS)
+        return sp
+
+    def output(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("-o", "--output", type=_output, default="table", metavar="FORMAT",
+                        help="wide, json, yaml, name or jsonpath=TEMPLATE (default: a table)")
+
+    a = verb("apply", "create or update objects from YAML/JSON files or directories")
     a.add_argument("-f", "--filename", action="append", default=[])
     a.add_argument("--dry-run", action="store_true")
 
-    cr = sub.add_parser("create", help="create objects; workloads are idempotent by name")
+    cr = verb("create", "create objects; workloads are idempotent by name, metadata.generateName draws one")
     cr.add_argument("-f", "--filename", action="append", default=[])
 
-    g = sub.add_parser("get", help="list or show objects")
-    g.add_argument("kind")
-    g.add_argument("name", nargs="?")
-    nsopt(g)
-    g.add_argument("-A", "--all-namespaces", action="store_true")
-    g.add_argument("-o", "--output", choices=["table", "json", "yaml", "name"], default="table")
-    g.add_argument("-l", "--selector")
+    g = verb("get", "list or show objects; 'get pending' lists a queue's pending workloads in order")
+    g.add_argument("kind", help=f"one of: {', '.join(KINDS)}").completer = _complete_kinds  # type: ignore[attr-defined]
+    g.add_argument("name", nargs="?").completer = _complete_names  # type: ignore[attr-defined]
+    output(g)
+    g.add_argument("-l", "--selector", help="label selector: a=b,c!=d,e in (x,y),f notin (z),g,!h")
     g.add_argument("--state", help="workloads only: Pending|QuotaReserved|Admitted|Finished|Inactive")
     g.add_argument("-w", "--watch", action="store_true", help="workloads only: stream changes")
+    g.add_argument("--cluster-queue", help="pending: the ClusterQueue")
+    g.add_argument("-q", "--queue", help="pending: the LocalQueue (in -n NAMESPACE)")
+    g.add_argument("--offset", type=int, default=0, help="pending: first position listed (0-based)")
+    g.add_argument("--limit", type=int, default=0, help="pending: at most this many (default 1000)")
 
-    d = sub.add_parser("describe", help="show one object in detail (workloads: conditions, admission, why pending)")
-    d.add_argument("kind")
-    d.add_argument("name")
-    nsopt(d)
+    d = verb("describe", "show one object in detail (workloads: conditions, admission, position, why pending)")
+    d.add_argument("kind").completer = _complete_kinds  # type: ignore[attr-defined]
+    d.add_argument("name").completer = _complete_names  # type: ignore[attr-defined]
 
-    de = sub.add_parser("delete", help="delete objects")
-    de.add_argument("kind", nargs="?")
-    de.add_argument("names", nargs="*")
+    de = verb("delete", "delete objects")
+    de.add_argument("kind", nargs="?").completer = _complete_kinds  # type: ignore[attr-defined]
+    de.add_argument("names", nargs="*").completer = _complete_names  # type: ignore[attr-defined]
     de.add_argument("-f", "--filename", action="append", default=[])
-    nsopt(de)
 
-    for verb, help_ in (("stop", "deactivate a workload, or stop a queue (stopPolicy)"), ("resume", "undo stop")):
-        s = sub.add_parser(verb, help=help_)
-        s.add_argument("kind")
-        s.add_argument("name")
-        nsopt(s)
-        if verb == "stop":
+    for name, help_ in (("stop", "deactivate a workload, or stop a queue (stopPolicy)"), ("resume", "undo stop")):
+        s = verb(name, help_)
+        s.add_argument("kind").completer = _complete_kinds  # type: ignore[attr-defined]
+        s.add_argument("name").completer = _complete_names  # type: ignore[attr-defined]
+        if name == "stop":
             s.add_argument("--keep-already-running", action="store_true", help="queues: Hold instead of HoldAndDrain")
 
-    r = sub.add_parser("run", help="submit a one-podSet workload running CMD")
+    r = verb("run", "submit a one-podSet workload running CMD")
     r.add_argument("--queue", "-q", required=True, help="LocalQueue name")
-    nsopt(r)
     r.add_argument("--name")
     r.add_argument("--cpu", default="1")
     r.add_argument("--memory", default="")
@@ -585,15 +574,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--priority-class", default="")
     r.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
 
-    lg = sub.add_parser("logs", help="print a workload's pod logs (through the controller)")
+    lg = verb("logs", "print a workload's pod logs (through the controller)")
     lg.add_argument("workload")
-    nsopt(lg)
     lg.add_argument("--pod", help="pod name or index (default: every pod)")
     lg.add_argument("-c", "--container")
-    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("-f", "--follow", action="store_true",
+                    help="follow; several pods are followed at once, each line prefixed [pod]")
     lg.add_argument("--prefix", action="store_true", help="prefix each line with [pod/container]")
 
-    tk = sub.add_parser("token", help="bootstrap tokens for joining nodes (cluster-admin)")
+    tp = verb("top", "queues (pending, admitted, reserved against nominal quota) and nodes, refreshed")
+    tp.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
+    tp.add_argument("--once", action="store_true", help="print once and exit (scripts, tests)")
+    tp.add_argument("--iterations", type=int, default=0, help="stop after this many refreshes (0: until Ctrl-C)")
+
+    co = verb("completion", "print the shell completion script: eval \"$(sluicectl completion bash)\"")
+    co.add_argument("shell", choices=["bash", "zsh"])
+
+    tk = verb("token", "bootstrap tokens for joining nodes (cluster-admin)")
     tk.add_argument("action", choices=["create", "list", "delete"])
     tk.add_argument("id", nargs="*", help="delete: token IDs")
     tk.add_argument("--ttl", default="", help="create: lifetime, e.g. 1h (default 1h, at most 30d)")
@@ -602,10 +599,10 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--print-join-command", action="store_true", help="create: print the whole join command")
     tk.add_argument("--join-address", default="", help="create: the token port address for the join command")
 
-    au = sub.add_parser("auth", help="who the controller thinks you are")
+    au = verb("auth", "who the controller thinks you are")
     au.add_argument("action", choices=["whoami"])
 
-    ce = sub.add_parser("certs", help="issue user credentials, revoke certificates (cluster-admin)")
+    ce = verb("certs", "issue user credentials, revoke certificates (cluster-admin)")
     ce.add_argument("action", choices=["issue", "revoke"])
     ce.add_argument("serial", nargs="*", help="revoke: hexadecimal serials")
     ce.add_argument("--user")
@@ -614,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument("--out", help="issue: write the user's client config here")
     ce.add_argument("--for-server", default="", help="issue: server address written into the config")
 
-    sm = sub.add_parser("simulate", help="run one scheduling cycle over YAML files, no server needed")
+    sm = verb("simulate", "run one scheduling cycle over YAML files, no server needed")
     sm.add_argument("-f", "--filename", action="append", default=[])
     return p
 
@@ -638,6 +635,8 @@ async def _dispatch(ns: argparse.Namespace) -> int:
             return await cmd_stop_resume(c, ns, active=cmd == "resume")
         if cmd == "logs":
             return await cmd_logs(c, ns)
+        if cmd == "top":
+            return await cmd_top(c, ns)
         if cmd == "token":
             return await cmd_token(c, ns)
         if cmd == "auth":
@@ -653,15 +652,21 @@ async def _dispatch(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    # Shell completion: answers and exits when the shell asks (_ARGCOMPLETE set), else does nothing.
+    argcomplete.autocomplete(parser, always_complete_options=False)
+    ns: argparse.Namespace | None = None
     try:
+        ns = parser.parse_args(argv)
+        if ns.command == "completion":
+            print(shellcode(["sluicectl"], shell=ns.shell), end="")
+            return 0
         if ns.command == "simulate":
             return cmd_simulate(ns)
         return asyncio.run(_dispatch(ns))
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
-    except ManifestError as exc:
+    except (ManifestError, SelectorError, jsonpath.TemplateError) as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 1
     except clientconfig.ConfigError as exc:
@@ -669,7 +674,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except ClientError as exc:
         if exc.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and "store" not in exc.message:
-            print(f"error: cannot reach the controller at {ns.server}: {_one_line(exc.message)}", file=sys.stderr)
+            server = ns.server if ns is not None else "?"
+            print(f"error: cannot reach the controller at {server}: {_one_line(exc.message)}", file=sys.stderr)
             return 3
         print(f"error: {_one_line(exc.message)}", file=sys.stderr)
         return 1

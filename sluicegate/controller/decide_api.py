@@ -32,8 +32,10 @@ from sluicegate.controller.effects import (
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.lifecycle import evict
 from sluicegate.controller.nodes import Command, ForgetPodCommand
+from sluicegate.controller.queueing import INADMISSIBLE, unqueued_reason
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.model.conditions import set_condition
+from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.model.pods import pods_or_last
 from sluicegate.model.workloads import Workload
@@ -94,7 +96,7 @@ def prepare_workload(c: Cache, pod_security: PodUserPolicies, wl: Workload,
             wl = replace(wl, labels={**wl.labels, **copied})
         # A new workload starts from a clean status unless the document
         # carries one (restoring from a backup or a simulate file).
-        return wl, "created"
+        return marked_inadmissible(c, wl, now), "created"
     if old.pod_sets != wl.pod_sets:
         raise InvalidArgument("spec.podSets", "field is immutable once the workload exists (delete and recreate it)")
     if old.queue_name != wl.queue_name and old.has_quota_reservation:
@@ -108,7 +110,30 @@ def prepare_workload(c: Cache, pod_security: PodUserPolicies, wl: Workload,
     new = replace(new, generation=old.generation + 1)
     if old.active and not new.active:
         new = deactivated(new, clock)
+    elif new.queue_name != old.queue_name or (new.active and not old.active):
+        new = marked_inadmissible(c, new, clock())
     return new, "configured"
+
+
+def marked_inadmissible(c: Cache, wl: Workload, now: float, *, reason: str | None = None) -> Workload:
+    """A workload that cannot even be queued says why, as Kueue's workload controller does.
+
+    QuotaReserved=False, reason Inadmissible, naming the missing (or
+    inactive) LocalQueue or ClusterQueue.  It is queued, and admitted as
+    usual, once that queue exists; the scheduler then replaces the condition.
+    ``reason``: the message when the caller already knows it (the queue is being deleted).
+    """
+    if wl.has_quota_reservation or wl.is_finished or not wl.active:
+        return wl
+    message = reason or unqueued_reason(c, wl, inactive=True)
+    if message is None:
+        return wl
+    old = wl.status.condition("QuotaReserved")
+    if old is not None and old.status == "False" and old.reason == INADMISSIBLE and old.message == message:
+        return wl
+    conds = set_condition(wl.status.conditions, type_="QuotaReserved", status=False, reason=INADMISSIBLE,
+                          message=message, now=now)
+    return replace(wl, status=replace(wl.status, conditions=conds))
 
 
 def check_pod_security(pod_security: PodUserPolicies, wl: Workload) -> None:
@@ -200,13 +225,28 @@ def stored(c: Cache, objs: Sequence[Any], *, created: Sequence[bool], refresh: b
     yield Effects(puts=puts, cache=tuple(cache), events=tuple(events), wake=True)
 
 
-def removed(c: Cache, kind: str, namespace: str, name: str) -> Effects:
-    """An object of another kind than Workload is deleted (the caller checked that it may be)."""
+def removed(c: Cache, kind: str, namespace: str, name: str, *, now: float = 0.0) -> Effects:
+    """An object of another kind than Workload is deleted (the caller checked that it may be).
+
+    The workloads that waited in a deleted LocalQueue or ClusterQueue are
+    marked Inadmissible, naming it, and stored so.
+    """
     cache: list[CacheOp] = [RemoveObject((kind, namespace, name))]
+    orphans: list[Workload] = []
     if kind == "LocalQueue":
-        cache.extend(Dequeue(wl.key) for wl in c.workloads_of_local_queue(namespace, name))
+        waiting = [wl for wl in c.workloads_of_local_queue(namespace, name) if not c.holds_quota(wl.key)]
+        cache.extend(Dequeue(wl.key) for wl in waiting)
+        why = f"LocalQueue {namespace}/{name} doesn't exist"
+        orphans = [marked_inadmissible(c, wl, now, reason=why) for wl in waiting]
+    elif kind == "ClusterQueue":
+        q = c.queues.queues.get(ClusterQueueName(name))
+        why = f"ClusterQueue {name} doesn't exist"
+        orphans = [marked_inadmissible(c, wl, now, reason=why) for wl in (q.pending_workloads() if q else [])]
+    changed = tuple(wl for wl in orphans if c.workloads.get(wl.key) is not wl)
+    cache.extend(SetWorkload(wl) for wl in changed)
     cache.append(RefreshQueueActivity())
-    return Effects(deletes=((kind, namespace, name),), cache=tuple(cache), wake=True)
+    return Effects(puts=changed, deletes=((kind, namespace, name),), cache=tuple(cache),
+                   events=tuple(("MODIFIED", wl) for wl in changed), wake=True)
 
 
 def retention_over(wl: Workload) -> Effects:

@@ -452,7 +452,7 @@ class Manager:
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:
                 raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
-        self.commit.commit(removed(c, kind, ns, name))
+        self.commit.commit(removed(c, kind, ns, name, now=self.clock()))
         return True
 
     # --------------------------------------------------------- scheduling

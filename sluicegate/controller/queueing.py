@@ -1,14 +1,82 @@
-"""Which workloads wait in which ClusterQueue's heap, and which wait out a backoff first."""
+"""Which workloads wait in which ClusterQueue's heap, and which wait out a backoff first.
+
+Also what a caller may learn about that waiting: why a workload waits in no
+queue at all (Kueue's Inadmissible condition), and where the pending ones
+stand (Kueue's visibility API).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from sluicegate.controller.cache import Cache
+from sluicegate.controller.errors import InvalidArgument, NotFound
+from sluicegate.controller.queues import Position
 from sluicegate.controller.timers import BACKOFF, Deadlines
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.queues import StopPolicy
 from sluicegate.model.workloads import Workload
+
+# Kueue's reason on QuotaReserved=False for a workload that cannot even be
+# queued (its LocalQueue or ClusterQueue is missing or inactive).
+INADMISSIBLE = "Inadmissible"
+# Kueue's PendingWorkloadOptions: limit defaults to 1000.
+DEFAULT_PENDING_LIMIT = 1000
+MAX_PENDING_LIMIT = 100_000
+
+
+def unqueued_reason(cache: Cache, wl: Workload, *, inactive: bool = False) -> str | None:
+    """Why a workload cannot even wait in a ClusterQueue (None: it can), in Kueue's words.
+
+    ``inactive``: also when its ClusterQueue is inactive (it still waits in
+    that queue's heap, which gives no heads until the queue is active again).
+    """
+    if not wl.active:
+        return None
+    lq = cache.local_queue_for(wl)
+    if lq is None:
+        return f"LocalQueue {wl.namespace}/{wl.queue_name} doesn't exist"
+    if lq.stop_policy is not StopPolicy.NONE:
+        return f"LocalQueue {wl.namespace}/{wl.queue_name} is stopped (spec.stopPolicy={lq.stop_policy.value})"
+    if lq.cluster_queue not in cache.cluster_queues:
+        return f"ClusterQueue {lq.cluster_queue} doesn't exist"
+    if inactive and cache.inactive_reason(lq.cluster_queue) is not None:
+        return f"ClusterQueue {lq.cluster_queue} is inactive"
+    return None
+
+
+def pending_positions(
+    cache: Cache, *, cluster_queue: str = "", namespace: str = "", local_queue: str = "",
+    offset: int = 0, limit: int = DEFAULT_PENDING_LIMIT, namespaces: Collection[str] | None = None,
+) -> list[Position]:
+    """The pending workloads of a ClusterQueue, or of one LocalQueue, in the order they will be tried.
+
+    ``namespaces`` (None: all) hides the others' workloads without changing
+    anyone's position.  NotFound when the queue does not exist.
+    """
+    if offset < 0:
+        raise InvalidArgument("offset", f"must not be negative, got {offset}")
+    if limit < 0 or limit > MAX_PENDING_LIMIT:
+        raise InvalidArgument("limit", f"must be between 0 and {MAX_PENDING_LIMIT}, got {limit}")
+    limit = limit or DEFAULT_PENDING_LIMIT
+    if bool(cluster_queue) == bool(local_queue):
+        raise InvalidArgument("cluster_queue", "name exactly one of cluster_queue or local_queue")
+    keep: Callable[[Workload], bool] | None = None
+    if local_queue:
+        ns = namespace or "default"
+        lq = cache.local_queues.get((ns, local_queue))
+        if lq is None:
+            raise NotFound("LocalQueue", ns, local_queue)
+        cq = lq.cluster_queue
+        keep = lambda wl: wl.namespace == ns and wl.queue_name == local_queue  # noqa: E731
+    else:
+        cq = ClusterQueueName(cluster_queue)
+        if cq not in cache.cluster_queues:
+            raise NotFound("ClusterQueue", "", cluster_queue)
+    if namespaces is not None:
+        allowed, inner = frozenset(namespaces), keep
+        keep = lambda wl: wl.namespace in allowed and (inner is None or inner(wl))  # noqa: E731
+    return cache.queues.pending_page(cq, offset=offset, limit=limit, keep=keep)
 
 
 class Queueing:
@@ -23,16 +91,7 @@ class Queueing:
 
     def unqueued_reason(self, wl: Workload) -> str | None:
         """Why a workload cannot even wait in a ClusterQueue (None: it can)."""
-        if not wl.active:
-            return None
-        lq = self.cache.local_queue_for(wl)
-        if lq is None:
-            return f"LocalQueue {wl.namespace}/{wl.queue_name} doesn't exist"
-        if lq.stop_policy is not StopPolicy.NONE:
-            return f"LocalQueue {wl.namespace}/{wl.queue_name} is stopped (spec.stopPolicy={lq.stop_policy.value})"
-        if lq.cluster_queue not in self.cache.cluster_queues:
-            return f"ClusterQueue {lq.cluster_queue} doesn't exist"
-        return None
+        return unqueued_reason(self.cache, wl)
 
     def enqueue(self, wl: Workload) -> None:
         """Queue a workload that holds no quota, if it may wait for admission.

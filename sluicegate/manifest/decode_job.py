@@ -18,7 +18,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sluicegate.manifest.dialect import METADATA_UNSUPPORTED
 from sluicegate.manifest.errors import FieldError, ManifestError
+from sluicegate.manifest.reader import unknown_field
 
 JOB_API_VERSION = "batch/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -37,16 +39,18 @@ _SPEC_FIELDS = {
     "template",
     "suspend",
 }
+_TOP_FIELDS = ("apiVersion", "kind", "metadata", "spec", "status")
+# The Job's own fields refused, with the reason (its metadata shares the Workload's table).
 _SPEC_UNSUPPORTED = {
     "ttlSecondsAfterFinished": "finished workloads are kept for the controller's finishedRetention",
-    "podFailurePolicy": "not supported: failed pods count against backoffLimit",
-    "backoffLimitPerIndex": "not supported: use backoffLimit",
-    "maxFailedIndexes": "not supported: use backoffLimit",
-    "selector": "not supported: sluicegate owns the Job's pods",
-    "manualSelector": "not supported: sluicegate owns the Job's pods",
-    "successPolicy": "not supported",
-    "podReplacementPolicy": "not supported: a pod is replaced once all its processes have exited",
-    "managedBy": "not supported",
+    "podFailurePolicy": "failed pods count against backoffLimit",
+    "backoffLimitPerIndex": "use backoffLimit",
+    "maxFailedIndexes": "use backoffLimit",
+    "selector": "sluicegate owns the Job's pods",
+    "manualSelector": "sluicegate owns the Job's pods",
+    "successPolicy": "a Job succeeds by its completions alone",
+    "podReplacementPolicy": "a pod is replaced once all its processes have exited",
+    "managedBy": "sluicegate's controller is the only one that runs Jobs",
 }
 _META_FIELDS = {
     "name",
@@ -90,11 +94,13 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
         raise ManifestError(source, [FieldError("metadata", "required mapping with at least a name")], kind="Job")
     name = str(meta.get("name", ""))
     for key in meta:
-        if key not in _META_FIELDS:
-            errors.append(FieldError(f"metadata.{key}", "unknown or unsupported field"))
+        if key in METADATA_UNSUPPORTED:
+            errors.append(FieldError(f"metadata.{key}", f"not supported: {METADATA_UNSUPPORTED[key]}"))
+        elif key not in _META_FIELDS:
+            errors.append(FieldError(f"metadata.{key}", unknown_field(str(key), _META_FIELDS)))
     for key in body:
-        if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
-            errors.append(FieldError(str(key), "unknown field"))
+        if key not in _TOP_FIELDS:
+            errors.append(FieldError(str(key), unknown_field(str(key), _TOP_FIELDS)))
     if "status" in body and body["status"]:
         errors.append(FieldError("status", "not supported: a Job's status is computed by the controller"))
     spec = body.get("spec")
@@ -102,9 +108,9 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
         raise ManifestError(source, [*errors, FieldError("spec", "required mapping")], kind="Job", name=name)
     for key in spec:
         if key in _SPEC_UNSUPPORTED:
-            errors.append(FieldError(f"spec.{key}", _SPEC_UNSUPPORTED[key]))
+            errors.append(FieldError(f"spec.{key}", f"not supported: {_SPEC_UNSUPPORTED[key]}"))
         elif key not in _SPEC_FIELDS:
-            errors.append(FieldError(f"spec.{key}", "unknown field"))
+            errors.append(FieldError(f"spec.{key}", unknown_field(str(key), _SPEC_FIELDS)))
     if spec.get("suspend") is False:
         errors.append(FieldError("spec.suspend", "false is not supported: a queued Job starts when it is admitted"))
     parallelism = _int(spec, "parallelism", errors, minimum=0, default=1)

@@ -220,8 +220,15 @@ def _read_pod_sets(spec: Fields) -> tuple[PodSet, ...]:
             ps.error("name", f"duplicate: podSets[{seen[name]}] is already named {show(name)}")
         else:
             seen[name] = i
+        # Kueue's schema lets a pod set have count 0, so that an integration
+        # can scale one role of a job to zero.  sluicegate has no such
+        # integration, and a pod set of no pods would reserve quota for
+        # nothing: a workload of only such sets would be admitted and then
+        # never finish, since nothing in it can.  So every pod set needs a pod.
         count = ps.integer("count", default=1, minimum=0)
-        count = 1 if count is None else count
+        if count == 0:
+            ps.error("count", "must be at least 1, got 0: a pod set of no pods would hold quota with nothing to run")
+        count = 1 if not count else count
         min_count = ps.integer("minCount", minimum=1)
         if min_count is not None:
             partial += 1

@@ -70,8 +70,9 @@ METADATA_FIELDS = (
     "generation",
     "resourceVersion",
 )
-_METADATA_UNSUPPORTED = {
-    "generateName": "objects are identified by a fixed name (requests are idempotent by name); set metadata.name",
+# Metadata fields refused, with the reason: one table for every kind and for batch/v1 Jobs.
+METADATA_UNSUPPORTED = {
+    "generateName": "only creation draws a name (sluicectl create, the Create call): apply needs metadata.name",
     "finalizers": "sluicegate manages object lifetimes itself",
     "ownerReferences": "there is no garbage collector of owned objects",
     "managedFields": "server-side apply bookkeeping has no meaning here; remove it",
@@ -95,7 +96,7 @@ class Meta:
 
 
 def read_metadata(doc: Fields, kind: str) -> Meta:
-    meta = doc.mapping("metadata", known=METADATA_FIELDS, unsupported=_METADATA_UNSUPPORTED, required=True)
+    meta = doc.mapping("metadata", known=METADATA_FIELDS, unsupported=METADATA_UNSUPPORTED, required=True)
     if meta is None:
         return Meta()
     # Namespaces are DNS labels; everything else may be a dotted subdomain.

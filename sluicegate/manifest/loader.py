@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -108,6 +109,12 @@ def _expand(path: str) -> list[str]:
 
 
 def _load_file(path: str) -> list[RawDocument]:
+    if path == "-":
+        # kubectl's -f -: the documents come on standard input (YAML, which JSON is too).
+        try:
+            return parse_text(sys.stdin.read(), "<stdin>")
+        except UnicodeDecodeError as exc:
+            raise ManifestError("<stdin>", [FieldError("", f"is not UTF-8 text ({exc.reason})")]) from None
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()

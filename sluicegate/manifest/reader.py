@@ -68,7 +68,8 @@ class Amount:
     canonical: int
 
 
-def _unknown_field(key: str, known: Collection[str]) -> str:
+def unknown_field(key: str, known: Collection[str]) -> str:
+    """What every decoder says of a field it does not know: the closest known name, or the known ones."""
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     if close:
         return f"unknown field; did you mean {show(close[0])}?"
@@ -115,7 +116,7 @@ class Fields:
             elif unsupported and key in unsupported:
                 problems.add(join(path, key), f"not supported: {unsupported[key]}")
             else:
-                problems.add(join(path, key), _unknown_field(key, self._known))
+                problems.add(join(path, key), unknown_field(key, self._known))
 
     @staticmethod
     def of(

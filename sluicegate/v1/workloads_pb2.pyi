@@ -109,3 +109,55 @@ class SetActiveRequest(_message.Message):
     name: str
     active: bool
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class PendingWorkloadsRequest(_message.Message):
+    __slots__ = ("cluster_queue", "namespace", "local_queue", "offset", "limit")
+    CLUSTER_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    cluster_queue: str
+    namespace: str
+    local_queue: str
+    offset: int
+    limit: int
+    def __init__(self, cluster_queue: _Optional[str] = ..., namespace: _Optional[str] = ..., local_queue: _Optional[str] = ..., offset: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class PendingWorkload(_message.Message):
+    __slots__ = ("namespace", "name", "local_queue_name", "cluster_queue", "priority", "position_in_cluster_queue", "position_in_local_queue", "reason", "message", "creation_timestamp")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_QUEUE_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    POSITION_IN_CLUSTER_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_IN_LOCAL_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CREATION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    local_queue_name: str
+    cluster_queue: str
+    priority: int
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+    reason: str
+    message: str
+    creation_timestamp: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., local_queue_name: _Optional[str] = ..., cluster_queue: _Optional[str] = ..., priority: _Optional[int] = ..., position_in_cluster_queue: _Optional[int] = ..., position_in_local_queue: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., creation_timestamp: _Optional[str] = ...) -> None: ...
+
+class PendingWorkloadsResponse(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[PendingWorkload]
+    def __init__(self, items: _Optional[_Iterable[_Union[PendingWorkload, _Mapping]]] = ...) -> None: ...
+
+class PositionResponse(_message.Message):
+    __slots__ = ("pending", "workload")
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    pending: bool
+    workload: PendingWorkload
+    def __init__(self, pending: _Optional[bool] = ..., workload: _Optional[_Union[PendingWorkload, _Mapping]] = ...) -> None: ...

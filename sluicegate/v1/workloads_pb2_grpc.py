@@ -75,6 +75,16 @@ class WorkloadsStub:
                 request_serializer=sluicegate_dot_v1_dot_workloads__pb2.SetActiveRequest.SerializeToString,
                 response_deserializer=sluicegate_dot_v1_dot_objects__pb2.Object.FromString,
                 _registered_method=True)
+        self.Pending = channel.unary_unary(
+                '/sluicegate.v1.Workloads/Pending',
+                request_serializer=sluicegate_dot_v1_dot_workloads__pb2.PendingWorkloadsRequest.SerializeToString,
+                response_deserializer=sluicegate_dot_v1_dot_workloads__pb2.PendingWorkloadsResponse.FromString,
+                _registered_method=True)
+        self.Position = channel.unary_unary(
+                '/sluicegate.v1.Workloads/Position',
+                request_serializer=sluicegate_dot_v1_dot_workloads__pb2.WorkloadRef.SerializeToString,
+                response_deserializer=sluicegate_dot_v1_dot_workloads__pb2.PositionResponse.FromString,
+                _registered_method=True)
 
 
 class WorkloadsServicer:
@@ -136,6 +146,21 @@ class WorkloadsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pending(self, request, context):
+        """Kueue's visibility API; the caller needs "list" on Workloads, and sees
+        only the namespaces it may list.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Position(self, request, context):
+        """One workload's position ("get" on it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkloadsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +203,16 @@ def add_WorkloadsServicer_to_server(servicer, server):
                     servicer.SetActive,
                     request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.SetActiveRequest.FromString,
                     response_serializer=sluicegate_dot_v1_dot_objects__pb2.Object.SerializeToString,
+            ),
+            'Pending': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pending,
+                    request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.PendingWorkloadsRequest.FromString,
+                    response_serializer=sluicegate_dot_v1_dot_workloads__pb2.PendingWorkloadsResponse.SerializeToString,
+            ),
+            'Position': grpc.unary_unary_rpc_method_handler(
+                    servicer.Position,
+                    request_deserializer=sluicegate_dot_v1_dot_workloads__pb2.WorkloadRef.FromString,
+                    response_serializer=sluicegate_dot_v1_dot_workloads__pb2.PositionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +431,60 @@ class Workloads:
             '/sluicegate.v1.Workloads/SetActive',
             sluicegate_dot_v1_dot_workloads__pb2.SetActiveRequest.SerializeToString,
             sluicegate_dot_v1_dot_objects__pb2.Object.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluicegate.v1.Workloads/Pending',
+            sluicegate_dot_v1_dot_workloads__pb2.PendingWorkloadsRequest.SerializeToString,
+            sluicegate_dot_v1_dot_workloads__pb2.PendingWorkloadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Position(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluicegate.v1.Workloads/Position',
+            sluicegate_dot_v1_dot_workloads__pb2.WorkloadRef.SerializeToString,
+            sluicegate_dot_v1_dot_workloads__pb2.PositionResponse.FromString,
             options,
             channel_credentials,
             insecure,

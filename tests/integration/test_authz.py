@@ -100,7 +100,7 @@ def test_a_token_user_bound_to_team_a_over_tls(tmp_path: Path) -> None:
         def as_alice(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
             return sluicectl(c.token_address, *args, config=alice, check=check)
 
-        assert as_alice("get", "workloads", "-A", "-o", "name").stdout.split() == ["workloads/team-a-1"]
+        assert as_alice("get", "workloads", "-A", "-o", "name").stdout.split() == ["workload/team-a-1"]  # kubectl: singular kind
         for args, verb in ((("get", "workload", "team-b-1"), "get"), (("delete", "workload", "team-b-1"), "delete"),
                            (("logs", "team-b-1"), "logs"), (("get", "workloads"), "list")):
             res = as_alice(*args, "-n", "team-b", check=False)

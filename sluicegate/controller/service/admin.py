@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from sluicegate.controller.errors import InvalidArgument, NotFound, PermissionDenied
-from sluicegate.controller.manager import KIND_OF, NAMESPACED, Manager, canonical_kind, parse_label_selector, ref_of
+from sluicegate.controller.manager import KIND_OF, NAMESPACED, Manager, canonical_kind, ref_of
 from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
 from sluicegate.controller.service.errors import Context, handled
 from sluicegate.controller.service.gate import Gate
+from sluicegate.controller.service.workloads import label_selector
 from sluicegate.manifest.decode import decode
 from sluicegate.manifest.dialect import peek_identity
 from sluicegate.manifest.errors import ManifestError
@@ -120,7 +121,7 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
     async def List(self, request: objects_pb2.ListRequest, context: Context) -> objects_pb2.ListResponse:
         p = self.gate.authenticate(context)
         kind = canonical_kind(request.kind)
-        labels = parse_label_selector(request.label_selector)
+        selector = label_selector(request.label_selector)
         visible: frozenset[str] | None = None
         if kind not in NAMESPACED or request.namespace:
             self.gate.authorize(p, "list", kind, namespace_of(kind, request.namespace), "", context)
@@ -128,9 +129,11 @@ class AdminServicer(objects_pb2_grpc.AdminServicer):
             visible = self.gate.visible(p, "list", kind)
             if visible is not None and not visible:
                 self.gate.authorize(p, "list", kind, "", "", context)
-        objs = self.m.list(kind, request.namespace, labels)
+        objs = self.m.list(kind, request.namespace, selector.equalities())
         if visible is not None:
             objs = [o for o in objs if ref_of(o)[1] in visible]
+        if not selector.empty:
+            objs = [o for o in objs if selector.matches(getattr(o, "labels", None) or {})]
         return objects_pb2.ListResponse(objects=[object_to_proto(self.m, o) for o in objs])
 
     @handled

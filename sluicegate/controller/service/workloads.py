@@ -5,13 +5,24 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-from sluicegate.controller.errors import ControllerError, FailedPrecondition, InvalidArgument, PermissionDenied
-from sluicegate.controller.manager import Manager, parse_label_selector
+from sluicegate.controller.errors import (
+    ControllerError,
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+)
+from sluicegate.controller.manager import Manager
+from sluicegate.controller.queueing import pending_positions
+from sluicegate.controller.queues import Position
 from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
 from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
+from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
+from sluicegate.manifest.timefmt import format_rfc3339
+from sluicegate.model.names import workload_key
 from sluicegate.security.audit import AuditRecord
 from sluicegate.security.identity import Principal
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
@@ -57,6 +68,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             docs = documents_from_proto([request.document])
             if len(docs) != 1:
                 raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
+            docs = [self._named(docs[0], set())]
         except InvalidArgument as exc:
             self.gate.audit(p, "create", "Workload", "", "", context, exc=exc)
             raise
@@ -102,11 +114,14 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         refs: list[tuple[str, str]] = []
         # One audit line per item, written together once the outcome is known.
         early: list[AuditRecord | None] = []
+        # Names generated for this request's items, so that two never get the same one.
+        generated: set[tuple[str, str]] = set()
         for item in request.items:
             try:
                 parsed = documents_from_proto([item.document])
                 if len(parsed) != 1:
                     raise InvalidArgument("document", f"expected exactly one Workload document, got {len(parsed)}")
+                parsed = [self._named(parsed[0], generated)]
             except InvalidArgument as exc:
                 out.append(_failed(exc))
                 early.append(gate.record(p, "create", "Workload", "", "", context, exc=exc))
@@ -150,6 +165,46 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         gate.audit_many(records)
         return workloads_pb2.CreateWorkloadsResponse(results=results)
 
+    def _named(self, doc: RawDocument, generated: set[tuple[str, str]]) -> RawDocument:
+        """The document with metadata.generateName turned into a name no workload has (Kubernetes' way)."""
+        workloads = self.m.cache.workloads
+
+        def taken(namespace: str, name: str) -> bool:
+            return (namespace, name) in generated or workload_key(namespace, name) in workloads
+
+        try:
+            named = generate_name(doc, taken)
+        except NameTaken as exc:
+            raise FailedPrecondition(str(exc)) from None
+        if named is not doc:
+            generated.add(workload_ref(named))
+        return named
+
+    @handled
+    async def Pending(
+        self, request: workloads_pb2.PendingWorkloadsRequest, context: Context
+    ) -> workloads_pb2.PendingWorkloadsResponse:
+        p = self.gate.authenticate(context)
+        namespace = (request.namespace or "default") if request.local_queue else ""
+        # The gate of List: a namespace's viewer sees its own entries, at their global positions.
+        visible = self._visible(p, "list", namespace, "", context)
+        positions = pending_positions(
+            self.m.cache, cluster_queue=request.cluster_queue, namespace=namespace,
+            local_queue=request.local_queue, offset=request.offset, limit=request.limit, namespaces=visible,
+        )
+        return workloads_pb2.PendingWorkloadsResponse(items=[_pending(x) for x in positions])
+
+    @handled
+    async def Position(self, request: workloads_pb2.WorkloadRef, context: Context) -> workloads_pb2.PositionResponse:
+        p = self.gate.authenticate(context)
+        ns = request.namespace or "default"
+        self.gate.authorize(p, "get", "Workload", ns, request.name, context)
+        wl = self.m.get_workload(ns, request.name)
+        at = self.m.cache.queues.position(wl.key)
+        if at is None:
+            return workloads_pb2.PositionResponse(pending=False)
+        return workloads_pb2.PositionResponse(pending=True, workload=_pending(at))
+
     @handled
     async def Get(self, request: workloads_pb2.WorkloadRef, context: Context) -> objects_pb2.Object:
         p = self.gate.authenticate(context)
@@ -176,16 +231,20 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             raise InvalidArgument("state", f"unknown state {request.state!r}; expected one of {expected}")
         if request.limit < 0:
             raise InvalidArgument("limit", "must not be negative")
+        selector = label_selector(request.label_selector)
         visible = self._visible(self.gate.authenticate(context), "list", request.namespace, "", context)
+        # The manager filters by the equalities; the rest of the selector (and the limit) apply after.
         wls = self.m.list_workloads(
             namespaces=visible,
             namespace=request.namespace,
             local_queue=request.local_queue,
             cluster_queue=request.cluster_queue,
             state=request.state,
-            labels=parse_label_selector(request.label_selector),
-            limit=request.limit,
+            labels=selector.equalities(),
         )
+        wls = [w for w in wls if selector.matches(w.labels)]
+        if request.limit:
+            wls = wls[:request.limit]
         return objects_pb2.ListResponse(objects=[object_to_proto(self.m, w) for w in wls])
 
     async def Watch(
@@ -239,6 +298,28 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         with self.gate.mutation(p, "resume" if request.active else "stop", "Workload", ns, request.name, context):
             wl = self.m.set_active(ns, request.name, request.active)
         return object_to_proto(self.m, wl)
+
+
+def label_selector(text: str) -> Selector:
+    """The request's label selector; InvalidArgument naming label_selector when it does not parse."""
+    try:
+        return parse_selector(text)
+    except SelectorError as exc:
+        raise InvalidArgument("label_selector", str(exc)) from None
+
+
+def _pending(at: Position) -> workloads_pb2.PendingWorkload:
+    wl = at.workload
+    cond = wl.status.condition("QuotaReserved")
+    waiting = cond is not None and cond.status == "False"
+    return workloads_pb2.PendingWorkload(
+        namespace=wl.namespace, name=wl.name, local_queue_name=wl.queue_name, cluster_queue=at.cluster_queue,
+        priority=wl.priority, position_in_cluster_queue=at.in_cluster_queue,
+        position_in_local_queue=at.in_local_queue,
+        reason=cond.reason if cond is not None and waiting else "",
+        message=cond.message if cond is not None and waiting else "",
+        creation_timestamp=format_rfc3339(wl.creation_timestamp),
+    )
 
 
 def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:

@@ -529,7 +529,7 @@ WORKLOAD_CASES = [
     pytest.param(samples.workload, "spec.active", "false", [("spec.active", 'must be true or false, got "false"')], id="active-not-a-boolean"),
     pytest.param(samples.workload, "spec.maximumExecutionTimeSeconds", 0, [("spec.maximumExecutionTimeSeconds", "must be at least 1, got 0")], id="max-execution-time-zero"),
     pytest.param(samples.workload, "metadata.namespace", "Team", [("metadata.namespace", "must be a DNS-1123 label")], id="namespace-not-a-label"),
-    pytest.param(samples.workload, "metadata.generateName", "train-", [("metadata.generateName", "not supported: objects are identified by a fixed name")], id="generate-name"),
+    pytest.param(samples.workload, "metadata.generateName", "train-", [("metadata.generateName", "not supported: only creation draws a name")], id="generate-name"),
 ]
 
 

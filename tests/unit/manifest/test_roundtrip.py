@@ -185,7 +185,7 @@ def _container(rng: random.Random, name: str) -> Container:
 def _pod_set(rng: random.Random, name: str, *, partial: bool) -> PodSet:
     init = tuple(_container(rng, f"init-{i}") for i in range(rng.randrange(0, 2)))
     containers = tuple(_container(rng, f"c{i}") for i in range(rng.randrange(1, 3)))
-    count = rng.randrange(1 if partial else 0, 6)
+    count = rng.randrange(1, 6)  # a pod set has at least one pod
     return PodSet(
         name=name,
         count=count,
