@@ -190,8 +190,12 @@ class PostgresStore:
         # Writes whose group commit failed: memory holds them, so the next
         # transaction redoes them first, with their own versions.
         self._pending: list[tuple[int, Sequence[Change]]] = []
-        self._migrate()
-        self._version = self.max_version()
+        try:
+            self._migrate()
+            self._version = self.max_version()
+        except BaseException:
+            self.close()
+            raise
 
     # -- connection and transactions ------------------------------------------------------------
 

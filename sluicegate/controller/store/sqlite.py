@@ -46,9 +46,15 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._migrate()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open store {path}: {exc}") from exc
+        try:
+            self._migrate()
+        except (sqlite3.Error, StoreError) as exc:
+            self._db.close()
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"cannot open store {path}: schema migration failed: {exc}") from exc
         row = self._db.execute("SELECT MAX(resource_version) FROM objects").fetchone()
         stored = self.get_meta("resource_version")
         self._version = max(int(row[0] or 0), int(stored or 0))
