@@ -20,6 +20,7 @@ import grpc
 
 from sluicegate.clientconfig import ClientConfig
 from sluicegate.common.channels import open_channel
+from sluicegate.common.leaders import Endpoints, leader_hint
 from sluicegate.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -38,13 +39,21 @@ WATCH_BATCH = 256
 
 
 def default_server(config: ClientConfig | None = None) -> str:
-    """$SLUICEGATE_SERVER, else the config's first server, else 127.0.0.1:7420."""
+    """$SLUICEGATE_SERVER, else the config's servers (comma-separated), else 127.0.0.1:7420."""
     env = os.environ.get("SLUICEGATE_SERVER")
     if env:
         return env
     if config is not None and config.servers:
-        return config.servers[0]
+        return ",".join(config.servers)
     return DEFAULT_SERVER
+
+
+# Failing over: a call refused by a follower goes to the leader it names at
+# once; a controller that does not answer is passed over for the next; after
+# a whole round of failures the client waits (doubling from FAILOVER_PAUSE up
+# to FAILOVER_PAUSE_CAP) until the call's own timeout runs out.
+FAILOVER_PAUSE = 0.1
+FAILOVER_PAUSE_CAP = 1.0
 
 
 class ClientError(Exception):
@@ -101,6 +110,8 @@ class _CreateStream:
         self._sent: collections.deque[list[_CreateFuture]] = collections.deque()
         self._sender: asyncio.Task[None] | None = None
         self.closed = False
+        # The UNAVAILABLE status the call ended with (a follower's refusal names the leader).
+        self.refusal: grpc.aio.AioRpcError | None = None
         self._reader = asyncio.create_task(self._read(), name="sluicegate-create-stream")
 
     def submit(self, req: workloads_pb2.CreateWorkloadRequest) -> _CreateFuture:
@@ -143,6 +154,8 @@ class _CreateStream:
                 error = lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")  # noqa: E731
         except grpc.aio.AioRpcError as exc:
             code, details = exc.code(), exc.details() or ""
+            if code is grpc.StatusCode.UNAVAILABLE:
+                self.refusal = exc
             if code is grpc.StatusCode.UNIMPLEMENTED:
                 details = f"the server has no CreateStream (it is older than this client): {details}"
             error = lambda: ClientError(code, details)  # noqa: E731
@@ -186,21 +199,66 @@ class Client:
     """Async client; use as ``async with Client(addr) as c: ...``."""
 
     def __init__(self, server: str | None = None, *, timeout: float = 30.0, config: ClientConfig | None = None) -> None:
-        """``config``: credentials and servers (see :mod:`sluicegate.clientconfig`); None is plaintext."""
-        self.server = server or default_server(config)
+        """``server``: HOST:PORT, or several comma-separated (controllers sharing a store: the client
+        finds the leader and follows it across takeovers).  ``config``: credentials and servers (see
+        :mod:`sluicegate.clientconfig`); None is plaintext."""
+        self._endpoints = Endpoints(server or default_server(config))
         self.timeout = timeout
+        self._config = config
+        # Creations share this stream (see create_workload); a new one opens when it ended.
+        self._create_stream: _CreateStream | None = None
+        self._old_channels: builtins.list[grpc.aio.Channel] = []
+        self._open(self._endpoints.current)
+
+    @property
+    def server(self) -> str:
+        """The controller this client talks to now."""
+        return self._endpoints.current
+
+    def _open(self, address: str) -> None:
+        config = self._config
         self._channel = open_channel(
-            self.server,
+            address,
             ca=config.ca if config else None, cert=config.cert if config else None,
             key=config.key if config else None, token=config.token if config else None,
             options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)],
         )
+        self._address = address
         self._security = security_pb2_grpc.SecurityStub(self._channel)
         self._admin = objects_pb2_grpc.AdminStub(self._channel)
         self._workloads = workloads_pb2_grpc.WorkloadsStub(self._channel)
-        # Creations share this stream (see create_workload); a new one opens when it ended.
-        self._create_stream: _CreateStream | None = None
         self._nodes = agent_pb2_grpc.NodesStub(self._channel)
+
+    def _switch(self) -> None:
+        """Talk to ``self._endpoints.current`` from now on (calls in flight finish on the old channel)."""
+        if self._endpoints.current == self._address:
+            return
+        self._old_channels.append(self._channel)
+        if self._create_stream is not None:
+            self._create_stream.end(lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "switching controllers"))
+            self._create_stream = None
+        self._open(self._endpoints.current)
+
+    async def _failover(self, exc: grpc.aio.AioRpcError | None, deadline: float, pause: float) -> float | None:
+        """After UNAVAILABLE: move to the leader or the next controller and return the next pause,
+        or None when the call should fail now (one controller that does not answer, or out of time)."""
+        hint = leader_hint(exc, token=bool(self._config and self._config.token)) if exc is not None else None
+        details = (exc.details() or "") if exc is not None else ""
+        loop = asyncio.get_running_loop()
+        if hint is not None and hint != self._address:
+            self._endpoints.redirect(hint)
+            self._switch()
+            return pause
+        if not self._endpoints.several and hint is None and "no leader" not in details:
+            return None
+        round_failed = self._endpoints.failed() if self._endpoints.several else True
+        self._switch()
+        if round_failed:
+            if loop.time() + pause >= deadline:
+                return None
+            await asyncio.sleep(pause)
+            return min(pause * 2, FAILOVER_PAUSE_CAP)
+        return pause
 
     async def __aenter__(self) -> Client:
         return self
@@ -212,13 +270,40 @@ class Client:
         if self._create_stream is not None:
             await self._create_stream.close()
             self._create_stream = None
-        await self._channel.close()
+        for ch in [*self._old_channels, self._channel]:
+            await ch.close()
+        self._old_channels.clear()
+
+    def _method_of(self, fn: Any) -> tuple[str, str]:
+        """(stub attribute, method name) of a bound stub method, to call it again on another channel."""
+        for stub_attr in ("_admin", "_workloads", "_nodes", "_security"):
+            for name, value in vars(getattr(self, stub_attr)).items():
+                if value is fn:
+                    return stub_attr, name
+        raise ValueError(f"{fn!r} is not a method of this client's stubs")
 
     async def _call(self, fn: Any, request: Any) -> Any:
-        try:
-            return await fn(request, timeout=self.timeout)
-        except grpc.aio.AioRpcError as exc:
-            raise ClientError(exc.code(), exc.details() or "") from None
+        """One unary call; on UNAVAILABLE it is sent to the leader (or the next controller) until the timeout.
+
+        Every call is safe to resend: reads are, and each mutation is refused
+        without effect by a follower, or names its object (a creation sent
+        again finds the workload it made and answers created=False)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        stub_attr, name = self._method_of(fn)
+        pause = FAILOVER_PAUSE
+        for _ in range(1000):
+            try:
+                return await fn(request, timeout=max(0.001, deadline - loop.time()))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise ClientError(exc.code(), exc.details() or "") from None
+                next_pause = await self._failover(exc, deadline, pause)
+                if next_pause is None:
+                    raise ClientError(exc.code(), exc.details() or "") from None
+                pause = next_pause
+                fn = getattr(getattr(self, stub_attr), name)
+        raise ClientError(grpc.StatusCode.UNAVAILABLE, "no controller accepted the call")
 
     async def apply(self, documents: Iterable[Document], *, dry_run: bool = False) -> list[tuple[str, str, str, str]]:
         req = objects_pb2.ApplyRequest(
@@ -252,18 +337,33 @@ class Client:
         req = workloads_pb2.CreateWorkloadRequest(
             document=objects_pb2.Document(body=document.body.encode(), source=document.source)
         )
-        stream = self._create_stream
-        if stream is None or stream.closed:
-            stream = self._create_stream = _CreateStream(self._workloads)
-        fut = stream.submit(req)
-        try:
-            # Shielded: a caller that stops waiting leaves its creation in
-            # its place in the stream, so later answers still match.
-            resp = await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-        except TimeoutError:
-            raise ClientError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                              f"no answer within {self.timeout:g} s; the workload may have been created") from None
-        return _obj(resp.workload), bool(resp.created)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        pause = FAILOVER_PAUSE
+        for _ in range(1000):
+            stream = self._create_stream
+            if stream is None or stream.closed:
+                stream = self._create_stream = _CreateStream(self._workloads)
+            fut = stream.submit(req)
+            try:
+                # Shielded: a caller that stops waiting leaves its creation in
+                # its place in the stream, so later answers still match.
+                resp = await asyncio.wait_for(asyncio.shield(fut), max(0.001, deadline - loop.time()))
+            except TimeoutError:
+                raise ClientError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  f"no answer within {self.timeout:g} s; the workload may have been created") from None
+            except ClientError as exc:
+                # The stream ended (a follower refused it, or the leader went away): send it again
+                # where the leader is; a creation that did commit is found by name (created=False).
+                if exc.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                next_pause = await self._failover(stream.refusal, deadline, pause)
+                if next_pause is None:
+                    raise
+                pause = next_pause
+                continue
+            return _obj(resp.workload), bool(resp.created)
+        raise ClientError(grpc.StatusCode.UNAVAILABLE, "no controller accepted the creation")
 
     async def get_workload(self, name: str, namespace: str = "default") -> dict[str, Any]:
         resp = await self._call(self._workloads.Get, workloads_pb2.WorkloadRef(namespace=namespace, name=name))
@@ -303,21 +403,32 @@ class Client:
     async def watch_workloads(
         self, *, namespace: str = "", name: str = "", send_initial: bool = True
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Yield (event type, workload) until the caller stops iterating."""
-        call = self._workloads.Watch(
-            workloads_pb2.WatchWorkloadsRequest(
-                namespace=namespace, name=name, send_initial=send_initial, max_batch=WATCH_BATCH)
-        )
+        """Yield (event type, workload) until the caller stops iterating.
+
+        Across a leader takeover the watch starts again on the new leader,
+        with its initial events (as a Kubernetes watch re-lists)."""
         names = {v: k for k, v in workloads_pb2.WorkloadEvent.Type.items()}
-        try:
-            async for ev in call:
-                yield names[ev.type], _obj(ev.workload)
-                for more in ev.more:
-                    yield names[more.type], _obj(more.workload)
-        except grpc.aio.AioRpcError as exc:
-            raise ClientError(exc.code(), exc.details() or "") from None
-        finally:
-            call.cancel()
+        loop = asyncio.get_running_loop()
+        initial = send_initial
+        for _ in range(1000):
+            call = self._workloads.Watch(
+                workloads_pb2.WatchWorkloadsRequest(
+                    namespace=namespace, name=name, send_initial=initial, max_batch=WATCH_BATCH)
+            )
+            try:
+                async for ev in call:
+                    yield names[ev.type], _obj(ev.workload)
+                    for more in ev.more:
+                        yield names[more.type], _obj(more.workload)
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or (
+                    await self._failover(exc, loop.time() + self.timeout, FAILOVER_PAUSE) is None
+                ):
+                    raise ClientError(exc.code(), exc.details() or "") from None
+                initial = True
+            finally:
+                call.cancel()
 
     async def list_nodes(self) -> builtins.list[dict[str, Any]]:
         resp = await self._call(self._nodes.List, agent_pb2.ListNodesRequest())

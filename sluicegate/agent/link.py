@@ -7,6 +7,14 @@ pod it has, so the controller can reconcile.  Cut off for longer than the
 node timeout, it stops them itself (:mod:`sluicegate.agent.fencing`): the
 controller acknowledges each heartbeat, and the link tells the fencing clock
 when the acknowledged heartbeat (or the Register) was sent.
+
+With several controllers (``controller: a:7420,b:7420``) only the leader
+accepts the stream; a follower's refusal names the leader, which the link
+tries next.  The link remembers the highest leader epoch it has seen (in the
+data directory, across restarts) and refuses a stream or a command from a
+lower one: that controller lost its lease.  A leader that stops answering
+heartbeats (paused, partitioned) is left after ``STALL_HEARTBEATS``
+heartbeat intervals so the node reaches the new leader before it would fence.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from sluicegate.agent.node import AgentNode, PodReport
 from sluicegate.agent.pod import Container, Pod, RequestedSecurity, RestartPolicy
 from sluicegate.agent.probes import ProbeSpec
 from sluicegate.common.channels import open_channel
+from sluicegate.common.leaders import Endpoints, leader_hint
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched
 from sluicegate.security import pki
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc, security_pb2, security_pb2_grpc
@@ -33,6 +42,51 @@ log = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 LOG_CHUNK = 64 * 1024
+# With several controllers: heartbeats unanswered for this many intervals,
+# and for a quarter of the node timeout, end the stream to look for the
+# leader; a quarter leaves the rest of the timeout to find it before the
+# node would fence itself.
+STALL_HEARTBEATS = 4
+# How long a controller may take to answer Register: one alone gets long, as
+# a controller loading a large store answers late; among several a silent one
+# is passed over sooner (at most this, and a quarter of the node timeout).
+REGISTER_TIMEOUT = 30.0
+REGISTER_TIMEOUT_SEVERAL = 5.0
+
+
+class StaleLeader(Exception):
+    """The controller's epoch is lower than one this node has seen: it lost its lease."""
+
+
+class EpochMemory:
+    """The highest leader epoch this node has seen, kept in a file across restarts."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.highest = 0
+        if path is not None:
+            try:
+                self.highest = int(path.read_text().strip() or 0)
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError) as exc:
+                log.warning("cannot read %s (%s); starting from epoch 0", path, exc)
+
+    def accepts(self, epoch: int) -> bool:
+        """An epoch of 0 comes from a controller without leader election and is always accepted."""
+        return epoch == 0 or epoch >= self.highest
+
+    def observe(self, epoch: int) -> None:
+        if epoch <= self.highest:
+            return
+        self.highest = epoch
+        if self.path is not None:
+            tmp = self.path.with_suffix(".tmp")
+            try:
+                tmp.write_text(f"{epoch}\n")
+                tmp.replace(self.path)
+            except OSError as exc:
+                log.warning("cannot record leader epoch %d in %s: %s", epoch, self.path, exc)
 
 
 def _agent_batch(messages: list[agent_pb2.AgentMessage]) -> agent_pb2.AgentMessage:
@@ -120,8 +174,14 @@ class ControllerLink:
         backoff: Backoff,
         pki_dir: Path | None = None,
         fencing: SelfFencing | None = None,
+        epoch_file: Path | None = None,
     ) -> None:
-        self.address = address
+        self.endpoints = Endpoints(address)
+        self.epochs = EpochMemory(epoch_file)
+        # Commands refused because they came from a lower epoch than one seen.
+        self.refused_stale = 0
+        # The controllers' node timeout as the last Registered said (the default until then).
+        self.node_timeout = 40.0
         # Where the node's credentials live (None: plaintext, authentication off).
         self.pki_dir = pki_dir
         self.node = node
@@ -143,6 +203,11 @@ class ControllerLink:
         node.on_readiness = self._readiness_changed
         # Static pods are admitted without a command from us: report each admission as it happens.
         node.on_admitted = self.send_pod
+
+    @property
+    def address(self) -> str:
+        """The controller this link talks to now (or tries next)."""
+        return self.endpoints.current
 
     def _readiness_changed(self, uid: str) -> None:
         if self.connected:
@@ -206,17 +271,26 @@ class ControllerLink:
         """Stay connected for as long as the agent runs."""
         while True:
             renewed = False
+            redirected = False
             try:
                 renewed = await self._session()
                 self.last_error = "the controller closed the stream"
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{exc.code().name}: {exc.details()}"
+                hint = leader_hint(exc)
+                if hint is not None and hint != self.address:
+                    log.info("controller %s does not lead; the leader is %s", self.address, hint)
+                    self.endpoints.redirect(hint)
+                    redirected = True
                 if exc.code() == grpc.StatusCode.ABORTED and "superseded" in (exc.details() or ""):
                     # Another stream registered this node: a stale one of ours, or a second agent
                     # with the same node name (misconfigured), which we would keep taking over.
                     log.error("the controller closed our stream: %s; is another agent running as node %s?",
                               exc.details(), self.node.name)
                     self.backoff.attempt = 30  # the next delay is drawn up to the cap
+            except StaleLeader as exc:
+                self.last_error = str(exc)
+                log.warning("%s", exc)
             except (TimeoutError, OSError, ConnectionError) as exc:
                 self.last_error = str(exc) or type(exc).__name__
             except Exception as exc:
@@ -230,11 +304,17 @@ class ControllerLink:
                 for t in self._log_tasks.values():
                     t.cancel()
                 self._log_tasks.clear()
-            if renewed:
+            if renewed or redirected:
+                continue
+            tried = self.address
+            if self.endpoints.several and not self.endpoints.failed():
+                # Another controller may lead: try it before backing off.
+                log.info("controller %s unavailable (%s); trying %s", tried, self.last_error, self.address)
+                await asyncio.sleep(0.05)
                 continue
             delay = self.backoff.next()
             log.warning("controller %s unreachable (%s); reconnecting in %.1fs; pods keep running",
-                        self.address, self.last_error, delay)
+                        tried, self.last_error, delay)
             await asyncio.sleep(delay)
 
     def _channel(self) -> tuple[grpc.aio.Channel, creds.NodeCredentials | None]:
@@ -270,10 +350,24 @@ class ControllerLink:
             self._unacked.clear()
 
             call = stub.Connect(coalesced(out, batch=_agent_batch, alone=_is_register))
-            first = await asyncio.wait_for(call.read(), timeout=30)
+            timeout = (max(1.0, min(REGISTER_TIMEOUT_SEVERAL, self.node_timeout / 4)) if self.endpoints.several
+                       else REGISTER_TIMEOUT)
+            try:
+                first = await asyncio.wait_for(call.read(), timeout=timeout)
+            except TimeoutError:
+                call.cancel()
+                raise TimeoutError(f"the controller did not answer Register within {timeout:g}s") from None
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
                 raise ConnectionError("the controller did not acknowledge the registration")
             reg = first.registered
+            if not self.epochs.accepts(reg.epoch):
+                call.cancel()
+                raise StaleLeader(f"controller {self.address} leads with epoch {reg.epoch}, but this node has seen "
+                                  f"epoch {self.epochs.highest}: it lost its lease; refusing its stream")
+            self.epochs.observe(reg.epoch)
+            self.endpoints.succeeded()
+            if reg.node_timeout_seconds > 0:
+                self.node_timeout = reg.node_timeout_seconds
             self.heartbeat_interval = reg.heartbeat_interval_seconds or self.heartbeat_interval
             if self.fencing is not None and reg.node_timeout_seconds > 0:
                 self.fencing.registered(Contract(reg.node_timeout_seconds, reg.fencing_grace_seconds, reg.self_fencing),
@@ -282,39 +376,63 @@ class ControllerLink:
             self.connected = True
             self.registered_once = True
             self.backoff.reset()
-            log.info("registered with controller %s as node %s", self.address, self.node.name)
+            log.info("registered with controller %s as node %s%s", self.address, self.node.name,
+                     f" (leader epoch {reg.epoch})" if reg.epoch else "")
+            epoch = reg.epoch
             beat = asyncio.create_task(self._beat(out), name="heartbeat")
             renew = (asyncio.create_task(self._renew_when_due(channel, node_creds), name="renew-certificate")
                      if node_creds is not None else None)
+            stall = asyncio.create_task(self._stalled(), name="stall-watch") if self.endpoints.several else None
+            enders = {t for t in (renew, stall) if t is not None}
             try:
                 while True:
-                    if renew is None:
+                    if not enders:
                         msg = await call.read()
                     else:
                         read = asyncio.ensure_future(call.read())
-                        await asyncio.wait({read, renew}, return_when=asyncio.FIRST_COMPLETED)
+                        await asyncio.wait({read, *enders}, return_when=asyncio.FIRST_COMPLETED)
                         if not read.done():
                             read.cancel()
+                            call.cancel()
+                            if stall is not None and stall.done():
+                                raise ConnectionError(stall.result())
+                            assert renew is not None
                             renew.result()  # a failed renewal is this session's error; the next one retries
                             return True
                         msg = read.result()
                     if msg is grpc.aio.EOF:
                         break
+                    if msg.epoch != epoch and not self.epochs.accepts(msg.epoch):
+                        self.refused_stale += 1
+                        log.warning("refused a command from epoch %d (this node has seen %d)", msg.epoch,
+                                    self.epochs.highest)
+                        continue
                     for one in unbatched(msg, lambda m: m.batch.messages):
                         self._handle(one)
             finally:
                 beat.cancel()
-                if renew is not None:
-                    renew.cancel()
+                for t in enders:
+                    t.cancel()
                 out.put_nowait(None)
         return False
+
+    async def _stalled(self) -> str:
+        """Return (a reason) once heartbeats have gone unanswered too long: the leader may be paused or cut off."""
+        limit = max(STALL_HEARTBEATS * self.heartbeat_interval, self.node_timeout / 4)
+        clock = self.fencing.clock if self.fencing is not None else time.monotonic
+        while True:
+            await asyncio.sleep(min(1.0, limit / 4))
+            oldest = min(self._unacked.values(), default=None)
+            if oldest is not None and clock() - oldest > limit:
+                return f"controller {self.address} left heartbeats unanswered for {limit:g}s"
 
     async def _beat(self, out: asyncio.Queue[agent_pb2.AgentMessage | None]) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
             self._seq += 1
-            if self.fencing is not None:
-                self._unacked[self._seq] = self.fencing.clock()
+            if self.fencing is not None or self.endpoints.several:
+                clock = self.fencing.clock if self.fencing is not None else time.monotonic
+                self._unacked[self._seq] = clock()
                 if len(self._unacked) > 1000:  # never acknowledged (an old controller): bounded
                     self._unacked.pop(next(iter(self._unacked)))
             out.put_nowait(self._heartbeat(self._seq))

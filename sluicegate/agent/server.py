@@ -36,6 +36,7 @@ from sluicegate.agent.runtime import DEFAULT_PATH, PodRuntime, RuntimeConfig
 from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
 from sluicegate.agent.static import StaticPods
 from sluicegate.common.health import HealthServer, JsonValue
+from sluicegate.common.leaders import split_addresses
 from sluicegate.common.metrics import Registry
 from sluicegate.common.netaddr import is_loopback, split_hostport
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
@@ -121,8 +122,8 @@ def node_identity(settings: AgentSettings) -> tuple[AgentSettings, bool]:
     after checking that plaintext is allowed where it has none."""
     node_creds = credentials.load(settings.pki_path)
     if node_creds is None:
-        host = split_hostport(settings.controller, key="controller")[0]
-        if not is_loopback(host) and not settings.insecure:
+        hosts = [split_hostport(a, key="controller")[0] for a in split_addresses(settings.controller)]
+        if not all(is_loopback(h) for h in hosts) and not settings.insecure:
             raise SettingsError(
                 f"controller: {settings.controller} is not a loopback address and this node has no credentials in "
                 f"{settings.pki_path}: join it first ('sluicegate-agent join'), or set 'insecure: true' to send pods' "
@@ -198,13 +199,13 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     link = ControllerLink(
         address=settings.controller, node=node, labels=settings.labels, boot_id=boot_id,
         health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
-        pki_dir=settings.pki_path if tls else None, fencing=fencing,
+        pki_dir=settings.pki_path if tls else None, fencing=fencing, epoch_file=data_dir / "controller-epoch",
     )
 
     def readiness() -> tuple[bool, str]:
         if not link.connected:
-            return False, f"not registered with the controller at {settings.controller}: {link.last_error}"
-        return True, f"registered with {settings.controller} as {settings.node_name}"
+            return False, f"not registered with the controller at {link.address}: {link.last_error}"
+        return True, f"registered with {link.address} as {settings.node_name}"
 
     def pods_json() -> JsonValue:
         # Only JSON values, in containers whose exact types JsonValue's invariant ones do not match.

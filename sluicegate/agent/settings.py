@@ -1,6 +1,6 @@
 """The agent's settings file (YAML) and command-line overrides.
 
-    controller: 127.0.0.1:7420        # the controller's gRPC address
+    controller: 127.0.0.1:7420        # the controller's gRPC address; several (HA): a list, or "a:7420,b:7420"
     nodeName: worker-1                # default: the host name
     labels: {zone: a, kubernetes.io/arch: amd64}
     dataDir: /var/lib/sluicegate/agent   # pods' logs and the checkpoint
@@ -131,7 +131,9 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
     pod_user_raw: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"{path}: {key}"
-        if key in _STRINGS:
+        if key == "controller" and isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            values["controller"] = ",".join(value)  # several controllers (HA): the link finds the leader
+        elif key in _STRINGS:
             if not isinstance(value, str):
                 raise SettingsError(f"{where}: expected a string, got {value!r}")
             values[_STRINGS[key]] = value

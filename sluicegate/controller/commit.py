@@ -47,7 +47,7 @@ from sluicegate.controller.effects import (
 from sluicegate.controller.nodes import Command
 from sluicegate.controller.objects import ref_of
 from sluicegate.controller.scheduling.cycle import EntryStatus
-from sluicegate.controller.store import Delete, Put, Store, StoreError
+from sluicegate.controller.store import Delete, Fenced, Put, Store, StoreError
 from sluicegate.controller.watch import Watchers, WatchEvent
 from sluicegate.manifest.encode import EncodedObject, encode_json
 from sluicegate.model.names import WorkloadKey
@@ -82,6 +82,11 @@ class Agents(Protocol):
     def track(self, wl: Workload) -> None: ...
 
 
+def _pending(store: Store) -> bool:
+    """Whether the store holds writes from a failed group commit that memory already has."""
+    return bool(getattr(store, "pending", 0))
+
+
 class Committer:
     def __init__(self, store: Store, cache: Cache) -> None:
         self.store = store
@@ -97,6 +102,12 @@ class Committer:
         # read-only, I/O error): the controller is degraded, refuses writes,
         # serves reads, and probes the store until a write succeeds.
         self.store_problem: StoreError | None = None
+        # Under leader election: called (synchronously, before anything queued
+        # leaves the process) when writes memory holds can no longer be trusted
+        # to reach the store -- another leader fenced us, or a group commit
+        # failed with writes pending.  The leader steps down; the next one
+        # rebuilds from the store.  None: stay up degraded (one controller).
+        self.on_lost_writes: Callable[[StoreError], None] | None = None
         self._group_depth = 0
         self._group_wrote = False
         self.versions: dict[Ref, int] = {}
@@ -246,6 +257,8 @@ class Committer:
         return version
 
     def _store_failed(self, exc: StoreError) -> None:
+        if self.on_lost_writes is not None and (isinstance(exc, Fenced) or _pending(self.store)):
+            self.on_lost_writes(exc)
         if self.store_problem is None:
             log.error("store writes fail; refusing writes, serving reads, retrying until a write succeeds: %s", exc)
         self.store_problem = exc
@@ -264,6 +277,8 @@ class Committer:
         try:
             self.store.flush()
         except StoreError as exc:
+            if self.on_lost_writes is not None and isinstance(exc, Fenced):
+                self.on_lost_writes(exc)
             self.store_problem = exc
             return False
         self._store_recovered()

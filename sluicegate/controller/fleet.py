@@ -312,6 +312,14 @@ class Fleet:
             if revoke is not None:
                 revoke(f"node {name} has been revoked")
 
+    def end_all_streams(self, message: str) -> None:
+        """This controller stops leading: end every agent's stream now, dropping what is queued on it."""
+        for node in self.registry.nodes.values():
+            if node.session is not None:
+                step_down = getattr(node.session, "step_down", None)
+                if step_down is not None:
+                    step_down(message)
+
     # ---------------------------------------------------------- node loss
 
     def fencing_grace_for(self, node: NodeState) -> float:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 
@@ -138,10 +138,14 @@ class Manager:
 
     # ------------------------------------------------------------------ load
 
-    def load(self) -> int:
-        """Rebuild the cache from the store; returns how many objects were loaded."""
-        objs: list[tuple[Obj, int]] = []
-        for stored in self.store.load():
+    def load(self, objects: Iterable[tuple[Obj, int]] | None = None) -> int:
+        """Rebuild the cache from the store; returns how many objects were loaded.
+
+        ``objects``: the stored objects already decoded, with their versions
+        (a follower's mirror taking over), instead of reading the store.
+        """
+        objs: list[tuple[Obj, int]] = [] if objects is None else list(objects)
+        for stored in self.store.load() if objects is None else ():
             try:
                 obj = decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
             except (ManifestError, ValueError) as exc:

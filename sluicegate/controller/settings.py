@@ -20,6 +20,13 @@ Every key is optional; unknown keys are errors that name the key.
     insecure: false                 # true: allow plaintext on a non-loopback listen address (warned at every start)
     authorizationPolicy: /etc/sluicegate/policy.yaml   # role bindings (security/authz.py); none: only system:masters
     auditLog: /var/lib/sluicegate/audit.log   # default: audit.log beside the store; "" turns it off
+    advertiseAddress: ctl-1.example.org:7420   # HA: where clients and agents reach this controller when it leads
+    advertiseTokenAddress: ctl-1.example.org:7423   # HA: the same for tokenListen (default: advertiseAddress's host)
+    leaseDuration: 15s              # HA (postgresql store): a leader silent this long is replaced
+    leaseRenewDeadline: 10s         # ... and stops acting itself when it could not renew for this long
+    leaseRenewInterval: 2s          # ... renewing this often; a crashed leader is replaced after about 1.5x this
+    leaseRetryInterval: 500ms       # how often followers check the lease
+    mirrorInterval: 1s              # how often followers bring their warm copy of the store up to date
     podSecurity:                    # who pods may run as (sluicegate.security.podsecurity)
       default: {user: nobody}       # the default: nobody/nogroup (65534); never root
       namespaces:
@@ -69,6 +76,7 @@ import yaml
 
 from sluicegate.common import netaddr
 from sluicegate.common.netaddr import is_loopback
+from sluicegate.controller.leader import LeaseTiming
 from sluicegate.manifest.timefmt import parse_duration
 from sluicegate.model.config import ControllerConfig
 from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
@@ -103,6 +111,18 @@ class ControllerSettings:
     # None: audit.log in the store's directory; "": no audit log.
     audit_log: str | None = None
     pod_security: PodUserPolicies = field(default_factory=PodUserPolicies)
+    advertise_address: str = ""
+    advertise_token_address: str = ""
+    lease_duration: float = 15.0
+    lease_renew_deadline: float = 10.0
+    lease_renew_interval: float = 2.0
+    lease_retry_interval: float = 0.5
+    mirror_interval: float = 1.0
+
+
+    def lease_timing(self) -> LeaseTiming:
+        return LeaseTiming(duration=self.lease_duration, renew_deadline=self.lease_renew_deadline,
+                           renew_interval=self.lease_renew_interval, retry_interval=self.lease_retry_interval)
 
 
 _KEYS = {
@@ -125,6 +145,13 @@ _KEYS = {
     "insecure": ("insecure", bool),
     "authorizationPolicy": ("authorization_policy", str),
     "auditLog": ("audit_log", str),
+    "advertiseAddress": ("advertise_address", str),
+    "advertiseTokenAddress": ("advertise_token_address", str),
+    "leaseDuration": ("lease_duration", "duration"),
+    "leaseRenewDeadline": ("lease_renew_deadline", "duration"),
+    "leaseRenewInterval": ("lease_renew_interval", "duration"),
+    "leaseRetryInterval": ("lease_retry_interval", "duration"),
+    "mirrorInterval": ("mirror_interval", "duration"),
 }
 
 
@@ -186,6 +213,15 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
             f"listen: {s.listen} is not a loopback address, and without TLS anyone who can reach it could run "
             f"commands on every node; set pkiDir (run 'sluicegate-controller init'), "
             f"or 'insecure: true' to accept that")
+    try:
+        s.lease_timing().check()
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
+    if s.mirror_interval <= 0:
+        raise SettingsError(f"mirrorInterval ({s.mirror_interval:g}s) must be positive")
+    for key, value in (("advertiseAddress", s.advertise_address), ("advertiseTokenAddress", s.advertise_token_address)):
+        if value:
+            split_hostport(value, key=key)
     if s.token_file and not s.pki_dir:
         raise SettingsError("tokenFile: bearer tokens are only accepted over TLS; set pkiDir too")
     if s.configuration_path:

@@ -6,7 +6,10 @@ Layout of the PKI directory (``pkiDir``; every key 0600, the directory 0700)::
     server.crt server.key   the controller's serving certificate; server.crt
                             carries the CA after the leaf, so a joining agent
                             can read the CA from the handshake and pin it
-    state.json              bootstrap tokens (hashed), issued and revoked serials
+    state.json              bootstrap tokens (hashed), issued and revoked serials,
+                            until the controller moves them into its store (meta
+                            key ``pki-state``), where every controller sharing
+                            the store sees them
 
 ``sluicegate-controller init`` creates it.  Bootstrap tokens follow
 kubeadm's shape, ``[a-z0-9]{6}.[a-z0-9]{16}``: the id is public, the secret
@@ -32,7 +35,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -184,11 +187,26 @@ def load_ca(pki_dir: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate
     return key, cert
 
 
+# The store's meta key holding the authority's state (JSON, as state.json has it).
+STATE_KEY = "pki-state"
+
+
+class StateStore(Protocol):
+    """Where the authority keeps its state: the controller's store (its meta table)."""
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+
 class Authority:
     """The CA's key in hand, plus tokens and revocations; the state file is rewritten on every change."""
 
-    def __init__(self, pki_dir: Path, *, clock: Any = time.time) -> None:
+    def __init__(self, pki_dir: Path, *, clock: Any = time.time, state: StateStore | None = None) -> None:
+        """``state``: where tokens, issued and revoked serials live (the controller's store, so that every
+        controller sharing it sees them); None: ``state.json`` in the PKI directory."""
         self.dir = pki_dir
+        self.state_store = state
         self.paths = paths(pki_dir)
         self.clock = clock
         self.ca_key, self.ca_cert = load_ca(pki_dir)
@@ -202,12 +220,18 @@ class Authority:
 
     def _load_state(self) -> _State:
         path = self.paths["state.json"]
+        stored = self.state_store.get_meta(STATE_KEY) if self.state_store is not None else None
         try:
-            raw = json.loads(path.read_text() or "{}")
+            if stored is not None:
+                raw = json.loads(stored)
+            else:
+                # A store without the state yet takes it over from the file (PKI made before it moved).
+                raw = json.loads(path.read_text() or "{}")
         except FileNotFoundError:
             return _State()
         except (OSError, ValueError) as exc:
-            raise pki.PkiError(f"{path}: unreadable ({exc})") from exc
+            where = f"store meta {STATE_KEY!r}" if stored is not None else str(path)
+            raise pki.PkiError(f"{where}: unreadable ({exc})") from exc
         return _State(
             tokens={k: TokenRecord(**v) for k, v in raw.get("tokens", {}).items()},
             issued={k: [IssuedRecord(**r) for r in v] for k, v in raw.get("issued", {}).items()},
@@ -228,7 +252,11 @@ class Authority:
             "issued": {k: [asdict(r) for r in v] for k, v in s.issued.items()},
             "revoked": s.revoked,
         }
-        pki.write_private(self.paths["state.json"], json.dumps(data, indent=1, sort_keys=True).encode())
+        text = json.dumps(data, indent=1, sort_keys=True)
+        if self.state_store is not None:
+            self.state_store.set_meta(STATE_KEY, text)
+        else:
+            pki.write_private(self.paths["state.json"], text.encode())
         self.revoked = {int(k, 16) for k in s.revoked}
 
     # ------------------------------------------------------------ tokens

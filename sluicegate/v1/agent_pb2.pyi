@@ -297,18 +297,20 @@ class AgentBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[AgentMessage, _Mapping]]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("node_name", "heartbeat_interval_seconds", "node_timeout_seconds", "fencing_grace_seconds", "self_fencing")
+    __slots__ = ("node_name", "heartbeat_interval_seconds", "node_timeout_seconds", "fencing_grace_seconds", "self_fencing", "epoch")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     NODE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     FENCING_GRACE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SELF_FENCING_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     heartbeat_interval_seconds: float
     node_timeout_seconds: float
     fencing_grace_seconds: float
     self_fencing: bool
-    def __init__(self, node_name: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., node_timeout_seconds: _Optional[float] = ..., fencing_grace_seconds: _Optional[float] = ..., self_fencing: _Optional[bool] = ...) -> None: ...
+    epoch: int
+    def __init__(self, node_name: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[float] = ..., node_timeout_seconds: _Optional[float] = ..., fencing_grace_seconds: _Optional[float] = ..., self_fencing: _Optional[bool] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class HeartbeatAck(_message.Message):
     __slots__ = ("seq",)
@@ -361,7 +363,7 @@ class CancelLogs(_message.Message):
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("registered", "run_pod", "stop_pod", "log_request", "cancel_logs", "forget_pod", "batch", "heartbeat_ack")
+    __slots__ = ("registered", "run_pod", "stop_pod", "log_request", "cancel_logs", "forget_pod", "batch", "heartbeat_ack", "epoch")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     RUN_POD_FIELD_NUMBER: _ClassVar[int]
     STOP_POD_FIELD_NUMBER: _ClassVar[int]
@@ -370,6 +372,7 @@ class ControllerMessage(_message.Message):
     FORGET_POD_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     run_pod: RunPod
     stop_pod: StopPod
@@ -378,7 +381,8 @@ class ControllerMessage(_message.Message):
     forget_pod: ForgetPod
     batch: ControllerBatch
     heartbeat_ack: HeartbeatAck
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., run_pod: _Optional[_Union[RunPod, _Mapping]] = ..., stop_pod: _Optional[_Union[StopPod, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_logs: _Optional[_Union[CancelLogs, _Mapping]] = ..., forget_pod: _Optional[_Union[ForgetPod, _Mapping]] = ..., batch: _Optional[_Union[ControllerBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...
+    epoch: int
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., run_pod: _Optional[_Union[RunPod, _Mapping]] = ..., stop_pod: _Optional[_Union[StopPod, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_logs: _Optional[_Union[CancelLogs, _Mapping]] = ..., forget_pod: _Optional[_Union[ForgetPod, _Mapping]] = ..., batch: _Optional[_Union[ControllerBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ControllerBatch(_message.Message):
     __slots__ = ("messages",)

@@ -191,6 +191,10 @@ class _StreamSession:
                 self.queue.get_nowait()
             self.queue.put_nowait(None)
 
+    def step_down(self, message: str) -> None:
+        """The controller no longer leads: the agent reconnects and finds the new leader."""
+        self.end(grpc.StatusCode.UNAVAILABLE, message)
+
     def revoke(self, message: str) -> None:
         self.end(grpc.StatusCode.UNAUTHENTICATED, message)
 
@@ -222,9 +226,16 @@ class _StreamSession:
 
 class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
     def __init__(
-        self, manager: Manager, *, heartbeat_interval: float, authenticator: Authenticator | None = None
+        self,
+        manager: Manager,
+        *,
+        heartbeat_interval: float,
+        authenticator: Authenticator | None = None,
+        epoch: int = 0,
     ) -> None:
         self.m = manager
+        # The leader's fencing epoch, stamped on every message (0: no leader election).
+        self.epoch = epoch
         self.heartbeat_interval = heartbeat_interval
         self.auth: Authenticator = authenticator or OpenAuthenticator()
 
@@ -253,7 +264,9 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 node_timeout_seconds=fleet.node_timeout,
                 fencing_grace_seconds=fleet.fencing_grace,
                 self_fencing=fleet.self_fencing,
-            )
+                epoch=self.epoch,
+            ),
+            epoch=self.epoch,
         )
 
     async def Connect(
@@ -336,7 +349,10 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
 
         read_task = asyncio.create_task(reader(), name=f"agent-reader-{info.name}")
         try:
+            epoch = self.epoch
             async for out in coalesced(session.queue, batch=_controller_batch):
+                if epoch:
+                    out.epoch = epoch
                 yield out
         finally:
             read_task.cancel()

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class StoreError(Exception):
@@ -108,6 +108,17 @@ class ChangeFeed(Protocol):
         ...
 
     def max_version(self) -> int: ...
+
+
+@runtime_checkable
+class Shared(Fenceable, ChangeFeed, Protocol):
+    """A store several controllers share: fenced writes, a change feed, and the leader lease's connections."""
+
+    def load(self) -> list[StoredObject]: ...
+
+    def lease_connection(self, application_name: str) -> Any:
+        """A new autocommit connection for the leader lease (controller/leader.py), with the store's settings."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

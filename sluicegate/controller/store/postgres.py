@@ -213,6 +213,15 @@ class PostgresStore:
         self._conn = conn
         return conn
 
+    def lease_connection(self, application_name: str) -> psycopg.Connection[tuple[object, ...]]:
+        """A separate autocommit connection for the leader lease (controller/leader.py), named so that
+        followers can see in pg_stat_activity whether the lease holder's process is still there."""
+        params = conninfo.conninfo_to_dict(self._conninfo)
+        params["application_name"] = application_name
+        conn = psycopg.connect(conninfo.make_conninfo("", **params), autocommit=True)
+        conn.execute(b"SET statement_timeout = '5s'")
+        return conn
+
     def _error(self, what: str, exc: psycopg.Error) -> StoreError:
         state = exc.sqlstate or ""
         conn = self._conn
