@@ -133,6 +133,11 @@ class PostgresServer:
         """The same database over the Unix socket (libpq's host= is a directory)."""
         return f"postgresql://postgres@/{dbname}?host={self.sockets}&port={self.port}"
 
+    def version(self) -> str:
+        """The server's version, as ``SHOW server_version`` says it."""
+        ((version,),) = self.execute(self.url(), "SHOW server_version")
+        return str(version)
+
     def create_database(self) -> str:
         """A fresh, empty database; returns its URL."""
         import psycopg
