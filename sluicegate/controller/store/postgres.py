@@ -349,9 +349,14 @@ class PostgresStore:
 
     def set_epoch(self, epoch: int | None) -> None:
         """Write only while the lease row's epoch is ``epoch`` (None: always).  Re-reads the resource
-        version: another leader may have advanced it."""
+        version: another leader may have advanced it.  Writes kept from a failed group commit under
+        another epoch are dropped: another leader may have written since, and they were never acknowledged."""
+        version = self.max_version()
+        if epoch != self._epoch:
+            self._pending = []
         self._epoch = epoch
-        self._version = max(self._version, self.max_version()) if epoch is None else self.max_version()
+        # Our own pending writes (same epoch) hold versions the database has not seen yet.
+        self._version = max(version, self._pending[-1][0]) if self._pending else version
 
     def epoch(self) -> int | None:
         return self._epoch

@@ -96,6 +96,25 @@ def test_a_takeover_drops_the_writes_kept_from_a_failed_group_commit(postgres: P
     assert opened(db).load() == []
 
 
+def test_a_new_epoch_forgets_the_writes_kept_under_the_old_one(postgres: PostgresServer, db: str, opened: Any) -> None:
+    store = opened(db)
+    store.set_epoch(0)
+    with pytest.raises(StoreError):
+        with store.group():
+            store.write([put("a")])
+            postgres.execute(db, "SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+    store.set_epoch(0)  # the same term: still ours to redo, with the versions memory gave them
+    assert store.pending == 1 and store.write([put("b")]) == 2
+    with pytest.raises(StoreError):
+        with store.group():
+            store.write([put("c")])
+            postgres.execute(db, "SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+    store.set_epoch(bump_epoch(postgres, db))  # lost the lead and won it back: another may have written
+    assert store.pending == 0
+    assert store.write([put("d")]) == 3
+    assert [o.name for o in opened(db).load()] == ["a", "b", "d"]
+
+
 def test_set_epoch_reads_the_version_another_leader_reached(db: str, opened: Any) -> None:
     first = opened(db)
     first.set_epoch(0)
