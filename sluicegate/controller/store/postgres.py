@@ -118,7 +118,7 @@ _PRUNE = (
 )
 
 # SQLSTATE classes after which the connection is not to be trusted: opened again by the next call.
-_RECONNECT_CLASSES = ("08", "57", "53")  # connection exceptions; operator intervention; resources
+_RECONNECT_CLASSES = ("08", "57")  # connection exceptions; operator intervention (shutdown, crash)
 _READ_ONLY = "25006"  # a standby (after a failover the URL may name another server now)
 _DISK_FULL = "53100"
 
@@ -371,7 +371,14 @@ class PostgresStore:
         if self._group_depth > 0:
             self._group_writes.append((version, changes))
         else:
-            self._commit([*self._pending, (version, changes)], f"write of {len(changes)} change(s)")
+            try:
+                self._commit([*self._pending, (version, changes)], f"write of {len(changes)} change(s)")
+            except StoreError:
+                if self._conn is None or self._conn.closed:
+                    # The connection went while the write was under way: its COMMIT may have
+                    # reached the server.  Never give that version to another write.
+                    self._version = version
+                raise
             self._pending = []
         self._version = version
         return version

@@ -366,11 +366,11 @@ def test_a_server_restart_fails_writes_until_it_is_back_and_loses_nothing(postgr
         postgres.stop("fast")
         t0 = time.monotonic()
         with pytest.raises(StoreError):
-            store.write([put("during")])
+            store.write([put("during")])  # 2 is never used again: its COMMIT might have landed
         assert time.monotonic() - t0 < 5
         with pytest.raises(StoreError):
             with store.group():
-                store.write([put("in-a-group")])  # 2: memory has it, the store keeps it to redo
+                store.write([put("in-a-group")])  # 3: memory has it, the store keeps it to redo
         assert store.pending == 1
         with pytest.raises(StoreError):
             store.flush()
@@ -379,17 +379,18 @@ def test_a_server_restart_fails_writes_until_it_is_back_and_loses_nothing(postgr
             postgres.start()
     store.flush()  # reconnects, and stores the kept group first
     assert store.pending == 0
-    assert store.write([put("after")]) == 3
-    assert [(o.name, o.resource_version) for o in opened(db).load()] == [("before", 1), ("in-a-group", 2), ("after", 3)]
+    assert store.write([put("after")]) == 4
+    assert [(o.name, o.resource_version) for o in opened(db).load()] == [("before", 1), ("in-a-group", 3), ("after", 4)]
 
 
 def test_after_a_restart_between_writes_the_stale_connection_fails_one_call_and_the_next_reconnects(postgres: PostgresServer, db: str, opened: Any) -> None:
     store = opened(db)
     store.write([put("a")])
     postgres.restart()
-    # The old connection was closed by the server: this write finds out and fails ...
+    # The old connection was closed by the server: this write finds out and fails (and its version,
+    # 2, is skipped: whether a COMMIT sent on a lost connection landed is unknown) ...
     with pytest.raises(StoreError):
         store.write([put("b")])
     # ... and the next one connects again.
-    assert store.write([put("b")]) == 2
+    assert store.write([put("b")]) == 3
     assert [o.name for o in store.load()] == ["a", "b"]
