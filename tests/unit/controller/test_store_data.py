@@ -69,6 +69,16 @@ def test_migrate_refuses_a_destination_that_holds_anything_unless_forced(
     assert "verified" in capsys.readouterr().out
 
 
+def test_migrate_from_a_file_that_does_not_exist_touches_nothing(
+    make_store_factory: Callable[[str], StoreFactory], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    destination = make_store_factory("sqlite")
+    destination().write([Put("Workload", "ns", "kept", b"{}")])
+    assert main(["migrate", "--from", str(tmp_path / "typo.db"), "--to", destination.url, "--force"]) == 2
+    assert "typo.db: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "typo.db").exists() and destination.stored() == {"kept": 1}
+
+
 def test_a_copy_that_does_not_verify_exits_non_zero(
     make_store_factory: Callable[[str], StoreFactory], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

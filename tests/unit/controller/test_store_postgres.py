@@ -238,16 +238,15 @@ def test_old_tombstones_are_pruned_at_most_once_an_interval_and_a_reader_behind_
 
 
 def test_the_change_feed_is_one_indexed_query(postgres: PostgresServer, db: str, opened: Any) -> None:
+    from sluicegate.controller.store.postgres import _CHANGES
+
     store = opened(db)
-    store.write([put(f"w{i}") for i in range(300)])
+    for i in range(30):
+        store.write([put(f"w{j}-{i}") for j in range(100)])
     postgres.execute(db, "ANALYZE sluicegate_objects")
-    plan = "\n".join(
-        str(r[0])
-        for r in postgres.execute(
-            db, "EXPLAIN SELECT kind FROM sluicegate_objects WHERE resource_version > 1 ORDER BY resource_version"
-        )
-    )
-    assert "sluicegate_objects_by_version" in plan
+    with psycopg.connect(db, autocommit=True) as conn, psycopg.ClientCursor(conn) as cur:
+        plan = "\n".join(str(r[0]) for r in cur.execute(("EXPLAIN " + _CHANGES).encode(), (30,)).fetchall())
+    assert "Index Scan using sluicegate_objects_by_version" in plan and "Seq Scan on sluicegate_objects" not in plan
 
 
 # -- schema ----------------------------------------------------------------------------------------
