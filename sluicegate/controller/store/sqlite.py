@@ -263,12 +263,15 @@ class SqliteStore:
 
     def snapshot(self) -> Snapshot:
         db = self._db
-        db.execute("BEGIN")  # one read transaction: WAL readers see one commit, writers go on
         try:
-            objects = self.load()
-            meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
-        finally:
-            db.execute("COMMIT")
+            db.execute("BEGIN")  # one read transaction: WAL readers see one commit, writers go on
+            try:
+                objects = self.load()
+                meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, "reading a snapshot failed", exc) from exc
         version = max([int(meta.get("resource_version") or 0)] + [o.resource_version for o in objects])
         return Snapshot(objects, {k: v for k, v in meta.items() if k not in INTERNAL_META}, version)
 
