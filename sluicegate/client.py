@@ -48,12 +48,19 @@ def default_server(config: ClientConfig | None = None) -> str:
     return DEFAULT_SERVER
 
 
+def _transient(code: grpc.StatusCode, details: str) -> bool:
+    """A transport failure worth sending the call again for: UNAVAILABLE, or gRPC core's own INTERNAL
+    (a stream cut while a server shuts its port, as a controller does when its role changes)."""
+    return code is grpc.StatusCode.UNAVAILABLE or (
+        code is grpc.StatusCode.INTERNAL and details.startswith("Internal error from Core"))
+
+
 # Failing over: a call refused by a follower goes to the leader it names at
 # once; a controller that does not answer is passed over for the next; after
 # a whole round of failures the client waits (doubling from FAILOVER_PAUSE up
 # to FAILOVER_PAUSE_CAP) until the call's own timeout runs out.
 FAILOVER_PAUSE = 0.1
-FAILOVER_PAUSE_CAP = 1.0
+FAILOVER_PAUSE_CAP = 0.5
 
 
 class ClientError(Exception):
@@ -154,7 +161,7 @@ class _CreateStream:
                 error = lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")  # noqa: E731
         except grpc.aio.AioRpcError as exc:
             code, details = exc.code(), exc.details() or ""
-            if code is grpc.StatusCode.UNAVAILABLE:
+            if _transient(code, details):
                 self.refusal = exc
             if code is grpc.StatusCode.UNIMPLEMENTED:
                 details = f"the server has no CreateStream (it is older than this client): {details}"
@@ -296,7 +303,7 @@ class Client:
             try:
                 return await fn(request, timeout=max(0.001, deadline - loop.time()))
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                if not _transient(exc.code(), exc.details() or ""):
                     raise ClientError(exc.code(), exc.details() or "") from None
                 next_pause = await self._failover(exc, deadline, pause)
                 if next_pause is None:
@@ -355,7 +362,7 @@ class Client:
             except ClientError as exc:
                 # The stream ended (a follower refused it, or the leader went away): send it again
                 # where the leader is; a creation that did commit is found by name (created=False).
-                if exc.code != grpc.StatusCode.UNAVAILABLE:
+                if not _transient(exc.code, exc.message):
                     raise
                 next_pause = await self._failover(stream.refusal, deadline, pause)
                 if next_pause is None:
@@ -422,7 +429,7 @@ class Client:
                         yield names[more.type], _obj(more.workload)
                 return
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or (
+                if not _transient(exc.code(), exc.details() or "") or (
                     await self._failover(exc, loop.time() + self.timeout, FAILOVER_PAUSE) is None
                 ):
                     raise ClientError(exc.code(), exc.details() or "") from None

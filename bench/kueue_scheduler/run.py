@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import datetime as dt
 import json
 import math
@@ -362,6 +363,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "/tmp/pyspy-venv/bin/py-spy", help="py-spy executable")
     p.add_argument("--progress", type=float, default=10.0, help="print progress to stderr every N seconds (0: never)")
     p.add_argument("--controller-log-level", default="WARNING")
+    p.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
+                   help="postgresql: a private server (tests/pg.py, fsync on, TCP on 127.0.0.1); the controller "
+                        "campaigns for the lease and writes fenced, as in an HA deployment")
     p.add_argument("--controller-src", type=Path, default=ROOT,
                    help="source tree the controller runs from (default: this checkout); e.g. an export of one "
                         "commit (git archive HEAD | tar -x -C DIR) to measure it while the checkout changes")
@@ -397,7 +401,14 @@ def main(argv: list[str] | None = None) -> int:
         ctl_argv = [sys.executable]
         if ns.profile == "cprofile":
             ctl_argv += ["-m", "cProfile", "-o", str(out / "controller.cprofile")]
-        ctl_argv += ["-m", "sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
+        store_url = str(tmp / "c.db")
+        if ns.store == "postgresql":
+            from tests.pg import PostgresServer  # noqa: PLC0415
+
+            pg = PostgresServer(fsync=True)
+            atexit.register(pg.close)
+            store_url = pg.create_database()
+        ctl_argv += ["-m", "sluicegate.controller.server", "--store", store_url, "--listen", "127.0.0.1:0",
                      "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", str(ns.heartbeat_interval),
                      "--log-level", ns.controller_log_level, "--ready-file", str(tmp / "c.ready")]
         procs: list[Proc] = []

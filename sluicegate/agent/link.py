@@ -533,13 +533,28 @@ class ControllerLink:
 async def join(
     *, address: str, token: str, ca_hash: str, node_name: str, pki_dir: Path, timeout: float = 30.0
 ) -> creds.NodeCredentials:
-    """Join the cluster: pin the CA by hash, trade the bootstrap token and a CSR for a node certificate."""
+    """Join the cluster: pin the CA by hash, trade the bootstrap token and a CSR for a node certificate.
+
+    ``address`` may name any controller's token port: a follower's refusal
+    names the leader's, which is tried next (its CA is the same pinned one)."""
     ca = await asyncio.to_thread(creds.fetch_ca, address, ca_hash, timeout=timeout)
     key = pki.new_key()
     csr = pki.make_csr(key, f"system:node:{node_name}")
-    async with open_channel(address, ca=ca) as channel:
-        stub = security_pb2_grpc.SecurityStub(channel)
-        resp = await stub.Join(security_pb2.JoinRequest(token=token, node_name=node_name, csr=csr), timeout=timeout)
+    request = security_pb2.JoinRequest(token=token, node_name=node_name, csr=csr)
+    for _ in range(3):
+        async with open_channel(address, ca=ca) as channel:
+            stub = security_pb2_grpc.SecurityStub(channel)
+            try:
+                resp = await stub.Join(request, timeout=timeout)
+                break
+            except grpc.aio.AioRpcError as exc:
+                hint = leader_hint(exc, token=True)
+                if hint is None or hint == address:
+                    raise
+                log.info("controller %s does not lead; joining through the leader at %s", address, hint)
+                address = hint
+    else:
+        raise ConnectionError("no controller accepted the join")
     cert = pki.load_cert(resp.certificate)
     if not pki.signed_by(cert, pki.load_cert(ca)):
         raise creds.CredentialsError("the controller returned a certificate the pinned CA did not sign")

@@ -13,6 +13,11 @@ loop does not delay renewals.  The leader counts its lease from when it
 renew deadline shorter than the lease: past it, it stops acting even before
 anyone else could take over.
 
+An epoch is the larger of the last one plus one and the database's clock in
+milliseconds: it still grows if the database fails over to a replica that
+had not yet received the last takeover (asynchronous replication), so agents
+that saw the lost epoch do not refuse every later leader.
+
 A takeover happens when the lease has expired, or early when the holder's
 lease connection is gone from ``pg_stat_activity`` (its process died: the
 kernel closed the socket and PostgreSQL ended the session) and it has missed
@@ -80,7 +85,8 @@ def new_holder_id() -> str:
 
 _ACQUIRE = """
 UPDATE sluicegate_lease
-   SET holder = %(me)s, address = %(address)s, epoch = epoch + 1,
+   SET holder = %(me)s, address = %(address)s,
+       epoch = GREATEST(epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
        expires_at = now() + make_interval(secs => %(duration)s), renewed_at = now()
  WHERE name = 'leader' AND epoch = %(seen)s
    AND (holder = '' OR holder = %(me)s

@@ -130,6 +130,7 @@ class Manager:
                            deadlines=self.track_deadlines, node_timeout=node_timeout, fencing_grace=fencing_grace,
                            self_fencing=self_fencing, monotonic=monotonic)
         self.finished_retention = finished_retention
+        self._halted = False
         self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
                                    preemptor=preemptor or DefaultPreemptor(), placement=placement)
         self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines,
@@ -471,6 +472,8 @@ class Manager:
 
     def tick(self) -> None:
         """Timers: backoffs that expired, pods-ready and execution-time limits, retention, node loss."""
+        if self._halted:
+            return
         if not self.check_store():
             return  # degraded: every write would be refused; the timers fire once the store recovers
         try:
@@ -571,4 +574,9 @@ class Manager:
 
     def stop(self) -> None:
         self.scheduler.stop()
+
+    def halt(self) -> None:
+        """Stop acting at once (no cycles, no timers) while the tasks are being cancelled: a leader stepping down."""
+        self.scheduler.halt()
+        self._halted = True
 

@@ -76,10 +76,15 @@ class Scheduler:
         # waitForPodsReady.blockAdmission: admitted workloads whose pods may not all be ready
         # (a superset; admission_blocked drops those that no longer are).
         self._not_ready: set[WorkloadKey] = set()
+        self._halted = False
 
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
+
+    def halt(self) -> None:
+        """Run no more cycles, at once, but keep the task alive until it is cancelled (a leader stepping down)."""
+        self._halted = True
 
     def admission_blocked(self) -> bool:
         """waitForPodsReady.blockAdmission: nothing new is admitted while an admitted workload is not ready."""
@@ -214,7 +219,7 @@ class Scheduler:
             await self._wake.wait()
             self._wake.clear()
             backoff = 0.0
-            while self.cache.queues.has_heads():
+            while self.cache.queues.has_heads() and not self._halted:
                 if self.commit.store_problem is not None:
                     break  # degraded: decisions could not be stored; recovery wakes us
                 try:

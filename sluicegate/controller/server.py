@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -293,7 +294,8 @@ class _Controller:
                     store.set_epoch(epoch)
                 except StoreError as exc:
                     log.warning("elected (epoch %d) but cannot read the store (%s); following", epoch, exc)
-                    store.set_epoch(None)
+                    with contextlib.suppress(StoreError):
+                        store.set_epoch(None)
                     self.elector.resign()
                     continue
                 objects = mirror.take()
@@ -301,7 +303,10 @@ class _Controller:
                 log.info("taking over as leader (epoch %d): %d objects warm, %d changed since the last poll, "
                          "caught up in %.3fs", epoch, len(objects), changed, time.monotonic() - t0)
                 reason = await self._lead(epoch=epoch, objects=objects, events=events)
-                store.set_epoch(None)
+                try:
+                    store.set_epoch(None)
+                except StoreError:
+                    pass  # unfenced again all the same; the store is re-read when we next lead
                 if self.stop.done():
                     return reason
                 log.warning("stepped down (%s); following", reason)
@@ -433,7 +438,7 @@ class _Controller:
             # Synchronous, so nothing queued for an agent leaves after this.
             if not phase.done():
                 manager.fleet.end_all_streams(f"this controller no longer leads: {reason}")
-                manager.stop()
+                manager.halt()
                 phase.set_result(f"lost the lead: {reason}")
 
         if epoch:

@@ -227,7 +227,9 @@ def test_a_paused_leader_cannot_write_or_command(cluster: tuple[Pair, list[Agent
         wait_for("the other controller leads", lambda: is_leader(new_c), timeout=20)
         names = [f"after-{i}" for i in range(5)]
         for n in names:
-            sluicectl(new_c.address, "create", "-f", "-", input=job(n, out, marker).body)
+            f = old.workdir / f"{n}.yaml"
+            f.write_text(job(n, out, marker).body)
+            sluicectl(new_c.address, "create", "-f", str(f))
     finally:
         old.proc.send_signal(signal.SIGCONT)
     # Resumed, the old leader finds its lease gone and follows; its writes were fenced.
@@ -256,6 +258,11 @@ def test_database_restart_under_load(cluster: tuple[Pair, list[Agent], Path, str
     states = wait_for("every job finished", lambda: all_finished(leader.address, names), timeout=120)
     assert sorted(states) == names
     assert effects(out, names) == {n: 1 for n in names}
+    # Neither controller gave up: the one that led stepped down or recovered, and both still serve.
+    for c in pair.controllers:
+        assert c.proc is not None and c.proc.poll() is None, c.log.read_text()[-2000:]
+    assert wait_for("one leader, one follower", lambda: sorted(readyz(c).split(":")[0].split(" ")[0]
+                                                               for c in pair.controllers) == ["follower", "leader"])
 
 
 class StaleController(agent_pb2_grpc.AgentLinkServicer):
