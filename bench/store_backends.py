@@ -23,6 +23,8 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -148,49 +150,80 @@ def filesystem(path: str) -> str:
     return f"{best[1]} on {best[0]} (mounted at {best[2]})"
 
 
+Runner = Callable[[int, int], float]  # (objects per commit, commits) -> rows/s
+
+
+def runners(server: PostgresServer, tmp: str, ids: Counter) -> dict[str, Runner]:
+    """Every backend and driver measured, each on a store or database of its own."""
+
+    def sqlite(sync: str) -> Runner:
+        def run(per_commit: int, commits: int) -> float:
+            store = SqliteStore(os.path.join(tmp, f"{sync}-{ids.next()}.db"), synchronous=sync)
+            try:
+                return run_store(store, per_commit, commits, ids)
+            finally:
+                store.close()
+
+        return run
+
+    def postgres_store(unix: bool) -> Runner:
+        def run(per_commit: int, commits: int) -> float:
+            url = server.create_database()
+            store = PostgresStore(server.socket_url(url.rsplit("/", 1)[1]) if unix else url)
+            try:
+                return run_store(store, per_commit, commits, ids)
+            finally:
+                store.close()
+
+        return run
+
+    def fresh() -> str:
+        url = server.create_database()
+        PostgresStore(url).close()  # the schema
+        return url
+
+    out: dict[str, Runner] = {
+        "sqlite (NORMAL)": sqlite("NORMAL"),
+        "sqlite (FULL)": sqlite("FULL"),
+        "PostgresStore psycopg unnest (tcp)": postgres_store(False),
+        "PostgresStore psycopg unnest (unix)": postgres_store(True),
+        "psycopg executemany pipeline (tcp)": lambda p, c: run_psycopg_executemany(fresh(), p, c, ids),
+    }
+    try:
+        import asyncpg  # type: ignore[import-not-found, import-untyped, unused-ignore]  # noqa: F401
+    except ImportError:
+        print("asyncpg not installed: not compared (pip install asyncpg into the venv to compare)")
+        return out
+    out["asyncpg executemany (tcp)"] = lambda p, c: run_asyncpg(fresh(), p, c, ids, unnest=False)
+    out["asyncpg unnest (tcp)"] = lambda p, c: run_asyncpg(fresh(), p, c, ids, unnest=True)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=1, help="repeat every measurement N times and keep the best")
+    p.add_argument("--rounds", type=int, default=3, help="measure everything N times, interleaved; report the median")
+    p.add_argument("--no-fsync", action="store_true", help="PostgreSQL without fsync: driver and protocol costs only")
     ns = p.parse_args()
-    results: list[tuple[str, str, float]] = []
     tmp = tempfile.mkdtemp(prefix="sluicegate-bench-")
-    server = PostgresServer(fsync=True)
+    server = PostgresServer(fsync=not ns.no_fsync)
+    figures: dict[tuple[str, str], list[float]] = {}
     try:
         print(f"SQLite file: {tmp} on {filesystem(tmp)}")
-        print(f"PostgreSQL: private server (fsync on, synchronous_commit on) data {server.data} on {filesystem(str(server.data))}; "
-              f"tcp 127.0.0.1:{server.port} and unix socket {server.sockets}")
+        print(f"PostgreSQL {server.version()}: private server, fsync {'off' if ns.no_fsync else 'on'}, data on "
+              f"{filesystem(str(server.data))}; tcp 127.0.0.1:{server.port}, unix socket {server.sockets}")
         ids = Counter()
-
-        def measure(name: str, shape: str, fn: Callable[[], float]) -> None:
-            best = max(fn() for _ in range(ns.rounds))
-            results.append((name, shape, best))
-            print(f"  {name:<34} {shape:<10} {best:>10,.0f} rows/s", flush=True)
-
-        for shape, (per_commit, commits) in SHAPES.items():
-            for sync in ("NORMAL", "FULL"):
-                sq = SqliteStore(os.path.join(tmp, f"{shape}-{sync}.db"), synchronous=sync)
-                measure(f"sqlite ({sync})", shape, lambda s=sq: run_store(s, per_commit, commits, ids))  # type: ignore[misc]
-                sq.close()
-            for where, url in (("tcp", server.create_database()), ("unix", server.socket_url(server.create_database().rsplit("/", 1)[1]))):
-                pg = PostgresStore(url)
-                measure(f"PostgresStore psycopg unnest ({where})", shape, lambda s=pg: run_store(s, per_commit, commits, ids))  # type: ignore[misc]
-                pg.close()
-            url = server.create_database()
-            PostgresStore(url).close()
-            measure("psycopg executemany pipeline (tcp)", shape, lambda u=url: run_psycopg_executemany(u, per_commit, commits, ids))  # type: ignore[misc]
-            try:
-                import asyncpg  # type: ignore[import-not-found, import-untyped, unused-ignore]  # noqa: F401
-            except ImportError:
-                print("  asyncpg not installed: skipped (pip install asyncpg into the venv to compare)")
-                continue
-            for unnest in (False, True):
-                url = server.create_database()
-                PostgresStore(url).close()
-                label = "asyncpg unnest (tcp)" if unnest else "asyncpg executemany (tcp)"
-                measure(label, shape, lambda u=url, n=unnest: run_asyncpg(u, per_commit, commits, ids, unnest=n))  # type: ignore[misc]
+        backends = runners(server, tmp, ids)
+        for _ in range(ns.rounds):  # interleaved, so that a noisy moment hits every backend alike
+            for shape, (per_commit, commits) in SHAPES.items():
+                for name, run in backends.items():
+                    figures.setdefault((name, shape), []).append(run(per_commit, commits))
     finally:
         server.close()
-    print(json.dumps([{"backend": b, "shape": s, "rows_per_s": round(r)} for b, s, r in results]))
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{'backend':<38}" + "".join(f"{shape:>14}" for shape in SHAPES) + "   (rows/s, median of "
+          f"{ns.rounds})")
+    for name in dict.fromkeys(n for n, _ in figures):
+        print(f"{name:<38}" + "".join(f"{statistics.median(figures[(name, shape)]):>14,.0f}" for shape in SHAPES))
     return 0
 
 

@@ -23,12 +23,26 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 # Seconds any one server command (initdb, start, stop) may take.
 COMMAND_TIMEOUT = 60.0
+# The longest a test session may keep its server (the watchdog's bound).
+SESSION_LIMIT = 6 * 3600.0
+
+# Stops the server and removes its files when the process that started it is
+# gone, however it ended (SIGKILL included): a session never leaves a server
+# behind.  It waits on a pidfd, so it costs nothing while the session runs.
+_WATCHDOG = """
+import os, select, shutil, subprocess, sys
+parent, limit, base = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+select.select([os.pidfd_open(parent)], [], [], limit)
+subprocess.run(sys.argv[4:], timeout=60, capture_output=True, check=False)
+shutil.rmtree(base, ignore_errors=True)
+"""
 
 
 class PostgresUnavailable(RuntimeError):
@@ -75,19 +89,26 @@ class PostgresServer:
             pw = pwd.getpwnam("postgres")
             for p in (self.base, self.sockets, self.log):
                 os.chown(p, pw.pw_uid, pw.pw_gid)
-        atexit.register(self.stop)
+        atexit.register(self.close)
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(SESSION_LIMIT), str(self.base),
+             *self._command("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
         try:
             self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8",
                       "--no-sync")
             self.start()
         except BaseException:
-            self.stop()
+            self.close()
             raise
 
-    def _run(self, tool: str, *args: str) -> None:
+    def _command(self, tool: str, *args: str) -> list[str]:
         cmd = [str(self.bin / tool), *args]
-        if self._as_postgres:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        return ["runuser", "-u", "postgres", "--", *cmd] if self._as_postgres else cmd
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = self._command(tool, *args)
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, cwd=self.base, check=False)
         if done.returncode != 0:
             raise PostgresUnavailable(
@@ -123,7 +144,10 @@ class PostgresServer:
     def close(self) -> None:
         """Stop the server and remove its files."""
         self.stop()
-        atexit.unregister(self.stop)
+        atexit.unregister(self.close)
+        if self._watchdog.poll() is None:
+            self._watchdog.kill()
+            self._watchdog.wait(COMMAND_TIMEOUT)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def url(self, dbname: str = "postgres") -> str:
@@ -132,6 +156,11 @@ class PostgresServer:
     def socket_url(self, dbname: str = "postgres") -> str:
         """The same database over the Unix socket (libpq's host= is a directory)."""
         return f"postgresql://postgres@/{dbname}?host={self.sockets}&port={self.port}"
+
+    def version(self) -> str:
+        """The server's version, as ``SHOW server_version`` says it."""
+        ((version,),) = self.execute(self.url(), "SHOW server_version")
+        return str(version)
 
     def create_database(self) -> str:
         """A fresh, empty database; returns its URL."""

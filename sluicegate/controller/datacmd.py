@@ -81,6 +81,10 @@ def migrate(
     """Copy ``source_url``'s content into ``destination_url``; True when the copy verifies."""
     if source_url == destination_url:
         raise DataError("--from and --to name the same store")
+    source_path = sqlite_path(source_url)
+    if source_path is not None and not os.path.exists(source_path):
+        # Opening it would make an empty store, and copy that (--force: over the destination's content).
+        raise DataError(f"--from {source_path}: no such file")
     source = _open(source_url, password_file=source_password_file)
     try:
         destination = _open(destination_url, password_file=destination_password_file)

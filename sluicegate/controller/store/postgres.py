@@ -118,7 +118,7 @@ _PRUNE = (
 )
 
 # SQLSTATE classes after which the connection is not to be trusted: opened again by the next call.
-_RECONNECT_CLASSES = ("08", "57", "53")  # connection exceptions; operator intervention; resources
+_RECONNECT_CLASSES = ("08", "57")  # connection exceptions; operator intervention (shutdown, crash)
 _READ_ONLY = "25006"  # a standby (after a failover the URL may name another server now)
 _DISK_FULL = "53100"
 
@@ -190,8 +190,12 @@ class PostgresStore:
         # Writes whose group commit failed: memory holds them, so the next
         # transaction redoes them first, with their own versions.
         self._pending: list[tuple[int, Sequence[Change]]] = []
-        self._migrate()
-        self._version = self.max_version()
+        try:
+            self._migrate()
+            self._version = self.max_version()
+        except BaseException:
+            self.close()
+            raise
 
     # -- connection and transactions ------------------------------------------------------------
 
@@ -345,9 +349,14 @@ class PostgresStore:
 
     def set_epoch(self, epoch: int | None) -> None:
         """Write only while the lease row's epoch is ``epoch`` (None: always).  Re-reads the resource
-        version: another leader may have advanced it."""
+        version: another leader may have advanced it.  Writes kept from a failed group commit under
+        another epoch are dropped: another leader may have written since, and they were never acknowledged."""
+        version = self.max_version()
+        if epoch != self._epoch:
+            self._pending = []
         self._epoch = epoch
-        self._version = max(self._version, self.max_version()) if epoch is None else self.max_version()
+        # Our own pending writes (same epoch) hold versions the database has not seen yet.
+        self._version = max(version, self._pending[-1][0]) if self._pending else version
 
     def epoch(self) -> int | None:
         return self._epoch
@@ -362,7 +371,14 @@ class PostgresStore:
         if self._group_depth > 0:
             self._group_writes.append((version, changes))
         else:
-            self._commit([*self._pending, (version, changes)], f"write of {len(changes)} change(s)")
+            try:
+                self._commit([*self._pending, (version, changes)], f"write of {len(changes)} change(s)")
+            except StoreError:
+                if self._conn is None or self._conn.closed:
+                    # The connection went while the write was under way: its COMMIT may have
+                    # reached the server.  Never give that version to another write.
+                    self._version = version
+                raise
             self._pending = []
         self._version = version
         return version

@@ -46,9 +46,15 @@ class SqliteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute("PRAGMA busy_timeout=5000")
-            self._migrate()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open store {path}: {exc}") from exc
+        try:
+            self._migrate()
+        except (sqlite3.Error, StoreError) as exc:
+            self._db.close()
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"cannot open store {path}: schema migration failed: {exc}") from exc
         row = self._db.execute("SELECT MAX(resource_version) FROM objects").fetchone()
         stored = self.get_meta("resource_version")
         self._version = max(int(row[0] or 0), int(stored or 0))
@@ -257,12 +263,15 @@ class SqliteStore:
 
     def snapshot(self) -> Snapshot:
         db = self._db
-        db.execute("BEGIN")  # one read transaction: WAL readers see one commit, writers go on
         try:
-            objects = self.load()
-            meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
-        finally:
-            db.execute("COMMIT")
+            db.execute("BEGIN")  # one read transaction: WAL readers see one commit, writers go on
+            try:
+                objects = self.load()
+                meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, "reading a snapshot failed", exc) from exc
         version = max([int(meta.get("resource_version") or 0)] + [o.resource_version for o in objects])
         return Snapshot(objects, {k: v for k, v in meta.items() if k not in INTERNAL_META}, version)
 

@@ -4,6 +4,7 @@ back across a reopen, and a full disk that degrades without losing a write."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -287,3 +288,24 @@ def test_a_scheduling_cycle_whose_commit_is_lost_is_stored_on_recovery_and_survi
     again.load()
     assert workload_state(again.get_workload("default", "a")) == "Admitted"
     assert again.versions == m.versions
+
+
+@pytest.mark.parametrize("form", ["{path}", "sqlite:{path}", "sqlite://{path}", "sqlite:///{abspath}"])
+def test_open_store_reads_every_sqlite_url_form(tmp_path: Path, form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sluicegate.controller.store import open_store
+    from sluicegate.controller.store.sqlite import SqliteStore
+
+    monkeypatch.chdir(tmp_path)
+    store = open_store(form.format(path="state.db", abspath=str(tmp_path / "state.db").lstrip("/")))
+    try:
+        assert isinstance(store, SqliteStore) and Path(store.path).resolve() == tmp_path / "state.db"
+    finally:
+        store.close()
+
+
+def test_open_store_refuses_an_unknown_scheme_without_showing_a_password() -> None:
+    from sluicegate.controller.store import open_store
+
+    with pytest.raises(StoreError, match=r"'mysql://root:\*\*\*@db/x': unsupported scheme") as info:
+        open_store("mysql://root:hunter2@db/x")
+    assert "hunter2" not in str(info.value)

@@ -8,13 +8,12 @@ always had: ``status.extra.pods``, ``lastPods``, ``deleting``, ``terminate``.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.store import Put
-from sluicegate.controller.store.sqlite import SqliteStore
 from sluicegate.manifest.encode import encode_json
 from sluicegate.model.pods import PodRecord
+from tests.conftest import StoreFactory
 
 from .test_manager import Clock
 
@@ -37,8 +36,8 @@ OLD_DOCUMENT = {
 }
 
 
-def test_a_workload_stored_by_the_previous_code_loads_with_typed_pods(tmp_path: Path) -> None:
-    store = SqliteStore(str(tmp_path / "state.db"))
+def test_a_workload_stored_by_the_previous_code_loads_with_typed_pods(store_factory: StoreFactory) -> None:
+    store = store_factory()
     store.write([Put("Workload", "default", "old", json.dumps(OLD_DOCUMENT).encode())])
     m = Manager(store, clock=Clock())
     assert m.load() == 1
