@@ -136,6 +136,9 @@ CONTROLLER: dict[str, Setting] = {
                          "their user and groups; TLS only; re-read on SIGHUP.", attr("token_file")),
     "insecure": Setting("bool", "`true`: allow plaintext on a non-loopback `listen` address (warned at every "
                         "start).", attr("insecure")),
+    "dashboardListen": Setting("HOST:PORT", "The read-only web dashboard ([dashboard.md](dashboard.md)): HTTPS "
+                               "with the API's authentication when `pkiDir` is set, else plain HTTP on loopback "
+                               "only (unless `insecure: true`). `\"\"` turns it off.", attr("dashboard_listen")),
     "authorizationPolicy": Setting("path", "Role bindings ([deploy/settings/policy.yaml](../deploy/settings/"
                                    "policy.yaml)); re-read on SIGHUP. None: only `system:masters` may use the API "
                                    "(everyone, when authentication is off).", attr("authorization_policy")),
