@@ -23,7 +23,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sluicegate.common.health import HealthServer
 from sluicegate.common.heapgc import HEAP_GC
-from sluicegate.common.metrics import Registry
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
 from sluicegate.common.supervise import (
@@ -36,6 +35,7 @@ from sluicegate.common.supervise import (
 from sluicegate.controller.initcmd import COMMANDS
 from sluicegate.controller.initcmd import main as init_main
 from sluicegate.controller.manager import Manager
+from sluicegate.controller.metrics import controller_metrics
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
 from sluicegate.controller.service.gate import gate_from_settings, install_sighup
@@ -51,39 +51,6 @@ from sluicegate.security.pki import PkiError
 from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, security_pb2_grpc, workloads_pb2_grpc
 
 log = logging.getLogger("sluicegate.controller")
-
-
-def controller_metrics(manager: Manager) -> Registry:
-    reg = Registry()
-    cache = manager.cache
-
-    def pending() -> list[tuple[tuple[str, ...], float]]:
-        return [((cq,), float(cache.queues.pending_count(cq))) for cq in sorted(cache.cluster_queues)]
-
-    def reserving() -> list[tuple[tuple[str, ...], float]]:
-        return [((cq,), float(len(cache.admitted.get(cq, {})))) for cq in sorted(cache.cluster_queues)]
-
-    reg.callback_gauge("sluicegate_pending_workloads", "Workloads waiting in each ClusterQueue.",
-                       collect=pending, labelnames=("cluster_queue",))
-    reg.callback_gauge("sluicegate_reserving_workloads", "Workloads holding quota in each ClusterQueue.",
-                       collect=reserving, labelnames=("cluster_queue",))
-    reg.callback_gauge("sluicegate_scheduling_cycles", "Scheduling cycles run since start.",
-                       collect=lambda: [((), float(manager.cycle))])
-    reg.callback_gauge("sluicegate_admission_attempts", "Scheduling cycles since start, by result: success when "
-                       "the cycle admitted a workload, inadmissible otherwise.",
-                       collect=lambda: [(("success",), float(manager.cycles_admitting)),
-                                        (("inadmissible",), float(manager.cycle - manager.cycles_admitting))],
-                       labelnames=("result",))
-    reg.callback_gauge("sluicegate_workloads", "Workloads known to the controller.",
-                       collect=lambda: [((), float(len(cache.workloads)))])
-    reg.callback_gauge("sluicegate_gc_full_collections", "Full garbage collections since start (see common/heapgc.py).",
-                       collect=lambda: [((), float(HEAP_GC.full_collections))])
-    reg.callback_gauge(
-        "sluicegate_gc_full_collection_seconds",
-        "Seconds spent in full garbage collections since start.",
-        collect=lambda: [((), HEAP_GC.full_seconds)],
-    )
-    return reg
 
 
 def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.ServerCredentials:
