@@ -35,7 +35,7 @@ from sluicegate.common.supervise import (
 from sluicegate.controller.initcmd import COMMANDS
 from sluicegate.controller.initcmd import main as init_main
 from sluicegate.controller.manager import Manager
-from sluicegate.controller.metrics import controller_metrics
+from sluicegate.controller.metrics import ControllerMetrics
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
 from sluicegate.controller.service.gate import gate_from_settings, install_sighup
@@ -103,6 +103,7 @@ async def serve(
     clock: Callable[[], float] = time.time,
 ) -> str:
     store = open_store(settings.store, synchronous=settings.store_synchronous)
+    metrics = ControllerMetrics()
     try:
         manager = Manager(
             store,
@@ -115,7 +116,9 @@ async def serve(
             monotonic=time.monotonic if clock is time.time else None,
             finished_retention=settings.finished_retention,
             pod_security=settings.pod_security,
+            observer=metrics,
         )
+        metrics.attach(manager)
         t0 = time.monotonic()
         loaded = manager.load()
         log.info("loaded %d objects from %s in %.2fs", loaded, settings.store, time.monotonic() - t0)
@@ -192,7 +195,7 @@ async def serve(
 
         hhost, hport = split_hostport(settings.health_listen, key="healthListen")
         health_server = HealthServer(
-            registry=controller_metrics(manager),
+            registry=metrics.registry,
             readiness=manager.readiness,
             host=hhost,
             port=hport,
