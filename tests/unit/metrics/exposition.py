@@ -24,10 +24,10 @@ class Scrape:
     def type_of(self, family: str) -> str:
         return self.families[family].type
 
-    def value(self, name: str, **labels: str) -> float | None:
+    def value(self, metric: str, /, **labels: str) -> float | None:
         """The sample whose name and labels are exactly these; None when there is none."""
-        found = [s.value for s in self.samples if s.name == name and s.labels == labels]
-        assert len(found) <= 1, f"{name}{labels} appears {len(found)} times"
+        found = [s.value for s in self.samples if s.name == metric and s.labels == labels]
+        assert len(found) <= 1, f"{metric}{labels} appears {len(found)} times"
         return found[0] if found else None
 
     def series(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
