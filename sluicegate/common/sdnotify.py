@@ -14,9 +14,10 @@ Why this is written here rather than taken from a library (issue 16 asked
 for a maintained one unless this is smaller and safer; weighed in 2026-11):
 
 * The protocol is one ``sendto`` of a datagram on an AF_UNIX socket; the
-  part of this module that speaks it is about 70 lines over the standard
-  library, tested against a stand-in notify socket (tests/common/test_sdnotify.py
-  and the daemon test in test_supervise.py).
+  part of this module that speaks it is about 110 lines with their
+  docstrings, over the standard library, tested against a stand-in notify
+  socket (tests/common/test_sdnotify.py, and the daemon test in
+  test_supervise.py).
 * ``systemd-python`` (the libsystemd bindings, 235) has no wheel: it needs a
   C compiler and the libsystemd headers on every host that installs
   sluicegate, or Debian's ``python3-systemd`` outside the virtualenv. That
