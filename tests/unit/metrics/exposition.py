@@ -35,5 +35,7 @@ class Scrape:
         return {tuple(sorted(s.labels.items())): s.value for s in self.samples if s.name == name}
 
     def names(self) -> set[str]:
-        """Every sample name in the scrape (histograms contribute _bucket, _sum and _count)."""
-        return {s.name for s in self.samples} | set(self.families)
+        """Every name a query can use: each family's samples' names, also for a family without samples yet."""
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+        derived = {f.name + suffix for f in self.families.values() for suffix in suffixes.get(f.type, ("",))}
+        return derived | {s.name for s in self.samples}
