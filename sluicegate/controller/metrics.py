@@ -35,7 +35,7 @@ from sluicegate.common.metrics import ScrapeCollector, gauge_family, new_registr
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.scheduling.fairsharing import dominant_resource_share
-from sluicegate.model.names import ClusterQueueName
+from sluicegate.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.model.resources import FlavorResource
 from sluicegate.model.workloads import Workload
 from sluicegate.quantity import MILLI_RESOURCES
@@ -105,6 +105,8 @@ class ControllerMetrics:
         self._manager: Manager | None = None
         self._role = "standalone"
         self._epoch = 0
+        # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
+        self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
         r = self.registry
         cq = ["cluster_queue", "priority_class", "replica_role"]
         lq = ["name", "namespace", "priority_class", "replica_role"]
@@ -142,6 +144,22 @@ class ControllerMetrics:
         self.local_admission_wait = Histogram(
             "kueue_local_queue_admission_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) to its admission, per LocalQueue.",
+            lq, buckets=wait_buckets(14), registry=r)
+        self.ready_wait = Histogram(
+            "kueue_ready_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) until all its pods were first ready, "
+            "per ClusterQueue.", cq, buckets=wait_buckets(14), registry=r)
+        self.local_ready_wait = Histogram(
+            "kueue_local_queue_ready_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) until all its pods were first ready, "
+            "per LocalQueue.", lq, buckets=wait_buckets(14), registry=r)
+        self.admitted_until_ready = Histogram(
+            "kueue_admitted_until_ready_wait_time_seconds",
+            "Seconds from a workload's admission until all its pods were first ready, per ClusterQueue.",
+            cq, buckets=wait_buckets(14), registry=r)
+        self.local_admitted_until_ready = Histogram(
+            "kueue_local_queue_admitted_until_ready_wait_time_seconds",
+            "Seconds from a workload's admission until all its pods were first ready, per LocalQueue.",
             lq, buckets=wait_buckets(14), registry=r)
         self.evicted = Counter(
             "kueue_evicted_workloads_total",
@@ -181,6 +199,7 @@ class ControllerMetrics:
         The counting hooks are the Manager's ``observer`` argument: pass this object there.
         """
         self._manager = manager
+        self._not_ready_yet.clear()  # a new Manager's admissions are its own
 
     def set_role(self, role: str, epoch: int) -> None:
         """This process's role (``leader``, ``follower`` or ``standalone``) and leadership epoch."""
@@ -213,16 +232,31 @@ class ControllerMetrics:
             wait = _since(new, "Admitted", queued_at)
             self.admitted.labels(*cq).inc()
             self.admission_wait.labels(*cq).observe(wait)
+            admitted_cond = new.status.condition("Admitted")
+            if new.status.pods and admitted_cond is not None:
+                # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
+                self._not_ready_yet[new.key] = (queued_at, admitted_cond.last_transition_time)
             self.local_admitted.labels(*lq).inc()
             self.local_admission_wait.labels(*lq).observe(wait)
+        became_ready = new.status.is_true("PodsReady") and not (old is not None and old.status.is_true("PodsReady"))
+        if new.is_admitted and became_ready:
+            times = self._not_ready_yet.pop(new.key, None)
+            if times is not None:
+                since_queued, since_admitted = (_since(new, "PodsReady", at) for at in times)
+                self.ready_wait.labels(*cq).observe(since_queued)
+                self.local_ready_wait.labels(*lq).observe(since_queued)
+                self.admitted_until_ready.labels(*cq).observe(since_admitted)
+                self.local_admitted_until_ready.labels(*lq).observe(since_admitted)
         evicted = new.status.condition("Evicted")
         if evicted is not None and evicted.is_true and (old is None or not old.status.is_true("Evicted")):
             reason = _EVICTION_REASON.get(evicted.reason, evicted.reason)
             self.evicted.labels(admission.cluster_queue, reason, "", pc, role).inc()
             self.local_evicted.labels(new.queue_name, new.namespace, reason, "", pc, role).inc()
+            self._not_ready_yet.pop(new.key, None)
         if new.is_finished and (old is None or not old.is_finished):
             self.finished.labels(*cq).inc()
             self.local_finished.labels(*lq).inc()
+            self._not_ready_yet.pop(new.key, None)
 
     def admission_attempt(self, *, admitted: bool, seconds: float) -> None:
         result = "success" if admitted else "inadmissible"

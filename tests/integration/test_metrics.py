@@ -93,6 +93,12 @@ def test_metrics_after_a_job_ran_and_one_was_preempted(cluster: tuple[Controller
     assert s.value("kueue_admission_attempts_total", result="success", replica_role="standalone") >= 2
     assert s.value("kueue_cluster_queue_nominal_quota", cohort="", cluster_queue="cq", flavor="default",
                    resource="cpu", replica_role="standalone") == 2.0
+    assert s.type_of("kueue_admitted_until_ready_wait_time_seconds") == "histogram"
+    assert s.value("kueue_admitted_until_ready_wait_time_seconds_count", **cq) >= 2
+    assert s.value("kueue_ready_wait_time_seconds_count", **cq) == s.value(
+        "kueue_admitted_until_ready_wait_time_seconds_count", **cq)
+    assert s.value("kueue_ready_wait_time_seconds_sum", **cq) >= s.value(
+        "kueue_admitted_until_ready_wait_time_seconds_sum", **cq)
     assert s.value("sluicegate_node_ready", node="node-a") == 1
     assert s.value("sluicegate_controller_leader") == 1
     assert s.value("process_resident_memory_bytes") > 0

@@ -265,3 +265,52 @@ def test_weighted_share_with_fair_sharing() -> None:
 def test_kueue_wait_buckets() -> None:
     assert wait_buckets(14) == [1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0, 1280.0, 2560.0,
                                 5120.0, 10240.0]
+
+
+def test_ready_waits_count_the_first_readiness_of_each_admission() -> None:
+    """Told the stored states directly: admitted at 110 (created at 100), ready at 125; evicted, readmitted at
+    200 with PodsReady still true from before, ready again (after WaitForRecovery) at 230."""
+    from dataclasses import replace
+
+    from sluicegate.model.conditions import set_condition
+    from sluicegate.model.pods import PodRecord
+    from tests.builders import with_admission
+    from tests.builders import workload as pending_workload
+
+    def ready(wl: Any, status: bool, reason: str, at: float) -> Any:
+        conds = set_condition(wl.status.conditions, type_="PodsReady", status=status, reason=reason, message="",
+                              now=at)
+        return replace(wl, status=replace(wl.status, conditions=conds))
+
+    metrics = ControllerMetrics()
+    pods = (PodRecord(uid="u", name="p", pod_set="main", index=0, node="n"),)
+    created = pending_workload("w", created=100.0)
+    admitted = with_admission(created, "team-a", {"cpu": "default"}, at=110.0)
+    admitted = replace(admitted, status=replace(admitted.status, pods=pods))
+    metrics.workload_stored(created, admitted)
+    running = ready(admitted, True, "PodsReady", 125.0)
+    metrics.workload_stored(admitted, running)
+    metrics.workload_stored(running, running)                    # rewritten, not a new readiness
+    # Evicted and readmitted: PodsReady is still true from the first admission, then pods restart.
+    evicted_conds = set_condition(running.status.conditions, type_="Evicted", status=True, reason="Preempted",
+                                  message="", now=150.0)
+    evicted = replace(running, status=replace(running.status, conditions=evicted_conds))
+    metrics.workload_stored(running, evicted)
+    pending = replace(evicted, status=replace(evicted.status, admission=None, conditions=tuple(
+        c for c in evicted.status.conditions if c.type not in ("QuotaReserved", "Admitted"))))
+    again = with_admission(pending, "team-a", {"cpu": "default"}, at=200.0)
+    again = replace(again, status=replace(again.status, pods=pods, conditions=(
+        *again.status.conditions, *(c for c in evicted.status.conditions if c.type in ("PodsReady", "Evicted")))))
+    metrics.workload_stored(pending, again)
+    recovering = ready(again, False, "WaitForRecovery", 210.0)
+    metrics.workload_stored(again, recovering)
+    metrics.workload_stored(recovering, ready(recovering, True, "PodsReady", 230.0))
+
+    s = Scrape.of(metrics.registry)
+    cq = {"cluster_queue": "team-a", "priority_class": "", **STANDALONE}
+    assert (s.value("kueue_admitted_until_ready_wait_time_seconds_count", **cq),
+            s.value("kueue_admitted_until_ready_wait_time_seconds_sum", **cq)) == (2, 15.0 + 30.0)
+    # Queued at creation (100) the first time, at the eviction (150) the second.
+    assert s.value("kueue_ready_wait_time_seconds_sum", **cq) == 25.0 + 80.0
+    assert s.value("kueue_admission_wait_time_seconds_sum", **cq) == 10.0 + 50.0
+    assert s.value("kueue_evicted_workloads_total", reason="Preempted", underlying_cause="", **cq) == 1
