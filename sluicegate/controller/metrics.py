@@ -97,6 +97,50 @@ def _since(wl: Workload, condition: str, start: float) -> float:
     return max(0.0, cond.last_transition_time - start) if cond is not None else 0.0
 
 
+class _Tally:
+    """One scrape's counts over the ClusterQueues, and the LocalQueue figures gathered on the way."""
+
+    def __init__(self, local_queues: Iterable[tuple[str, str]]) -> None:
+        self.pending: Samples = []
+        self.reserving: Samples = []
+        self.admitted: Samples = []
+        self.status: Samples = []
+        self.cq_resources: dict[str, Samples] = {key: [] for key, _, _ in _CQ_RESOURCE_FAMILIES}
+        # (namespace, name) -> [active, inadmissible] and [reserving, admitted]
+        self.lq_pending: dict[tuple[str, str], list[int]] = {key: [0, 0] for key in local_queues}
+        self.lq_reserving: dict[tuple[str, str], list[int]] = {key: [0, 0] for key in self.lq_pending}
+        # (namespace, name, flavor/resource) -> [reserved, used by admitted workloads]
+        self.lq_usage: dict[tuple[str, str, FlavorResource], list[int]] = {}
+
+    def add_cluster_queue(self, c: Cache, cq: ClusterQueueName, role: str) -> None:
+        q = c.queues.queues.get(cq)
+        active, parked = q.pending_by_status() if q is not None else ([], [])
+        for index, workloads in enumerate((active, parked)):
+            self.pending.append(((cq, _PENDING[index], role), float(len(workloads))))
+            for wl in workloads:
+                counts = self.lq_pending.get((wl.namespace, wl.queue_name))
+                if counts is not None:
+                    counts[index] += 1
+        held = c.admitted.get(cq, {})
+        self.reserving.append(((cq, role), float(len(held))))
+        n_admitted = 0
+        for info in held.values():
+            wl = c.workloads.get(info.key, info.workload)
+            is_admitted = wl.is_admitted and not wl.is_finished
+            n_admitted += is_admitted
+            lq_counts = self.lq_reserving.get((wl.namespace, wl.queue_name))
+            if lq_counts is not None:
+                lq_counts[0] += 1
+                lq_counts[1] += is_admitted
+            for fr, amount in info.usage.items():
+                usage = self.lq_usage.setdefault((wl.namespace, wl.queue_name, fr), [0, 0])
+                usage[0] += amount
+                usage[1] += amount if is_admitted else 0
+        self.admitted.append(((cq, role), float(n_admitted)))
+        current = "active" if c.inactive_reason(cq) is None else "pending"
+        self.status += [((cq, s, role), 1.0 if s == current else 0.0) for s in _CQ_STATUSES]
+
+
 class ControllerMetrics:
     """The controller's registry: built once per process, pointed at the current Manager by :meth:`attach`."""
 
@@ -299,44 +343,13 @@ class ControllerMetrics:
         cqs: list[ClusterQueueName] = sorted(c.cluster_queues) if c is not None else []
         lqs = sorted(c.local_queues) if c is not None else []
 
-        pending: Samples = []
-        lq_pending: dict[tuple[str, str], list[int]] = {key: [0, 0] for key in lqs}
-        reserving: Samples = []
-        admitted: Samples = []
-        lq_reserving: dict[tuple[str, str], list[int]] = {key: [0, 0] for key in lqs}
-        status: Samples = []
-        cq_resources: dict[str, Samples] = {key: [] for key, _, _ in _CQ_RESOURCE_FAMILIES}
-        lq_usage: dict[tuple[str, str, FlavorResource], list[int]] = {}
+        t = _Tally(lqs)
         if c is not None:
             for cq in cqs:
-                q = c.queues.queues.get(cq)
-                active, parked = q.pending_by_status() if q is not None else ([], [])
-                for index, workloads in enumerate((active, parked)):
-                    pending.append(((cq, _PENDING[index], role), float(len(workloads))))
-                    for wl in workloads:
-                        counts = lq_pending.get((wl.namespace, wl.queue_name))
-                        if counts is not None:
-                            counts[index] += 1
-                held = c.admitted.get(cq, {})
-                reserving.append(((cq, role), float(len(held))))
-                n_admitted = 0
-                for info in held.values():
-                    wl = c.workloads.get(info.key, info.workload)
-                    is_admitted = wl.is_admitted and not wl.is_finished
-                    n_admitted += is_admitted
-                    lq_counts = lq_reserving.get((wl.namespace, wl.queue_name))
-                    if lq_counts is not None:
-                        lq_counts[0] += 1
-                        lq_counts[1] += is_admitted
-                    for fr, amount in info.usage.items():
-                        key = (wl.namespace, wl.queue_name, fr)
-                        usage = lq_usage.setdefault(key, [0, 0])
-                        usage[0] += amount
-                        usage[1] += amount if is_admitted else 0
-                admitted.append(((cq, role), float(n_admitted)))
-                current = "active" if c.inactive_reason(cq) is None else "pending"
-                status += [((cq, s, role), 1.0 if s == current else 0.0) for s in _CQ_STATUSES]
-                self._cq_resources(c, cq, cq_resources)
+                t.add_cluster_queue(c, cq, role)
+                self._cq_resources(c, cq, t.cq_resources)
+        pending, reserving, admitted, status = t.pending, t.reserving, t.admitted, t.status
+        lq_pending, lq_reserving, lq_usage, cq_resources = t.lq_pending, t.lq_reserving, t.lq_usage, t.cq_resources
 
         yield gauge_family("kueue_pending_workloads",
                            "Pending workloads per ClusterQueue: active ones wait for a scheduling cycle, "
