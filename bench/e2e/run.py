@@ -363,9 +363,9 @@ def main() -> None:
 
             with urllib.request.urlopen(f"http://{info['health']}/metrics", timeout=5) as r:
                 for line in r.read().decode().splitlines():
-                    if line.startswith("sluicegate_scheduling_cycles "):
+                    if line.startswith("sluicegate_scheduling_cycles_total "):
                         result["controller_scheduling_cycles"] = int(float(line.split()[1]))
-                    elif line.startswith('sluicegate_admission_attempts{result="success"}'):
+                    elif line.startswith("kueue_admission_attempts_total{") and 'result="success"' in line:
                         result["controller_cycles_admitting"] = int(float(line.split()[1]))
             result["peak_rss_mib"] = {k: round(v / 2**20, 1) for k, v in rss.peak.items()}
             # CPU (user+sys) each process spent, per job: where the two cores went.

@@ -115,11 +115,11 @@ def stop(proc: Proc, *, timeout: float) -> float:
 
 
 def scheduling_cycles(health: str) -> int | None:
-    """The controller's sluicegate_scheduling_cycles gauge, read from its /metrics."""
+    """The controller's sluicegate_scheduling_cycles_total counter, read from its /metrics."""
     try:
         with urllib.request.urlopen(f"http://{health}/metrics", timeout=10) as resp:
             for line in resp.read().decode().splitlines():
-                if line.startswith("sluicegate_scheduling_cycles "):
+                if line.startswith("sluicegate_scheduling_cycles_total "):
                     return int(float(line.split()[1]))
     except (OSError, ValueError):
         pass

@@ -24,10 +24,11 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sluicegate.agent.checkpoint import CheckpointError
 from sluicegate.agent.monitor import Monitor, NodeReading
@@ -38,6 +39,7 @@ from sluicegate.agent.policy import (
     QOSClass,
     admit_pod,
     effective_requests,
+    fit,
     pod_qos,
 )
 from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
@@ -141,6 +143,16 @@ def _qos_and_requests(pod: Pod) -> tuple[QOSClass, dict[str, int]]:
 SECURITY_REJECTED = "CreateContainerConfigError"
 
 
+class NodeObserver(Protocol):
+    """Told of evictions, critical-pod preemptions and pod starts (the agent's metrics count them)."""
+
+    def evicted(self, signal: str) -> None: ...
+
+    def preempted(self, signal: str) -> None: ...
+
+    def pod_started(self, seconds: float) -> None: ...
+
+
 class AgentNode:
     def __init__(
         self,
@@ -168,6 +180,8 @@ class AgentNode:
         self.meta: dict[str, PodMeta] = {}
         self.conditions: tuple[str, ...] = ()
         self.evictions = 0
+        # Told of evictions, preemptions and pod starts (metrics); None for none.
+        self.observer: NodeObserver | None = None
         # Called with a pod's uid when it is admitted with victims to stop,
         # before any of them is stopped: the link reports the pod at once, so
         # the controller counts a critical pod's requests before it learns
@@ -319,6 +333,7 @@ class AgentNode:
         runtime's events.  False when the caller must report the outcome
         itself: rejected, failed to start, or already known here.
         """
+        received = time.monotonic()
         async with self._lock:
             if wish.uid in self.meta:
                 log.info("pod %s (%s) is already known here; not starting it again", wish.name, wish.uid)
@@ -341,7 +356,11 @@ class AgentNode:
                 self._put_meta(replace(meta, reason=SECURITY_REJECTED, message=str(exc), rejected=True))
                 self._flush_meta()  # reported as soon as we return
                 return False
-            decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=self.admitted_pods())
+            running = self.admitted_pods()
+            decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=running)
+            # The kubelet labels each preemption with the first resource the critical pod lacked.
+            short = fit(allocatable=self.allocatable, admitted=running, pod=self._pod_info(meta)) \
+                if decision.victims else []
             if not decision.admitted:
                 log.warning("pod %s rejected: %s: %s", wish.name, decision.reason, decision.message)
                 self._put_meta(replace(meta, reason=decision.reason, message=decision.message, rejected=True))
@@ -361,6 +380,8 @@ class AgentNode:
             log.warning("stopping pod %s/%s to admit critical pod %s", v.namespace, v.name, wish.name)
             self.set_reason(v.uid, "Preempting", msg)
             self.evictions += 1
+            if self.observer is not None:
+                self.observer.preempted(short[0].resource if short else "")
             try:
                 await self.runtime.stop(v.uid, grace_seconds=vm.grace_seconds if vm else None,
                                         reason=Reason.EVICTED, message=msg)
@@ -380,8 +401,16 @@ class AgentNode:
             self._put_meta(replace(self.meta[wish.uid], reason="StartError", message=str(exc), rejected=True))
             self._flush_meta()  # reported as soon as we return
             return False
+        if self.observer is not None:
+            self.observer.pod_started(time.monotonic() - received)
         self.start_probes(wish.uid)
         return True
+
+    def count_eviction(self, signal: str) -> None:
+        """A pod was evicted for node pressure on ``signal`` (memory.available, nodefs.available)."""
+        self.evictions += 1
+        if self.observer is not None:
+            self.observer.evicted(signal)
 
     async def stop_pod(self, uid: str, *, grace_seconds: float | None, reason: str, message: str) -> None:
         st = self.runtime.status(uid)

@@ -301,7 +301,7 @@ class PressureLoop:
         log.warning("evicting pod %s (%s): %s", victim.key, d.threshold, message)
         # Recorded before the stop, so a crash in between still reports the eviction.
         self.node.set_reason(victim.uid, EVICTED_REASON, message)
-        self.node.evictions += 1
+        self.node.count_eviction(str(d.threshold.signal))
         try:
             await self.node.runtime.stop(victim.uid, grace_seconds=d.grace_seconds, reason=Reason.EVICTED,
                                          message=message)

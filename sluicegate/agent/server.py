@@ -28,6 +28,7 @@ from sluicegate.agent import credentials
 from sluicegate.agent.cgroups import NoCgroups, detect
 from sluicegate.agent.fencing import SelfFencing
 from sluicegate.agent.link import Backoff, ControllerLink, join
+from sluicegate.agent.metrics import AgentMetrics
 from sluicegate.agent.monitor import Monitor, read_boot_id
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
@@ -37,7 +38,6 @@ from sluicegate.agent.settings import AgentSettings, SettingsError, load_setting
 from sluicegate.agent.static import StaticPods
 from sluicegate.common.health import HealthServer, JsonValue
 from sluicegate.common.leaders import split_addresses
-from sluicegate.common.metrics import Registry
 from sluicegate.common.netaddr import is_loopback, split_hostport
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.supervise import (
@@ -69,44 +69,6 @@ def node_resources(settings: AgentSettings, monitor: Monitor) -> tuple[dict[str,
         return capacity, allocatable
     allocatable = {r: max(0, q - settings.system_reserved.get(r, 0)) for r, q in capacity.items()}
     return capacity, allocatable
-
-
-def agent_metrics(node: AgentNode, link: ControllerLink) -> Registry:
-    reg = Registry()
-
-    def per_resource(values: dict[str, int]) -> list[tuple[tuple[str, ...], float]]:
-        return [((r,), float(v)) for r, v in sorted(values.items())]
-
-    reg.callback_gauge("sluicegate_node_capacity", "Node capacity per resource (cpu in millicores, bytes).",
-                       collect=lambda: per_resource(node.capacity), labelnames=("resource",))
-    reg.callback_gauge("sluicegate_node_allocatable", "Node allocatable per resource.",
-                       collect=lambda: per_resource(node.allocatable), labelnames=("resource",))
-
-    def usage() -> list[tuple[tuple[str, ...], float]]:
-        r = node.node_reading()
-        return [(("memory_available_bytes",), float(r.memory_available_bytes)),
-                (("cpu_busy_cores",), r.cpu_busy_fraction * r.logical_cpus),
-                (("nodefs_available_bytes",), float(r.disk_free_bytes))]
-
-    reg.callback_gauge("sluicegate_node_usage", "Real node readings.", collect=usage, labelnames=("signal",))
-
-    def phases() -> list[tuple[tuple[str, ...], float]]:
-        counts: dict[str, int] = {}
-        for r in node.reports():
-            counts[r.phase] = counts.get(r.phase, 0) + 1
-        return [((p,), float(counts.get(p, 0))) for p in ("Pending", "Running", "Succeeded", "Failed")]
-
-    reg.callback_gauge("sluicegate_pods", "Pods on this node by phase.", collect=phases, labelnames=("phase",))
-    reg.callback_gauge("sluicegate_evictions", "Pods this agent evicted (node pressure or critical pods).",
-                       collect=lambda: [((), float(node.evictions))])
-    reg.callback_gauge("sluicegate_node_condition",
-                       "1 while the node reports the condition (MemoryPressure, DiskPressure).",
-                       collect=lambda: [((c,), 1.0 if c in node.conditions else 0.0)
-                                        for c in ("MemoryPressure", "DiskPressure")],
-                       labelnames=("condition",))
-    reg.callback_gauge("sluicegate_controller_connected", "1 while the stream to the controller is up.",
-                       collect=lambda: [((), 1.0 if link.connected else 0.0)])
-    return reg
 
 
 def eviction_thresholds(settings: AgentSettings) -> tuple[Threshold, ...]:
@@ -211,7 +173,9 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
         # Only JSON values, in containers whose exact types JsonValue's invariant ones do not match.
         return cast(JsonValue, node.pods_json())
 
-    health = HealthServer(registry=agent_metrics(node, link), readiness=readiness, host=hhost, port=hport,
+    metrics = AgentMetrics()
+    metrics.attach(node, link)
+    health = HealthServer(registry=metrics.registry, readiness=readiness, host=hhost, port=hport,
                           json_routes={"/pods": pods_json})
     await health.start()
     health_host, health_port = health.address

@@ -9,9 +9,10 @@ quota or pods:
   a hard shutdown deadline;
 * ``health``    -- the operator HTTP port: liveness, readiness, metrics and
   caller-supplied JSON views;
-* ``metrics``   -- a small Prometheus text-format registry.
+* ``metrics``   -- per-daemon prometheus_client registries, scrape-time
+  collectors, rendering.
 
-This is an edge layer: it may use asyncio and aiohttp, and the pure cores
+This is an edge layer: it may use asyncio, aiohttp and prometheus_client, and the pure cores
 (``model``, ``controller/scheduling``, ``agent/policy``) must never
 import it.
 """

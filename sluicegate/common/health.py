@@ -8,7 +8,7 @@ Routes (all GET):
   callback says so, else 503 ``{"ready": false, "reason": ...}``. Once
   shutdown begins (``mark_stopping``) it answers 503 whatever the callback
   says, so load balancers and probes stop sending work first.
-* ``/metrics``: the registry in Prometheus text format 0.0.4.
+* ``/metrics``: the registry in the Prometheus text format (prometheus_client's).
 * any extra JSON routes the daemon registers (the agent adds ``/pods``).
 
 The server is an aiohttp ``AppRunner`` without its own signal handling (the
@@ -25,8 +25,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, TypeAlias
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
-from sluicegate.common.metrics import CONTENT_TYPE, Registry
+from sluicegate.common.metrics import CONTENT_TYPE, render
 
 __all__ = [
     "DEFAULT_HOST",
@@ -83,7 +84,7 @@ class HealthServer:
     def __init__(
         self,
         *,
-        registry: Registry,
+        registry: CollectorRegistry,
         readiness: ReadinessCheck,
         host: str = DEFAULT_HOST,
         port: int = 0,
@@ -185,8 +186,7 @@ class HealthServer:
         return web.json_response({"ready": ready, "reason": reason}, status=200 if ready else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        body = self._registry.render().encode("utf-8")
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=render(self._registry), headers={"Content-Type": CONTENT_TYPE})
 
     @staticmethod
     def _json_route(handler: JsonHandler) -> Callable[[web.Request], Awaitable[web.Response]]:

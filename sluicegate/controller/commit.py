@@ -87,10 +87,17 @@ def _pending(store: Store) -> bool:
     return bool(getattr(store, "pending", 0))
 
 
+class StoreObserver(Protocol):
+    """Told of each workload the store took, with the state it replaces (metrics count the transitions)."""
+
+    def workload_stored(self, old: Workload | None, new: Workload) -> None: ...
+
+
 class Committer:
-    def __init__(self, store: Store, cache: Cache) -> None:
+    def __init__(self, store: Store, cache: Cache, *, observer: StoreObserver | None = None) -> None:
         self.store = store
         self.cache = cache
+        self.observer = observer
         # Attached once the pieces that carry out cache and agent effects exist (see attach).
         self._agents: Agents | None = None
         self._enqueue: Callable[[Workload], None] = lambda wl: None
@@ -252,6 +259,8 @@ class Committer:
         for ref, obj, enc in written:
             self.versions[ref] = version
             self._remember(ref, obj, enc)
+            if self.observer is not None and isinstance(obj, Workload):
+                self.observer.workload_stored(self.cache.workloads.get(obj.key), obj)
         for r in deletes:
             self.versions.pop(r, None)
         return version

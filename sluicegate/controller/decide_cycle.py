@@ -48,6 +48,8 @@ class CycleEffects:
     pending: int = 0
     # Victims newly told to go (a preemptor waiting on earlier victims issues none).
     evictions_issued: int = 0
+    # (preempting ClusterQueue, reason) for each of them, as Kueue's preempted_workloads_total counts them.
+    preemptions: list[tuple[str, str]] = field(default_factory=list)
 
 
 def cycle_effects(c: Cache, entries: Sequence[Entry], decided: Mapping[WorkloadKey, Workload], now: float,
@@ -91,6 +93,7 @@ def cycle_effects(c: Cache, entries: Sequence[Entry], decided: Mapping[WorkloadK
                         continue
                     evicting.add(victim.key)
                     out.evictions_issued += 1
+                    out.preemptions.append((e.cluster_queue, str(t.reason)))
                     log.info("cycle %d: workload %s preempts %s (%s)", cycle, key, victim.key, t.reason)
                     if agents or events:
                         out.steps.append(Effects(cache=tuple(cache), agents=tuple(agents), events=tuple(events)))

@@ -26,9 +26,10 @@ import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from typing import Protocol
 
 from sluicegate.controller.cache import Cache
-from sluicegate.controller.commit import Committer
+from sluicegate.controller.commit import Committer, StoreObserver
 from sluicegate.controller.decide_api import (
     deactivated,
     deleted,
@@ -62,7 +63,7 @@ from sluicegate.controller.objects import (
 )
 from sluicegate.controller.objects import action as applied
 from sluicegate.controller.queueing import Queueing
-from sluicegate.controller.scheduler import CycleStats, Scheduler, replace_entry_workload
+from sluicegate.controller.scheduler import CycleObserver, CycleStats, Scheduler, replace_entry_workload
 from sluicegate.controller.scheduling.cycle import Preemptor
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Store, StoreError
@@ -98,6 +99,11 @@ __all__ = ["KIND_ALIASES", "KIND_OF", "NAMESPACED", "CycleStats", "Manager", "Ob
 
 log = logging.getLogger(__name__)
 
+
+class Observer(StoreObserver, CycleObserver, Protocol):
+    """What the metrics are told as things happen (``controller.metrics.ControllerMetrics``)."""
+
+
 class Manager:
     def __init__(
         self,
@@ -113,15 +119,17 @@ class Manager:
         monotonic: Callable[[], float] | None = None,
         finished_retention: float | None = None,
         pod_security: PodUserPolicies | None = None,
+        observer: Observer | None = None,
     ) -> None:
-        """``placement=False`` is quota-only mode: workloads are admitted without
+        """``observer``: told of stored workloads, cycles and preemptions (metrics); None for none.
+        ``placement=False`` is quota-only mode: workloads are admitted without
         being bound to nodes or run (simulate, capacity planning, tests of queueing)."""
         self.clock = clock
         # Who pods may run as, by namespace: checked when a workload is created.
         self.pod_security = pod_security if pod_security is not None else PodUserPolicies()
         self.cache = Cache(config=config or ControllerConfig())
         # Store, versions, encoded bytes, watchers, write groups and degraded mode; carries out Effects.
-        self.commit = Committer(store, self.cache)
+        self.commit = Committer(store, self.cache, observer=observer)
         self._wake = self.commit.woken
         # Timers: backoffs, execution-time and pods-ready limits, retention (a deadline heap).
         self.deadlines = Deadlines()
@@ -132,7 +140,8 @@ class Manager:
         self.finished_retention = finished_retention
         self._halted = False
         self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
-                                   preemptor=preemptor or DefaultPreemptor(), placement=placement)
+                                   preemptor=preemptor or DefaultPreemptor(), placement=placement,
+                                   observer=observer)
         self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines,
                            settle=lambda wl: self.fleet.apply(self.fleet.settle(wl)),
                            apply_object=self.apply_to_cache, evict=self._act_on_eviction)

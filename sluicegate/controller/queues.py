@@ -382,6 +382,12 @@ class ClusterQueueQueue:
     def pending_workloads(self) -> list[Workload]:
         return [p.workload for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
 
+    def pending_by_status(self) -> tuple[list[Workload], list[Workload]]:
+        """(active, inadmissible): waiting for a cycle (or in the running one), and parked until something
+        changes -- the two statuses of Kueue's pending_workloads metric."""
+        active = [p.workload for d in (self._items, self._in_flight) for p in d.values()]
+        return active, [p.workload for p in self._inadmissible.values()]
+
 
 class QueueManager:
     """All ClusterQueue queues, and which of them have a head to offer."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
@@ -56,10 +58,19 @@ SLOWDOWN_INITIAL_SECONDS = 0.001
 SLOWDOWN_MAX_SECONDS = 0.1
 
 
+class CycleObserver(Protocol):
+    """Told of each scheduling cycle and each preemption it issued (metrics count them)."""
+
+    def admission_attempt(self, *, admitted: bool, seconds: float) -> None: ...
+
+    def preempted(self, *, preempting_cluster_queue: str, reason: str) -> None: ...
+
+
 class Scheduler:
     def __init__(self, cache: Cache, commit: Committer, fleet: Fleet, *, clock: Callable[[], float],
-                 preemptor: Preemptor, placement: bool) -> None:
+                 preemptor: Preemptor, placement: bool, observer: CycleObserver | None = None) -> None:
         self.cache = cache
+        self.observer = observer
         self.commit = commit
         self.fleet = fleet
         self.clock = clock
@@ -109,8 +120,12 @@ class Scheduler:
 
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
+        started = time.perf_counter()
         with self.commit.write_group():
-            return self._schedule_once()
+            stats = self._schedule_once()
+        if stats.heads and self.observer is not None:
+            self.observer.admission_attempt(admitted=stats.admitted > 0, seconds=time.perf_counter() - started)
+        return stats
 
     def _schedule_once(self) -> CycleStats:
         c = self.cache
@@ -151,6 +166,9 @@ class Scheduler:
             return stats
         for step in effects.steps:
             stats.requeued += self.commit.commit(step)
+        if self.observer is not None:
+            for cq, reason in effects.preemptions:
+                self.observer.preempted(preempting_cluster_queue=cq, reason=reason)
         stats.admitted = effects.admitted
         stats.preempting = effects.preempting
         stats.pending = effects.pending

@@ -26,7 +26,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sluicegate.common.health import HealthServer
 from sluicegate.common.heapgc import HEAP_GC
-from sluicegate.common.metrics import Registry
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
 from sluicegate.common.supervise import (
@@ -42,6 +41,7 @@ from sluicegate.controller.initcmd import COMMANDS
 from sluicegate.controller.initcmd import main as init_main
 from sluicegate.controller.leader import Elector, LeaseView
 from sluicegate.controller.manager import Manager
+from sluicegate.controller.metrics import ControllerMetrics
 from sluicegate.controller.mirror import Mirror
 from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
@@ -50,7 +50,6 @@ from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
 from sluicegate.controller.store import Shared, Store, StoreError, open_store
-from sluicegate.model.names import ClusterQueueName
 from sluicegate.security.authn import ClusterAuthenticator, TokenFileError
 from sluicegate.security.authority import Authority
 from sluicegate.security.authority import paths as pki_paths
@@ -59,60 +58,6 @@ from sluicegate.security.pki import PkiError
 from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, security_pb2_grpc, workloads_pb2_grpc
 
 log = logging.getLogger("sluicegate.controller")
-
-
-def controller_metrics(current: Callable[[], Manager | None], role: Callable[[], tuple[bool, int]]) -> Registry:
-    """The controller's series, read from whichever Manager leads now (none while following)."""
-    reg = Registry()
-    Series = list[tuple[tuple[str, ...], float]]
-
-    def per_cq(value: Callable[[Manager, ClusterQueueName], float]) -> Callable[[], Series]:
-        def collect() -> Series:
-            m = current()
-            if m is None:
-                return []
-            return [((cq,), value(m, cq)) for cq in sorted(m.cache.cluster_queues)]
-
-        return collect
-
-    def scalar(value: Callable[[Manager], float]) -> Callable[[], list[tuple[tuple[str, ...], float]]]:
-        def collect() -> list[tuple[tuple[str, ...], float]]:
-            m = current()
-            return [] if m is None else [((), value(m))]
-
-        return collect
-
-    def attempts() -> list[tuple[tuple[str, ...], float]]:
-        m = current()
-        if m is None:
-            return []
-        return [(("success",), float(m.cycles_admitting)), (("inadmissible",), float(m.cycle - m.cycles_admitting))]
-
-    reg.callback_gauge("sluicegate_pending_workloads", "Workloads waiting in each ClusterQueue.",
-                       collect=per_cq(lambda m, cq: float(m.cache.queues.pending_count(cq))),
-                       labelnames=("cluster_queue",))
-    reg.callback_gauge("sluicegate_reserving_workloads", "Workloads holding quota in each ClusterQueue.",
-                       collect=per_cq(lambda m, cq: float(len(m.cache.admitted.get(cq, {})))),
-                       labelnames=("cluster_queue",))
-    reg.callback_gauge("sluicegate_scheduling_cycles", "Scheduling cycles run since this controller took the lead.",
-                       collect=scalar(lambda m: float(m.cycle)))
-    reg.callback_gauge("sluicegate_admission_attempts", "Scheduling cycles since start, by result: success when "
-                       "the cycle admitted a workload, inadmissible otherwise.",
-                       collect=attempts, labelnames=("result",))
-    reg.callback_gauge("sluicegate_workloads", "Workloads known to the controller.",
-                       collect=scalar(lambda m: float(len(m.cache.workloads))))
-    reg.callback_gauge("sluicegate_controller_leader", "1 while this controller leads, 0 while it follows.",
-                       collect=lambda: [((), 1.0 if role()[0] else 0.0)])
-    reg.callback_gauge("sluicegate_controller_epoch", "The leader epoch this controller last led under.",
-                       collect=lambda: [((), float(role()[1]))])
-    reg.callback_gauge("sluicegate_gc_full_collections", "Full garbage collections since start (see common/heapgc.py).",
-                       collect=lambda: [((), float(HEAP_GC.full_collections))])
-    reg.callback_gauge(
-        "sluicegate_gc_full_collection_seconds",
-        "Seconds spent in full garbage collections since start.",
-        collect=lambda: [((), HEAP_GC.full_seconds)],
-    )
-    return reg
 
 
 def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.ServerCredentials:
@@ -216,6 +161,8 @@ class _Controller:
         self.notifier = Notifier.from_environment()
         self.announced = False
         self.takeovers = 0
+        # Process-wide: counters and histograms outlive a term; gauges read the current Manager.
+        self.metrics = ControllerMetrics()
 
     # -------------------------------------------------------------- run
 
@@ -236,7 +183,7 @@ class _Controller:
         undo_sighup = install_sighup(self.gate)
         hhost, hport = split_hostport(s.health_listen, key="healthListen")
         self.health = HealthServer(
-            registry=controller_metrics(lambda: self.manager, lambda: (self.leading, self.epoch)),
+            registry=self.metrics.registry,
             readiness=self.readiness,
             host=hhost,
             port=hport,
@@ -334,6 +281,8 @@ class _Controller:
         """Serve redirects and keep the mirror warm until elected (the epoch) or told to stop (None)."""
         assert self.elector is not None
         self.leading = False
+        self.metrics.attach(None)
+        self.metrics.set_role("follower", self.epoch)
         server = grpc.aio.server()
         grpc_health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(grpc_health, server)
@@ -435,6 +384,7 @@ class _Controller:
             monotonic=time.monotonic if self.clock is time.time else None,
             finished_retention=s.finished_retention,
             pod_security=s.pod_security,
+            observer=self.metrics,
         )
         t0 = time.monotonic()
         loaded = manager.load(objects)
@@ -504,6 +454,8 @@ class _Controller:
         self.manager = manager
         self.leading = True
         self.epoch = epoch
+        self.metrics.attach(manager)
+        self.metrics.set_role("leader" if self.elector is not None else "standalone", epoch)
         self._announce()
 
         async def grpc_task() -> None:
@@ -571,6 +523,7 @@ class _Controller:
             self.stop.remove_done_callback(forward_stop)
             self.manager = None
             self.leading = False
+            self.metrics.attach(None)
 
 
 def _post(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[tuple[str, object]], item: tuple[str, object]) -> None:

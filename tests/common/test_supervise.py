@@ -371,7 +371,7 @@ def test_disarmed_hard_deadline_does_nothing() -> None:
 _DAEMON = """
 import asyncio, logging, sys
 from sluicegate.common.health import HealthServer
-from sluicegate.common.metrics import Registry
+from sluicegate.common.metrics import new_registry
 from sluicegate.common.sdnotify import Notifier, watchdog_task
 from sluicegate.common.supervise import (
     arm_hard_deadline, new_stop_future, stop_on_signals, supervise,
@@ -386,7 +386,7 @@ async def amain(crash: bool) -> None:
     notifier = Notifier.from_environment()
     stop = new_stop_future()
     with stop_on_signals(stop):
-        async with HealthServer(registry=Registry(), readiness=lambda: (True, "up")) as health:
+        async with HealthServer(registry=new_registry(), readiness=lambda: (True, "up")) as health:
             def stopping(reason: str) -> None:
                 health.mark_stopping(reason)
                 notifier.stopping(status=reason)

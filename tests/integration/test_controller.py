@@ -183,4 +183,4 @@ async def test_grpc_health_and_http_health_endpoints(controller: Controller) -> 
                 assert r.status == code
         async with s.get(f"http://{controller.health}/metrics") as r:
             text = await r.text()
-            assert "# TYPE sluicegate_pending_workloads gauge" in text
+            assert "# TYPE kueue_pending_workloads gauge" in text

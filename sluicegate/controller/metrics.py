@@ -1,0 +1,457 @@
+"""The controller's Prometheus metrics, with Kueue's names, types and labels.
+
+One :class:`ControllerMetrics` lives as long as the process. Its counters and
+histograms (admissions, evictions, preemptions, scheduling attempts) are
+counted as things happen: the :class:`~sluicegate.controller.manager.Manager`
+it is passed to as ``observer`` tells it of every workload the store takes
+(``workload_stored``: the transitions to QuotaReserved, Admitted, Evicted and
+Finished are counted there, whichever path caused them), every scheduling
+cycle and every preemption a cycle issues. They survive a new Manager (a
+follower taking over builds one). Everything else (pending counts, quota,
+usage, queue status, shares) is read from the attached Manager at scrape
+time, so it never goes stale; with no Manager attached (a follower) those
+families are empty.
+
+The series follow Kueue's ``pkg/metrics`` for the ``kueue.x-k8s.io/v1beta2``
+era: ``replica_role`` on every kueue_* series (``leader``, ``follower`` or
+``standalone``), ``priority_class`` and ``underlying_cause`` where Kueue has
+them, LocalQueue series labelled ``name``/``namespace``, resources in their
+base unit (cpu in cores, memory in bytes), and an unlimited borrowing or
+lending limit as +Inf. ``docs/metrics.md`` lists every series.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from fractions import Fraction
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from sluicegate.common.heapgc import HEAP_GC
+from sluicegate.common.metrics import ScrapeCollector, gauge_family, new_registry
+from sluicegate.controller.cache import Cache
+from sluicegate.controller.manager import Manager
+from sluicegate.controller.scheduling.fairsharing import dominant_resource_share
+from sluicegate.model.names import ClusterQueueName, WorkloadKey
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import Workload
+from sluicegate.quantity import MILLI_RESOURCES
+
+__all__ = ["ROLES", "ControllerMetrics", "wait_buckets"]
+
+ROLES: Final = ("leader", "follower", "standalone")
+"""Kueue's replica_role values: standalone is a controller without leader election."""
+
+# Kueue's names for the reasons where ours still carry v1beta1's (a deactivated
+# workload is evicted with reason InactiveWorkload in the stored condition).
+_EVICTION_REASON: Final = {"InactiveWorkload": "Deactivated"}
+
+_CQ_STATUSES: Final = ("pending", "active", "terminating")
+_LQ_ACTIVE: Final = ("True", "False", "Unknown")
+_PENDING: Final = ("active", "inadmissible")
+
+_CQ_RESOURCE: Final = ("cohort", "cluster_queue", "flavor", "resource", "replica_role")
+_LQ_RESOURCE: Final = ("name", "namespace", "flavor", "resource", "replica_role")
+
+# (key in _cq_resources' output, family name, what it holds)
+_CQ_RESOURCE_FAMILIES: Final = (
+    ("reservation", "kueue_cluster_queue_resource_reservation", "quota reserved by workloads"),
+    ("usage", "kueue_cluster_queue_resource_usage", "quota used by admitted workloads"),
+    ("nominal", "kueue_cluster_queue_nominal_quota", "nominal quota"),
+    ("borrowing", "kueue_cluster_queue_borrowing_limit", "borrowing limit (+Inf: unlimited)"),
+    ("lending", "kueue_cluster_queue_lending_limit", "lending limit (+Inf: unlimited)"),
+)
+
+Samples = list[tuple[Sequence[str], float]]
+
+
+def wait_buckets(count: int) -> list[float]:
+    """Kueue's wait-time buckets: 1s, then 2.5s doubling, ``count`` bounds in all (14: up to ~2.8h)."""
+    return [1.0] + [2.5 * 2**i for i in range(count - 1)]
+
+
+def _base_unit(resource: str, amount: int) -> float:
+    """A canonical amount in the resource's base unit (cores for cpu), as Kueue reports quantities."""
+    return amount / 1000 if resource in MILLI_RESOURCES else float(amount)
+
+
+def _priority_class(wl: Workload) -> str:
+    return wl.priority_class[1] if wl.priority_class is not None else ""
+
+
+def _queued_at(wl: Workload) -> float:
+    """When the workload last started waiting: created, or requeued after an eviction or a backoff."""
+    at = wl.creation_timestamp
+    for type_ in ("Requeued", "Evicted"):
+        cond = wl.status.condition(type_)
+        if cond is not None and cond.is_true:
+            at = max(at, cond.last_transition_time)
+    return at
+
+
+def _since(wl: Workload, condition: str, start: float) -> float:
+    cond = wl.status.condition(condition)
+    return max(0.0, cond.last_transition_time - start) if cond is not None else 0.0
+
+
+class _Tally:
+    """One scrape's counts over the ClusterQueues, and the LocalQueue figures gathered on the way."""
+
+    def __init__(self, local_queues: Iterable[tuple[str, str]]) -> None:
+        self.pending: Samples = []
+        self.reserving: Samples = []
+        self.admitted: Samples = []
+        self.status: Samples = []
+        self.cq_resources: dict[str, Samples] = {key: [] for key, _, _ in _CQ_RESOURCE_FAMILIES}
+        # (namespace, name) -> [active, inadmissible] and [reserving, admitted]
+        self.lq_pending: dict[tuple[str, str], list[int]] = {key: [0, 0] for key in local_queues}
+        self.lq_reserving: dict[tuple[str, str], list[int]] = {key: [0, 0] for key in self.lq_pending}
+        # (namespace, name, flavor/resource) -> [reserved, used by admitted workloads]
+        self.lq_usage: dict[tuple[str, str, FlavorResource], list[int]] = {}
+
+    def add_cluster_queue(self, c: Cache, cq: ClusterQueueName, role: str) -> None:
+        q = c.queues.queues.get(cq)
+        active, parked = q.pending_by_status() if q is not None else ([], [])
+        for index, workloads in enumerate((active, parked)):
+            self.pending.append(((cq, _PENDING[index], role), float(len(workloads))))
+            for wl in workloads:
+                counts = self.lq_pending.get((wl.namespace, wl.queue_name))
+                if counts is not None:
+                    counts[index] += 1
+        held = c.admitted.get(cq, {})
+        self.reserving.append(((cq, role), float(len(held))))
+        n_admitted = 0
+        for info in held.values():
+            wl = c.workloads.get(info.key, info.workload)
+            is_admitted = wl.is_admitted and not wl.is_finished
+            n_admitted += is_admitted
+            lq_counts = self.lq_reserving.get((wl.namespace, wl.queue_name))
+            if lq_counts is not None:
+                lq_counts[0] += 1
+                lq_counts[1] += is_admitted
+            for fr, amount in info.usage.items():
+                usage = self.lq_usage.setdefault((wl.namespace, wl.queue_name, fr), [0, 0])
+                usage[0] += amount
+                usage[1] += amount if is_admitted else 0
+        self.admitted.append(((cq, role), float(n_admitted)))
+        current = "active" if c.inactive_reason(cq) is None else "pending"
+        self.status += [((cq, s, role), 1.0 if s == current else 0.0) for s in _CQ_STATUSES]
+
+
+class ControllerMetrics:
+    """The controller's registry: built once per process, pointed at the current Manager by :meth:`attach`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else new_registry()
+        self._manager: Manager | None = None
+        self._role = "standalone"
+        self._epoch = 0
+        # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
+        self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
+        r = self.registry
+        cq = ["cluster_queue", "priority_class", "replica_role"]
+        lq = ["name", "namespace", "priority_class", "replica_role"]
+        self.admission_attempts = Counter(
+            "kueue_admission_attempts_total",
+            "Scheduling cycles that had workloads to consider, by result: success when the cycle admitted "
+            "at least one workload, inadmissible when it admitted none.",
+            ["result", "replica_role"], registry=r)
+        self.admission_attempt_duration = Histogram(
+            "kueue_admission_attempt_duration_seconds",
+            "How long one scheduling cycle took, store write included, by result (success or inadmissible).",
+            ["result", "replica_role"], registry=r)
+        self.quota_reserved = Counter(
+            "kueue_quota_reserved_workloads_total", "Workloads that got a quota reservation, per ClusterQueue.",
+            cq, registry=r)
+        self.quota_reserved_wait = Histogram(
+            "kueue_quota_reserved_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) to its quota reservation, per ClusterQueue.",
+            cq, buckets=wait_buckets(14), registry=r)
+        self.local_quota_reserved = Counter(
+            "kueue_local_queue_quota_reserved_workloads_total",
+            "Workloads that got a quota reservation, per LocalQueue.", lq, registry=r)
+        self.local_quota_reserved_wait = Histogram(
+            "kueue_local_queue_quota_reserved_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) to its quota reservation, per LocalQueue.",
+            lq, buckets=wait_buckets(14), registry=r)
+        self.admitted = Counter(
+            "kueue_admitted_workloads_total", "Workloads admitted, per ClusterQueue.", cq, registry=r)
+        self.admission_wait = Histogram(
+            "kueue_admission_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) to its admission, per ClusterQueue.",
+            cq, buckets=wait_buckets(16), registry=r)
+        self.local_admitted = Counter(
+            "kueue_local_queue_admitted_workloads_total", "Workloads admitted, per LocalQueue.", lq, registry=r)
+        self.local_admission_wait = Histogram(
+            "kueue_local_queue_admission_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) to its admission, per LocalQueue.",
+            lq, buckets=wait_buckets(14), registry=r)
+        self.ready_wait = Histogram(
+            "kueue_ready_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) until all its pods were first ready, "
+            "per ClusterQueue.", cq, buckets=wait_buckets(14), registry=r)
+        self.local_ready_wait = Histogram(
+            "kueue_local_queue_ready_wait_time_seconds",
+            "Seconds from a workload's creation (or its last requeue) until all its pods were first ready, "
+            "per LocalQueue.", lq, buckets=wait_buckets(14), registry=r)
+        self.admitted_until_ready = Histogram(
+            "kueue_admitted_until_ready_wait_time_seconds",
+            "Seconds from a workload's admission until all its pods were first ready, per ClusterQueue.",
+            cq, buckets=wait_buckets(14), registry=r)
+        self.local_admitted_until_ready = Histogram(
+            "kueue_local_queue_admitted_until_ready_wait_time_seconds",
+            "Seconds from a workload's admission until all its pods were first ready, per LocalQueue.",
+            lq, buckets=wait_buckets(14), registry=r)
+        self.evicted = Counter(
+            "kueue_evicted_workloads_total",
+            "Evictions of workloads that held quota, per ClusterQueue and reason (Preempted, PodsReadyTimeout, "
+            "ClusterQueueStopped, LocalQueueStopped, Deactivated, NodeFailures, ...).",
+            ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"], registry=r)
+        self.local_evicted = Counter(
+            "kueue_local_queue_evicted_workloads_total",
+            "Evictions of workloads that held quota, per LocalQueue and reason.",
+            ["name", "namespace", "reason", "underlying_cause", "priority_class", "replica_role"], registry=r)
+        self.preemptions = Counter(
+            "kueue_preempted_workloads_total",
+            "Workloads preempted, per ClusterQueue of the preemptor and reason (InClusterQueue, "
+            "InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing).",
+            ["preempting_cluster_queue", "reason", "replica_role"], registry=r)
+        self.finished = Counter(
+            "kueue_finished_workloads_total", "Workloads that finished while holding quota, per ClusterQueue.",
+            cq, registry=r)
+        self.local_finished = Counter(
+            "kueue_local_queue_finished_workloads_total",
+            "Workloads that finished while holding quota, per LocalQueue.", lq, registry=r)
+        self.cycles = Counter(
+            "sluicegate_scheduling_cycles_total",
+            "Scheduling cycles run by this process (the sum of kueue_admission_attempts_total over results).",
+            registry=r)
+        r.register(ScrapeCollector("controller", self._collect, self._describe))
+
+    # ------------------------------------------------------------ wiring
+
+    @property
+    def role(self) -> str:
+        return self._role
+
+    def attach(self, manager: Manager | None) -> None:
+        """Read the scrape-time series from ``manager`` from now on (None: a follower, they are empty).
+
+        The counting hooks are the Manager's ``observer`` argument: pass this object there.
+        """
+        self._manager = manager
+        self._not_ready_yet.clear()  # a new Manager's admissions are its own
+
+    def set_role(self, role: str, epoch: int) -> None:
+        """This process's role (``leader``, ``follower`` or ``standalone``) and leadership epoch."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative integer, got {epoch!r}")
+        self._role = role
+        self._epoch = epoch
+
+    # ------------------------------------------------------------ hooks (the Manager's observer)
+
+    def workload_stored(self, old: Workload | None, new: Workload) -> None:
+        """Count the transitions this write makes: quota reserved, admitted, evicted, finished."""
+        role = self._role
+        pc = _priority_class(new)
+        lq = (new.queue_name, new.namespace, pc, role)
+        admission = new.status.admission or (old.status.admission if old is not None else None)
+        if admission is None:
+            return  # only a workload that holds (or held) quota changes any of these counters
+        cq = (admission.cluster_queue, pc, role)
+        queued_at = _queued_at(old if old is not None else new)
+        if new.has_quota_reservation and (old is None or not old.has_quota_reservation):
+            wait = _since(new, "QuotaReserved", queued_at)
+            self.quota_reserved.labels(*cq).inc()
+            self.quota_reserved_wait.labels(*cq).observe(wait)
+            self.local_quota_reserved.labels(*lq).inc()
+            self.local_quota_reserved_wait.labels(*lq).observe(wait)
+        if new.is_admitted and (old is None or not old.is_admitted):
+            wait = _since(new, "Admitted", queued_at)
+            self.admitted.labels(*cq).inc()
+            self.admission_wait.labels(*cq).observe(wait)
+            admitted_cond = new.status.condition("Admitted")
+            if new.status.pods and admitted_cond is not None:
+                # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
+                self._not_ready_yet[new.key] = (queued_at, admitted_cond.last_transition_time)
+            self.local_admitted.labels(*lq).inc()
+            self.local_admission_wait.labels(*lq).observe(wait)
+        became_ready = new.status.is_true("PodsReady") and not (old is not None and old.status.is_true("PodsReady"))
+        if new.is_admitted and became_ready:
+            times = self._not_ready_yet.pop(new.key, None)
+            if times is not None:
+                since_queued, since_admitted = (_since(new, "PodsReady", at) for at in times)
+                self.ready_wait.labels(*cq).observe(since_queued)
+                self.local_ready_wait.labels(*lq).observe(since_queued)
+                self.admitted_until_ready.labels(*cq).observe(since_admitted)
+                self.local_admitted_until_ready.labels(*lq).observe(since_admitted)
+        evicted = new.status.condition("Evicted")
+        if evicted is not None and evicted.is_true and (old is None or not old.status.is_true("Evicted")):
+            reason = _EVICTION_REASON.get(evicted.reason, evicted.reason)
+            self.evicted.labels(admission.cluster_queue, reason, "", pc, role).inc()
+            self.local_evicted.labels(new.queue_name, new.namespace, reason, "", pc, role).inc()
+            self._not_ready_yet.pop(new.key, None)
+        if new.is_finished and (old is None or not old.is_finished):
+            self.finished.labels(*cq).inc()
+            self.local_finished.labels(*lq).inc()
+            self._not_ready_yet.pop(new.key, None)
+
+    def admission_attempt(self, *, admitted: bool, seconds: float) -> None:
+        result = "success" if admitted else "inadmissible"
+        self.admission_attempts.labels(result, self._role).inc()
+        self.admission_attempt_duration.labels(result, self._role).observe(seconds)
+        self.cycles.inc()
+
+    def preempted(self, *, preempting_cluster_queue: str, reason: str) -> None:
+        self.preemptions.labels(preempting_cluster_queue, reason, self._role).inc()
+
+    # ------------------------------------------------------------ scrape time
+
+    def _describe(self) -> Iterator[Metric]:
+        yield from self._process_families()
+        yield from self._manager_families(None)
+
+    def _collect(self) -> Iterator[Metric]:
+        yield from self._process_families()
+        yield from self._manager_families(self._manager)
+
+    def _process_families(self) -> Iterator[Metric]:
+        yield gauge_family("sluicegate_controller_leader",
+                           "1 while this controller acts on the cluster (leader or standalone), 0 as a follower.",
+                           (), [((), 1.0 if self._role != "follower" else 0.0)])
+        yield gauge_family("sluicegate_controller_epoch",
+                           "The leadership epoch this controller last saw (0 without leader election).",
+                           (), [((), float(self._epoch))])
+        full = CounterMetricFamily("sluicegate_gc_full_collections",
+                                   "Full garbage collections of this process (see common/heapgc.py).",
+                                   value=float(HEAP_GC.full_collections))
+        seconds = CounterMetricFamily("sluicegate_gc_full_collection_seconds",
+                                      "Seconds this process spent in full garbage collections.",
+                                      value=HEAP_GC.full_seconds)
+        yield full
+        yield seconds
+
+    def _manager_families(self, m: Manager | None) -> Iterator[Metric]:
+        role = self._role
+        c = m.cache if m is not None else None
+        cqs: list[ClusterQueueName] = sorted(c.cluster_queues) if c is not None else []
+        lqs = sorted(c.local_queues) if c is not None else []
+
+        t = _Tally(lqs)
+        if c is not None:
+            for cq in cqs:
+                t.add_cluster_queue(c, cq, role)
+                self._cq_resources(c, cq, t.cq_resources)
+        pending, reserving, admitted, status = t.pending, t.reserving, t.admitted, t.status
+        lq_pending, lq_reserving, lq_usage, cq_resources = t.lq_pending, t.lq_reserving, t.lq_usage, t.cq_resources
+
+        yield gauge_family("kueue_pending_workloads",
+                           "Pending workloads per ClusterQueue: active ones wait for a scheduling cycle, "
+                           "inadmissible ones are parked until something that could make them fit changes.",
+                           ("cluster_queue", "status", "replica_role"), pending)
+        yield gauge_family("kueue_local_queue_pending_workloads",
+                           "Pending workloads per LocalQueue, by status (active or inadmissible).",
+                           ("name", "namespace", "status", "replica_role"),
+                           [((name, ns, _PENDING[i], role), float(n[i]))
+                            for (ns, name), n in lq_pending.items() for i in (0, 1)])
+        yield gauge_family("kueue_reserving_active_workloads", "Workloads holding quota, per ClusterQueue.",
+                           ("cluster_queue", "replica_role"), reserving)
+        yield gauge_family("kueue_admitted_active_workloads",
+                           "Admitted workloads that have not finished, per ClusterQueue.",
+                           ("cluster_queue", "replica_role"), admitted)
+        yield gauge_family("kueue_local_queue_reserving_active_workloads", "Workloads holding quota, per LocalQueue.",
+                           ("name", "namespace", "replica_role"),
+                           [((name, ns, role), float(n[0])) for (ns, name), n in lq_reserving.items()])
+        yield gauge_family("kueue_local_queue_admitted_active_workloads",
+                           "Admitted workloads that have not finished, per LocalQueue.",
+                           ("name", "namespace", "replica_role"),
+                           [((name, ns, role), float(n[1])) for (ns, name), n in lq_reserving.items()])
+        yield gauge_family("kueue_cluster_queue_status",
+                           "1 for the ClusterQueue's current status (pending: cannot admit, e.g. stopped or a "
+                           "flavor is missing; active; terminating), 0 for the others.",
+                           ("cluster_queue", "status", "replica_role"), status)
+        lq_status: Samples = []
+        if c is not None:
+            for ns, name in lqs:
+                current = "True" if c.local_queues[(ns, name)].cluster_queue in c.cluster_queues else "False"
+                lq_status += [((name, ns, s, role), 1.0 if s == current else 0.0) for s in _LQ_ACTIVE]
+        yield gauge_family("kueue_local_queue_status",
+                           "1 for the LocalQueue's Active condition status (True when its ClusterQueue exists), "
+                           "0 for the others.", ("name", "namespace", "active", "replica_role"), lq_status)
+        for family_key, metric, what in _CQ_RESOURCE_FAMILIES:
+            yield gauge_family(metric, f"The ClusterQueue's {what} per flavor and resource "
+                                       "(cpu in cores, memory in bytes).", _CQ_RESOURCE, cq_resources[family_key])
+        for index, (metric, what) in enumerate((
+                ("kueue_local_queue_resource_reservation", "quota reserved by its workloads"),
+                ("kueue_local_queue_resource_usage", "quota used by its admitted workloads"))):
+            yield gauge_family(metric, f"The LocalQueue's {what} per flavor and resource.", _LQ_RESOURCE,
+                               [((name, ns, fr.flavor, fr.resource, role), _base_unit(fr.resource, v[index]))
+                                for (ns, name, fr), v in sorted(lq_usage.items())])
+        yield from self._shares(m)
+        yield gauge_family("sluicegate_workloads", "Workloads known to the controller (any state).", (),
+                           [((), float(len(c.workloads)))] if c is not None else [])
+        yield gauge_family("sluicegate_store_degraded",
+                           "1 while the store refuses writes (the controller serves reads only and /readyz is 503).",
+                           (), [((), 1.0 if m.store_problem is not None else 0.0)] if m is not None else [])
+        nodes = sorted(m.fleet.registry.nodes.values(), key=lambda n: n.name) if m is not None else []
+        yield gauge_family("sluicegate_node_ready", "1 while a registered node is Ready, 0 while NotReady.",
+                           ("node",), [((n.name,), 1.0 if n.ready else 0.0) for n in nodes])
+
+    def _cq_resources(self, c: Cache, cq: ClusterQueueName, out: dict[str, Samples]) -> None:
+        role = self._role
+        spec = c.cluster_queues[cq]
+        node = c.tree.cluster_queues.get(cq)
+        reserved = dict(node.usage) if node is not None else {}
+        used: dict[FlavorResource, int] = {}
+        for info in c.admitted.get(cq, {}).values():
+            if c.workloads.get(info.key, info.workload).is_admitted:
+                for fr, v in info.usage.items():
+                    used[fr] = used.get(fr, 0) + v
+        cohort = spec.cohort or ""
+        for rg in spec.resource_groups:
+            for fq in rg.flavors:
+                for res in rg.covered_resources:
+                    fr = FlavorResource(fq.name, res)
+                    quota = fq.resources.get(res)
+                    labels = (cohort, cq, fq.name, res)
+                    out["reservation"].append(((*labels, role), _base_unit(res, reserved.get(fr, 0))))
+                    out["usage"].append(((*labels, role), _base_unit(res, used.get(fr, 0))))
+                    if quota is None:
+                        continue
+                    out["nominal"].append(((*labels, role), _base_unit(res, quota.nominal)))
+                    out["borrowing"].append(((*labels, role), math.inf if quota.borrowing_limit is None
+                                             else _base_unit(res, quota.borrowing_limit)))
+                    out["lending"].append(((*labels, role), math.inf if quota.lending_limit is None
+                                           else _base_unit(res, quota.lending_limit)))
+
+    def _shares(self, m: Manager | None) -> Iterable[Metric]:
+        role = self._role
+        cq_shares: Samples = []
+        cohort_shares: Samples = []
+        if m is not None and m.cache.config.fair_sharing.enabled:
+            tree = m.cache.tree
+            for name, node in sorted(tree.cluster_queues.items()):
+                spec = m.cache.cluster_queues.get(ClusterQueueName(name))
+                cohort = (spec.cohort or "") if spec is not None else ""
+                cq_shares.append(((name, cohort, role), _share(dominant_resource_share(tree.live, node).precise())))
+            for cohort_name, cohort_node in sorted(tree.cohorts.items()):
+                share = _share(dominant_resource_share(tree.live, cohort_node).precise())
+                cohort_shares.append(((cohort_name, role), share))
+        yield gauge_family("kueue_cluster_queue_weighted_share",
+                           "The ClusterQueue's dominant resource share above its nominal quota divided by its "
+                           "fair-sharing weight (0: within nominal quota; NaN: zero weight while borrowing). "
+                           "Only with fair sharing enabled.", ("cluster_queue", "cohort", "replica_role"), cq_shares)
+        yield gauge_family("kueue_cohort_weighted_share",
+                           "The Cohort's weighted dominant resource share, as for ClusterQueues.",
+                           ("cohort", "replica_role"), cohort_shares)
+
+
+def _share(value: Fraction | None) -> float:
+    """Kueue's precise weighted share: an infinite one (zero weight, borrowing) is NaN."""
+    return math.nan if value is None else float(value)
