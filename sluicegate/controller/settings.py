@@ -241,7 +241,7 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
         except PolicyError as exc:
             raise SettingsError(f"authorizationPolicy: {exc}") from exc
     if s.audit_log is None:
-        s = replace(s, audit_log=default_audit_log(s.store))
+        s = replace(s, audit_log=default_audit_log(s.store, s.pki_dir))
     return s
 
 
@@ -258,10 +258,13 @@ def _pod_security(value: Any, where: str) -> PodUserPolicies:
         raise SettingsError(str(exc)) from exc
 
 
-def default_audit_log(store: str) -> str:
-    """audit.log beside the store's file; none for an in-memory store."""
+def default_audit_log(store: str, pki_dir: str = "") -> str:
+    """audit.log beside the store's file; for a database store, in the data directory that holds
+    ``pkiDir`` (none without TLS); none for an in-memory store."""
     path = store.removeprefix("sqlite://")
-    if not path or path == ":memory:" or "://" in path:
+    if "://" in path:
+        return str(Path(pki_dir).parent / "audit.log") if pki_dir else ""
+    if not path or path == ":memory:":
         return ""
     return str(Path(path).parent / "audit.log")
 

@@ -179,7 +179,7 @@ def gate_from_settings(settings: Any, authenticator: Authenticator | None = None
         authorizer = Authorizer(settings.authorization_policy or None)
     except PolicyError as exc:
         raise SettingsError(f"authorizationPolicy: {exc}") from exc
-    path = settings.audit_log if settings.audit_log is not None else default_audit_log(settings.store)
+    path = settings.audit_log if settings.audit_log is not None else default_audit_log(settings.store, settings.pki_dir)
     try:
         audit = AuditLog(path) if path else None
     except OSError as exc:
