@@ -143,7 +143,9 @@ CONTROLLER: dict[str, Setting] = {
                                    "policy.yaml)); re-read on SIGHUP. None: only `system:masters` may use the API "
                                    "(everyone, when authentication is off).", attr("authorization_policy")),
     "auditLog": Setting("path", "Every change and every denied request as a JSON line (mode 0600); reopened on "
-                        "SIGHUP. `\"\"` turns it off.", "`audit.log` beside the SQLite store; with a PostgreSQL store, beside `pkiDir` (off without TLS)"),
+                        "SIGHUP. `\"\"` turns it off.",
+                        "`audit.log` beside the SQLite store; with a PostgreSQL store, beside `pkiDir` "
+                        "(off without TLS)"),
     "podSecurity": Setting("`{default: RULE, namespaces: {NS: RULE}}`", "Who pods may run as, by namespace; a "
                            "workload whose securityContext breaks its namespace's rule is refused at creation. "
                            "RULE: `user`, `group` (names or numbers), `uidRange: {min, max}`, `allowRoot`. Keep "
