@@ -25,7 +25,7 @@ def test_audit_log_and_sighup_reload(tmp_path: Path) -> None:
     try:
         s = c.address
         # Authentication off: the anonymous cluster admin may do everything, and is audited.
-        sluicectl(s, "apply", "-f", str(ROOT / "examples" / "queues.yaml"))
+        sluicectl(s, "apply", "-f", str(ROOT / "tests" / "integration" / "queues.yaml"))
         audit = tmp_path / "audit.log"
         assert stat.S_IMODE(audit.stat().st_mode) == 0o600
         lines = [json.loads(line) for line in audit.read_text().splitlines()]

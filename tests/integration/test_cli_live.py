@@ -15,7 +15,7 @@ from .harness import _NO_HOME_CONFIG, ROOT, Agent, Controller, get_json, sluicec
 
 pytestmark = pytest.mark.integration
 
-QUEUES = str(ROOT / "examples" / "queues.yaml")
+QUEUES = str(ROOT / "tests" / "integration" / "queues.yaml")
 
 
 @pytest.fixture

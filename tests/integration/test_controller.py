@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from .harness import ROOT, Controller, get_json, sluicectl, wait_for, workload_s
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = str(ROOT / "examples" / "queues.yaml")
+EXAMPLES = str(ROOT / "tests" / "integration" / "queues.yaml")
 
 
 def run(server: str, name: str, cpu: str, *, queue: str = "default", count: int = 1) -> None:
@@ -159,13 +161,14 @@ async def test_watch_streams_the_admission(controller: Controller) -> None:
         assert (first[0], first[1]["metadata"]["name"]) == ("ADDED", "already-there")
         await c.create_workload(Document(json.dumps(body), "test"))
         seen: list[tuple[str, bool]] = []
-        async for etype, wl in stream:
-            if wl["metadata"]["name"] != "watched":
-                continue
-            conds = {x["type"]: x["status"] for x in wl.get("status", {}).get("conditions", [])}
-            seen.append((etype, conds.get("Admitted") == "True"))
-            if conds.get("Admitted") == "True" or len(seen) > 10:
-                break
+        async with asyncio.timeout(30):  # bounded: a workload that is never admitted fails, not hangs
+            async for etype, wl in stream:
+                if wl["metadata"]["name"] != "watched":
+                    continue
+                conds = {x["type"]: x["status"] for x in wl.get("status", {}).get("conditions", [])}
+                seen.append((etype, conds.get("Admitted") == "True"))
+                if conds.get("Admitted") == "True" or len(seen) > 10:
+                    break
         assert seen == [("ADDED", False), ("MODIFIED", True)]
 
 

@@ -18,7 +18,7 @@ from .harness import ROOT, Agent, Controller, get_json, kill_marked_processes, s
 
 pytestmark = pytest.mark.integration
 
-QUEUES = str(ROOT / "examples" / "queues.yaml")
+QUEUES = str(ROOT / "tests" / "integration" / "queues.yaml")
 NODE_TIMEOUT = 1.5
 
 

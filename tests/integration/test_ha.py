@@ -33,7 +33,7 @@ from .harness import ROOT, Agent, Controller, kill_marked_processes, sluicectl, 
 
 pytestmark = pytest.mark.integration
 
-QUEUES = str(ROOT / "examples" / "queues.yaml")
+QUEUES = str(ROOT / "tests" / "integration" / "queues.yaml")
 
 # Fast enough for a test, in the proportions of the defaults (15 s / 10 s / 2 s / 0.5 s).
 LEASE = """

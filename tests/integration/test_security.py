@@ -31,7 +31,7 @@ from .harness import ROOT, Agent, Controller, sluicectl, wait_for
 
 pytestmark = pytest.mark.integration
 
-QUEUES = str(ROOT / "examples" / "queues.yaml")
+QUEUES = str(ROOT / "tests" / "integration" / "queues.yaml")
 
 
 def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
