@@ -504,7 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
         # verb's copy defaults to SUPPRESS so it never hides the top one's value.
         parser.add_argument(
             "--server", default=default,
-            help="controller gRPC address (default: $SLUICEGATE_SERVER, the config's first server, 127.0.0.1:7420)")
+            help="controller gRPC address, or several comma-separated (controllers sharing a store: the leader is "
+                 "found and followed; default: $SLUICEGATE_SERVER, the config's servers, 127.0.0.1:7420)")
         parser.add_argument("--config", default=default,
                             help="client config file (default: $SLUICEGATE_CONFIG, ~/.config/sluicegate/config)")
         parser.add_argument("--timeout", type=float, default=default if default is argparse.SUPPRESS else 30.0,
