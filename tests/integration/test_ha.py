@@ -325,3 +325,48 @@ async def test_agent_refuses_a_lower_epoch(tmp_path: Path, pod_dir: Path) -> Non
         agent.stop()
         await server.stop(0)
         kill_marked_processes(marker)
+
+
+def test_tls_pair_shares_tokens_and_joins_through_a_follower(tmp_path: Path, postgres: PostgresServer) -> None:
+    """Two TLS controllers sharing one PKI and one database: a token made through the leader is
+    spent by a join sent to the follower (passed on to the leader), and the agent then finds the leader."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent/sluicegate-tests"}
+    data, admin = tmp_path / "data", tmp_path / "admin.conf"
+    res = subprocess.run([sys.executable, "-m", "sluicegate.controller.server", "init", "--data-dir", str(data),
+                          "--admin-config", str(admin)], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert res.returncode == 0, res.stderr
+    url = postgres.create_database()
+    pair = Pair(tmp_path, url)
+    for c in pair.controllers:
+        c.extra += ["--pki-dir", str(data / "pki"), "--token-listen", f"127.0.0.1:{free_port()}"]
+    pair.start()
+    agent: Agent | None = None
+    try:
+        leader = wait_for("a leader", pair.leader, timeout=20)
+        follower = pair.other(leader)
+        token = sluicectl(pair.addresses, "token", "create", config=admin).stdout.strip()
+        node_dir = tmp_path / "agent-node-t"
+        joined = subprocess.run(
+            [sys.executable, "-m", "sluicegate.agent.server", "join", "--controller", follower.token_address,
+             "--token", token, "--ca-cert-hash", follower.ca_hash, "--node-name", "node-t", "--data-dir", str(node_dir)],
+            capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert joined.returncode == 0, joined.stderr
+        # The token was spent in the shared store: a second join with it is refused by either controller.
+        again = subprocess.run(
+            [sys.executable, "-m", "sluicegate.agent.server", "join", "--controller", leader.token_address,
+             "--token", token, "--ca-cert-hash", leader.ca_hash, "--node-name", "node-u",
+             "--data-dir", str(tmp_path / "agent-node-u")],
+            capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert again.returncode != 0
+        # Follower first in the list: the agent is redirected to the leader over mutual TLS.
+        agent = Agent(tmp_path, f"{follower.address},{leader.address}", "node-t").start()
+        nodes = json.loads(sluicectl(pair.addresses, "get", "nodes", "-o", "json", config=admin).stdout)
+        assert [(n["name"], n["ready"]) for n in nodes["items"]] == [("node-t", True)]
+    finally:
+        if agent is not None:
+            agent.stop()
+        pair.stop()
