@@ -297,7 +297,6 @@ class Client:
         again finds the workload it made and answers created=False)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        stub_attr, name = self._method_of(fn)
         pause = FAILOVER_PAUSE
         for _ in range(1000):
             try:
@@ -305,6 +304,8 @@ class Client:
             except grpc.aio.AioRpcError as exc:
                 if not _transient(exc.code(), exc.details() or ""):
                     raise ClientError(exc.code(), exc.details() or "") from None
+                # Found on the stubs in use before _failover replaces them (only when failing over).
+                stub_attr, name = self._method_of(fn)
                 next_pause = await self._failover(exc, deadline, pause)
                 if next_pause is None:
                     raise ClientError(exc.code(), exc.details() or "") from None

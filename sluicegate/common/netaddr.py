@@ -16,6 +16,11 @@ def split_hostport(value: str, *, key: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def join_hostport(host: str, port: int) -> str:
+    """HOST:PORT, with an IPv6 host in brackets (the inverse of split_hostport)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def is_loopback(host: str) -> bool:
     """True for a host that only this machine can reach (a name that resolves elsewhere is not)."""
     if host == "localhost":

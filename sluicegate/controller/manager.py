@@ -21,7 +21,6 @@ scheduling driver in ``scheduler``; agents and bindings in ``fleet``.
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -54,6 +53,7 @@ from sluicegate.controller.objects import (
     canonical_kind,
     check_cohort_cycles,
     decode_for_apply,
+    decode_stored,
     existing,
     listed,
     parse_label_selector,
@@ -156,13 +156,9 @@ class Manager:
         """
         objs: list[tuple[Obj, int]] = [] if objects is None else list(objects)
         for stored in self.store.load() if objects is None else ():
-            try:
-                obj = decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
-            except (ManifestError, ValueError) as exc:
-                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace,
-                          stored.name, exc)
-                continue
-            objs.append((obj, stored.resource_version))
+            obj = decode_stored(stored)
+            if obj is not None:
+                objs.append((obj, stored.resource_version))
         objs.sort(key=lambda o: LOAD_ORDER[KIND_OF[type(o[0])]])
         for obj, rv in objs:
             self.commit.versions[ref_of(obj)] = rv

@@ -10,26 +10,13 @@ not reading and decoding every stored object.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from sluicegate.controller.store import StoredObject
-from sluicegate.manifest.decode import decode
-from sluicegate.manifest.errors import ManifestError
-
-log = logging.getLogger(__name__)
+from sluicegate.controller.objects import decode_stored
+from sluicegate.controller.store import ChangeFeed, StoredObject
 
 Ref = tuple[str, str, str]
-
-
-class Feed(Protocol):
-    def load(self) -> list[StoredObject]: ...
-
-    def changes_since(
-        self, rv: int
-    ) -> tuple[list[StoredObject], list[tuple[str, str, str, int]], int] | None: ...
 
 
 class Mirror:
@@ -41,7 +28,7 @@ class Mirror:
         self.loaded = False
         self.reloads = 0
 
-    def catch_up(self, feed: Feed) -> int:
+    def catch_up(self, feed: ChangeFeed) -> int:
         """Apply what changed since the last call; returns how many objects changed."""
         if not self.loaded:
             return self._reload(feed)
@@ -56,7 +43,7 @@ class Mirror:
         self.version = max(self.version, top)
         return len(live) + len(deleted)
 
-    def _reload(self, feed: Feed) -> int:
+    def _reload(self, feed: ChangeFeed) -> int:
         rows = feed.load()
         self.objects.clear()
         self._put(rows)
@@ -68,10 +55,8 @@ class Mirror:
     def _put(self, rows: Sequence[StoredObject]) -> None:
         for stored in rows:
             ref = (stored.kind, stored.namespace, stored.name)
-            try:
-                obj = decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
-            except (ManifestError, ValueError) as exc:
-                log.error("stored %s %s/%s cannot be decoded, skipping it: %s", *ref, exc)
+            obj = decode_stored(stored)
+            if obj is None:
                 self.objects.pop(ref, None)
                 continue
             self.objects[ref] = (obj, stored.resource_version)

@@ -7,11 +7,14 @@ stores with :func:`ref_of`.
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.errors import InvalidArgument
+from sluicegate.controller.store import StoredObject
 from sluicegate.manifest.decode import decode, find_cohort_cycle
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
@@ -19,6 +22,8 @@ from sluicegate.model.names import workload_key
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.model.workloads import Workload
+
+log = logging.getLogger(__name__)
 
 Obj = Any  # one of the decoded model objects
 Ref = tuple[str, str, str]
@@ -211,3 +216,13 @@ def parse_label_selector(text: str) -> dict[str, str]:
         k, v = part.split("=", 1)
         out[k.strip().rstrip("=")] = v.strip()
     return out
+
+
+def decode_stored(stored: StoredObject) -> Any | None:
+    """The model object a stored row holds, or None (logged) when it cannot be decoded: it is skipped."""
+    try:
+        return decode(json.loads(stored.body), source=f"store:{stored.kind}/{stored.namespace}/{stored.name}")
+    except (ManifestError, ValueError) as exc:
+        log.error("stored %s %s/%s cannot be decoded, skipping it: %s", stored.kind, stored.namespace, stored.name,
+                  exc)
+        return None

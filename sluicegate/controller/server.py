@@ -26,6 +26,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sluicegate.common.health import HealthServer
 from sluicegate.common.heapgc import HEAP_GC
+from sluicegate.common.netaddr import join_hostport
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS
 from sluicegate.common.supervise import (
@@ -95,11 +96,11 @@ def server_credentials(pki_dir: Path, *, require_client_cert: bool) -> grpc.Serv
 
 def _bind(server: grpc.aio.Server, address: str, key: str, credentials: grpc.ServerCredentials | None) -> str:
     host, port = split_hostport(address, key=key)
-    target = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    target = join_hostport(host, port)
     bound = server.add_secure_port(target, credentials) if credentials else server.add_insecure_port(target)
     if bound == 0:
         raise SettingsError(f"{key}: cannot bind gRPC on {address}")
-    return f"{host}:{bound}" if ":" not in host else f"[{host}]:{bound}"
+    return join_hostport(host, bound)
 
 
 def _advertised(settings: ControllerSettings, grpc_addr: str, token_addr: str) -> str:
@@ -107,10 +108,8 @@ def _advertised(settings: ControllerSettings, grpc_addr: str, token_addr: str) -
     api = settings.advertise_address or _reachable(grpc_addr)
     token = settings.advertise_token_address
     if not token and token_addr:
-        token = f"{split_hostport(api, key='advertiseAddress')[0]}:{split_hostport(token_addr, key='tokenListen')[1]}"
-        if ":" in token.rsplit(":", 1)[0]:
-            host, port = token.rsplit(":", 1)
-            token = f"[{host.strip('[]')}]:{port}"
+        token = join_hostport(split_hostport(api, key="advertiseAddress")[0],
+                              split_hostport(token_addr, key="tokenListen")[1])
     return f"{api} {token}".strip()
 
 
@@ -118,7 +117,7 @@ def _reachable(bound: str) -> str:
     """A bound HOST:PORT as others may dial it (a wildcard host becomes this host's name)."""
     host, port = split_hostport(bound, key="listen")
     if host in ("0.0.0.0", "::", ""):
-        return f"{socket.getfqdn()}:{port}"
+        return join_hostport(socket.getfqdn(), port)
     return bound
 
 
@@ -147,8 +146,8 @@ class _Controller:
         self.stop = stop
         self.ready_file = ready_file
         self.clock = clock
+        # The Manager of the term this process leads (None while it follows), and that term's epoch.
         self.manager: Manager | None = None
-        self.leading = False
         self.epoch = 0
         self.elector: Elector | None = None
         self.view: LeaseView | None = None
@@ -160,7 +159,6 @@ class _Controller:
         self.gate: Gate | None = None
         self.notifier = Notifier.from_environment()
         self.announced = False
-        self.takeovers = 0
         # Process-wide: counters and histograms outlive a term; gauges read the current Manager.
         self.metrics = ControllerMetrics()
 
@@ -259,14 +257,11 @@ class _Controller:
                     self.elector.resign()
                     continue
                 objects = mirror.take()
-                self.takeovers += 1
                 log.info("taking over as leader (epoch %d): %d objects warm, %d changed since the last poll, "
                          "caught up in %.3fs", epoch, len(objects), changed, time.monotonic() - t0)
                 reason = await self._lead(epoch=epoch, objects=objects, events=events)
-                try:
+                with contextlib.suppress(StoreError):  # unfenced all the same; re-read when we next lead
                     store.set_epoch(None)
-                except StoreError:
-                    pass  # unfenced again all the same; the store is re-read when we next lead
                 if self.stop.done():
                     return reason
                 log.warning("stepped down (%s); following", reason)
@@ -280,7 +275,6 @@ class _Controller:
     ) -> int | None:
         """Serve redirects and keep the mirror warm until elected (the epoch) or told to stop (None)."""
         assert self.elector is not None
-        self.leading = False
         self.metrics.attach(None)
         self.metrics.set_role("follower", self.epoch)
         server = grpc.aio.server()
@@ -452,7 +446,6 @@ class _Controller:
         await grpc_health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info("serving gRPC%s on %s", " (mutual TLS)" if s.pki_dir else "", self.grpc_addr)
         self.manager = manager
-        self.leading = True
         self.epoch = epoch
         self.metrics.attach(manager)
         self.metrics.set_role("leader" if self.elector is not None else "standalone", epoch)
@@ -522,7 +515,6 @@ class _Controller:
         finally:
             self.stop.remove_done_callback(forward_stop)
             self.manager = None
-            self.leading = False
             self.metrics.attach(None)
 
 

@@ -109,12 +109,12 @@ class ChangeFeed(Protocol):
 
     def max_version(self) -> int: ...
 
+    def load(self) -> list[StoredObject]: ...
+
 
 @runtime_checkable
 class Shared(Fenceable, ChangeFeed, Protocol):
     """A store several controllers share: fenced writes, a change feed, and the leader lease's connections."""
-
-    def load(self) -> list[StoredObject]: ...
 
     def lease_connection(self, application_name: str) -> Any:
         """A new autocommit connection for the leader lease (controller/leader.py), with the store's settings."""
