@@ -24,7 +24,6 @@ from sluicegate.model.queues import (
     FlavorFungibility,
     FlavorFungibilityPolicy,
     FungibilityPreference,
-    PreemptionPolicy,
     ReclaimPolicy,
 )
 from sluicegate.model.resources import FlavorResource
@@ -320,11 +319,6 @@ class FlavorAssigner:
             return best, [], None
         return best, reasons, None
 
-    def _can_preempt_within_cluster_queue(self) -> bool:
-        # A queue that borrows may still make room by evicting its own
-        # lower-priority workloads, so the oracle must be asked.
-        return self.spec.preemption.within_cluster_queue is not PreemptionPolicy.NEVER
-
     def _can_preempt_while_borrowing(self) -> bool:
         p = self.spec.preemption
         return p.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER or (
@@ -356,7 +350,6 @@ class FlavorAssigner:
         if (
             node.quota_for(fr).nominal >= val
             or may_reclaim
-            or self._can_preempt_within_cluster_queue()
             or self._can_preempt_while_borrowing()
         ):
             possibility, borrow_after = self.oracle.simulate_preemption(

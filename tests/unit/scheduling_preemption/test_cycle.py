@@ -87,15 +87,40 @@ def test_preempting_entry_reserves_capacity_against_later_entries() -> None:
     }
 
 
-def test_borrowing_queue_preempts_its_own_lower_priority_workload() -> None:
-    # 7 > nominal 6 and no cohort-level reclaim is possible: only because
-    # withinClusterQueue allows it is the oracle asked at all.
+@pytest.mark.parametrize(
+    ("policy", "want"),
+    [
+        ({"within": "LowerPriority"}, (EntryStatus.NOT_NOMINATED, set())),
+        ({"within": "LowerPriority", "borrow_within": "LowerPriority"},
+         (EntryStatus.PREEMPTING, {("c1-low", IN_CLUSTER_QUEUE)})),
+    ],
+    ids=["within-cluster-queue-alone-does-not-let-a-borrower-preempt", "borrow-within-cohort-does"],
+)
+def test_a_borrowing_workload_preempts_only_when_the_policy_allows_borrowing_preemption(
+    policy: dict[str, str], want: tuple[EntryStatus, set[tuple[str, str]]]
+) -> None:
+    # 7 > nominal 6 and the cohort is the root, so nothing may be reclaimed
+    # higher up.  Kueue's fitsResourceQuota (pkg/scheduler/flavorassigner)
+    # asks the preemption oracle only if nominal >= request, the workload may
+    # reclaim in the hierarchy, or borrowWithinCohort (or fair sharing with
+    # reclaimWithinCohort) allows preempting while borrowing:
+    # withinClusterQueue alone does not.
+    snap = snapshot(
+        cqs=[cluster_queue("c1", cohort="co", quota={"default": {"cpu": (6, 6, None)}}, **policy),  # type: ignore[arg-type]
+             cluster_queue("c2", cohort="co", quota={"default": {"cpu": (6, 6, None)}})],
+        admitted=[admitted("c1-med", "c1", {"cpu": 4}), admitted("c1-low", "c1", {"cpu": 4}, priority=-1)],
+    )
+    assert cycle(snap, [head(workload("in", priority=1, requests={"cpu": 7}), "c1")]) == {"in": want}
+
+
+def test_a_borrower_whose_request_fits_its_nominal_quota_may_preempt_within_its_queue() -> None:
+    # 5 <= nominal 6: the oracle is asked whatever the borrowing policy.
     snap = snapshot(
         cqs=[cluster_queue("c1", cohort="co", quota={"default": {"cpu": (6, 6, None)}}, within="LowerPriority"),
              cluster_queue("c2", cohort="co", quota={"default": {"cpu": (6, 6, None)}})],
         admitted=[admitted("c1-med", "c1", {"cpu": 4}), admitted("c1-low", "c1", {"cpu": 4}, priority=-1)],
     )
-    assert cycle(snap, [head(workload("in", priority=1, requests={"cpu": 7}), "c1")]) == {
+    assert cycle(snap, [head(workload("in", priority=1, requests={"cpu": 5}), "c1")]) == {
         "in": (EntryStatus.PREEMPTING, {("c1-low", IN_CLUSTER_QUEUE)})
     }
 
