@@ -6,8 +6,8 @@ bare metal, and nothing else:
 * ``qos``: a pod's QoS class (Guaranteed, Burstable, BestEffort) and its
   effective requests, exactly as Kubernetes computes them;
 * ``admission``: whether a pod fits the node, and for a critical pod that
-  does not fit, which running pods to stop so that it does (QoS and priority
-  tiers, then the kubelet's distance heuristic);
+  does not fit, which running pods to stop so that it does (QoS tiers, as
+  the kubelet's merged code has them, then its distance heuristic);
 * ``eviction``: eviction thresholds, when a signal counts as under pressure
   (soft thresholds with grace periods), and which pod to evict first.
 

@@ -255,34 +255,23 @@ def fit(
 
 # --- preemption -------------------------------------------------------------
 
-_QOS_RANK = {QOSClass.BESTEFFORT: 0, QOSClass.BURSTABLE: 1, QOSClass.GUARANTEED: 2}
-
-
-def _tier_key(pod: PodInfo) -> tuple[bool, int, int]:
-    """Sort key placing the most preemptable pods first.
-
-    Criteria, in order: (1) non-critical before critical, (2) lower priority
-    first, (3) QoS BestEffort, then Burstable, then Guaranteed.  Pods with
-    equal keys form one tier, and no tie-break is needed: a tier is a set.
-    """
-    return (is_critical(pod), pod.priority, _QOS_RANK[pod.qos])
+_QOS_ORDER = (QOSClass.BESTEFFORT, QOSClass.BURSTABLE, QOSClass.GUARANTEED)
 
 
 def preemption_tiers(preemptor: PodInfo, pods: Iterable[PodInfo]) -> list[tuple[PodInfo, ...]]:
-    """Group the pods ``preemptor`` may preempt (never itself) into tiers, most preemptable first.
+    """The pods ``preemptor`` may preempt (never itself), split by QoS class: BestEffort, Burstable, Guaranteed.
 
-    A tier holds pods equal in criticality, priority and QoS (see
-    :func:`_tier_key`).  With every candidate at one priority this is the
-    classic BestEffort / Burstable / Guaranteed split; the current kubelet
-    (``groupPodsByPriorityAndQOS``) also separates priorities, so a
-    high-priority Burstable pod is protected better than a priority-0
-    Guaranteed one.  Each tier keeps the input order.
+    This is the kubelet's merged ``sortPodsByQOS`` (pkg/kubelet/preemption):
+    candidates are filtered by :func:`is_preemptable` and grouped by QoS class
+    alone; priority and criticality only decide who is a candidate.  Grouping
+    by priority first is a proposal upstream, not the kubelet's behaviour.
+    Empty classes are omitted; each tier keeps the input order.
     """
-    tiers: dict[tuple[bool, int, int], list[PodInfo]] = {}
+    tiers: dict[QOSClass, list[PodInfo]] = {}
     for pod in pods:
         if pod.uid != preemptor.uid and is_preemptable(preemptor, pod):
-            tiers.setdefault(_tier_key(pod), []).append(pod)
-    return [tuple(tiers[key]) for key in sorted(tiers)]
+            tiers.setdefault(pod.qos, []).append(pod)
+    return [tuple(tiers[qos]) for qos in _QOS_ORDER if qos in tiers]
 
 
 def _subtract(requirements: Mapping[str, int], pods: Iterable[PodInfo]) -> dict[str, int]:
@@ -359,17 +348,17 @@ def pods_to_preempt(
     into :func:`preemption_tiers`.  Then, from the most protected tier down,
     each tier contributes the fewest pods (by the distance heuristic) needed
     *assuming every less protected tier is stopped entirely and the pods
-    already chosen from more protected tiers are stopped too*.  With the
-    usual single priority that reads: the minimal Guaranteed set if all
-    BestEffort and Burstable pods went, then the Burstable set if all
+    already chosen from more protected tiers are stopped too*.  That reads:
+    the minimal Guaranteed set if all BestEffort and Burstable pods went, then the Burstable set if all
     BestEffort pods and the chosen Guaranteed ones went, then just the
     BestEffort pods still needed.  Protected pods are therefore stopped only
     when less protected ones cannot free enough, and lower tiers are then
     trimmed to what is still missing.
 
-    Returns victims in the kubelet's kill order: most protected tier first,
-    each tier in pick order.  Raises :class:`InsufficientToPreempt` (having
-    chosen nothing) when even all candidates together are not enough.
+    Returns victims in the kubelet's kill order: the BestEffort pods chosen,
+    then the Burstable, then the Guaranteed, each in pick order.  Raises
+    :class:`InsufficientToPreempt` (having chosen nothing) when even all
+    candidates together are not enough.
     """
     needed = {name: amount for name, amount in requirements.items() if amount > 0}
     tiers = preemption_tiers(preemptor, pods)
@@ -382,10 +371,13 @@ def pods_to_preempt(
             preemptor=preemptor, unmet=after_lower[-1], candidates=sum(len(tier) for tier in tiers)
         )
     chosen: list[PodInfo] = []
+    picked: list[list[PodInfo]] = []
     for index in range(len(tiers) - 1, -1, -1):
         still_needed = _subtract(after_lower[index], chosen)
-        chosen.extend(_pick_by_distance(preemptor=preemptor, tier=tiers[index], requirements=still_needed))
-    return tuple(chosen)
+        picks = _pick_by_distance(preemptor=preemptor, tier=tiers[index], requirements=still_needed)
+        chosen.extend(picks)
+        picked.append(picks)
+    return tuple(pod for picks in reversed(picked) for pod in picks)
 
 
 # --- admission --------------------------------------------------------------

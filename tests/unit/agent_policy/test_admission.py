@@ -245,7 +245,9 @@ def test_requirement_distance(requirements: Mapping[str, int], candidate: PodInf
     assert requirement_distance(requirements, candidate) == expected
 
 
-def test_preemption_tiers_split_by_criticality_priority_and_qos() -> None:
+def test_preemption_tiers_split_by_qos_class_only() -> None:
+    # The kubelet's sortPodsByQOS: candidates (filtered by Preemptable) are
+    # grouped by QoS alone, whatever their priority or criticality.
     static_low = pod("static-low", static=True, cpu=100)
     pods = [
         NODE_CRITICAL,
@@ -260,10 +262,8 @@ def test_preemption_tiers_split_by_criticality_priority_and_qos() -> None:
     ]
     assert preemption_tiers(CLUSTER_CRITICAL, pods) == [
         (BEST_EFFORT,),
-        (BURSTABLE, HIGH_REQUEST_BURSTABLE),
+        (HIGH_PRIORITY_BURSTABLE, BURSTABLE, static_low, HIGH_REQUEST_BURSTABLE),
         (GUARANTEED, HIGH_REQUEST_GUARANTEED),
-        (HIGH_PRIORITY_BURSTABLE,),
-        (static_low,),
     ]
 
 
@@ -321,14 +321,14 @@ ALL_FIVE = [BEST_EFFORT, BURSTABLE, HIGH_REQUEST_BURSTABLE, GUARANTEED, HIGH_REQ
             CLUSTER_CRITICAL,
             ALL_FIVE,
             {"memory": 550 * Mi},
-            (HIGH_REQUEST_GUARANTEED, HIGH_REQUEST_BURSTABLE),
+            (HIGH_REQUEST_BURSTABLE, HIGH_REQUEST_GUARANTEED),
             id="kubelet-guaranteed-only-because-burstable-and-best-effort-fall-short",
         ),
         pytest.param(
             CLUSTER_CRITICAL,
             [BEST_EFFORT, HIGH_REQUEST_BURSTABLE, GUARANTEED, HIGH_REQUEST_GUARANTEED],
             {"memory": 350 * Mi},
-            (GUARANTEED, HIGH_REQUEST_BURSTABLE),
+            (HIGH_REQUEST_BURSTABLE, GUARANTEED),
             id="kubelet-smallest-guaranteed-that-closes-the-gap",
         ),
         pytest.param(
@@ -342,22 +342,22 @@ ALL_FIVE = [BEST_EFFORT, BURSTABLE, HIGH_REQUEST_BURSTABLE, GUARANTEED, HIGH_REQ
             CLUSTER_CRITICAL,
             [GUARANTEED, HIGH_PRIORITY_BURSTABLE],
             {"cpu": 100},
-            (GUARANTEED,),
-            id="kubelet-priority-protects-burstable-over-guaranteed",
+            (HIGH_PRIORITY_BURSTABLE,),
+            id="kubelet-qos-not-priority-protects-guaranteed-over-a-higher-priority-burstable",
         ),
         pytest.param(
             CLUSTER_CRITICAL,
             [BEST_EFFORT, GUARANTEED, HIGH_REQUEST_BURSTABLE, HIGH_PRIORITY_BURSTABLE],
             {"memory": 500 * Mi},
-            (HIGH_PRIORITY_BURSTABLE, HIGH_REQUEST_BURSTABLE),
-            id="kubelet-higher-priority-pod-only-when-needed",
+            (HIGH_REQUEST_BURSTABLE, HIGH_PRIORITY_BURSTABLE),
+            id="kubelet-one-burstable-tier-whatever-the-priorities",
         ),
         # --- further QoS mixes ---
         pytest.param(
             CLUSTER_CRITICAL,
             ALL_FIVE,
             {"pods": 2},
-            (BURSTABLE, BEST_EFFORT),
+            (BEST_EFFORT, BURSTABLE),
             id="pod-count-takes-cheapest-tiers",
         ),
         pytest.param(
@@ -371,7 +371,7 @@ ALL_FIVE = [BEST_EFFORT, BURSTABLE, HIGH_REQUEST_BURSTABLE, GUARANTEED, HIGH_REQ
             CLUSTER_CRITICAL,
             ALL_FIVE,
             {"cpu": 800, "memory": 800 * Mi},
-            (HIGH_REQUEST_GUARANTEED, GUARANTEED, HIGH_REQUEST_BURSTABLE, BURSTABLE),
+            (HIGH_REQUEST_BURSTABLE, BURSTABLE, HIGH_REQUEST_GUARANTEED, GUARANTEED),
             id="everything-with-requests-is-needed",
         ),
         pytest.param(
@@ -397,10 +397,10 @@ ALL_FIVE = [BEST_EFFORT, BURSTABLE, HIGH_REQUEST_BURSTABLE, GUARANTEED, HIGH_REQ
         ),
         pytest.param(
             pod("prio-100-static", static=True, priority=100),
-            [pod("prio-50", priority=50, cpu=100), pod("prio-0", cpu=100)],
+            [pod("a-prio-50", priority=50, cpu=100), pod("b-prio-0", cpu=100)],
             {"cpu": 100},
-            (pod("prio-0", cpu=100),),
-            id="lower-priority-tier-first",
+            (pod("a-prio-50", priority=50, cpu=100),),
+            id="priority-does-not-order-pods-within-a-qos-class",
         ),
         # --- ties ---
         pytest.param(
@@ -569,7 +569,7 @@ NODE_SELECTOR = PredicateFailure(reason="NodeAffinity", message="node didn't mat
             NODE_1G,
             [CLUSTER_CRITICAL, *ALL_FIVE],
             [],
-            AdmissionDecision(admitted=True, victims=(HIGH_REQUEST_GUARANTEED, HIGH_REQUEST_BURSTABLE)),
+            AdmissionDecision(admitted=True, victims=(HIGH_REQUEST_BURSTABLE, HIGH_REQUEST_GUARANTEED)),
             id="kubelet-multiple-pods-evicted-for-critical-pod",
         ),
         pytest.param(
