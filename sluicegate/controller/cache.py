@@ -137,9 +137,12 @@ class Cache:
         adm = wl.status.admission
         assert adm is not None
         out: dict[FlavorResource, int] = {}
-        reclaim = wl.status.reclaimable_pods
+        # As Kueue's totalRequestsFromAdmission: an admission made for fewer
+        # pods (partial, or after earlier pods became reclaimable) shrinks only
+        # once the pods still to run drop below what it was made for.
+        after_reclaim = dict(zip((ps.name for ps in wl.pod_sets), wl.counts_after_reclaim(), strict=True))
         for psa in adm.pod_set_assignments:
-            keep = max(0, psa.count - reclaim.get(psa.name, 0))
+            keep = min(psa.count, after_reclaim.get(psa.name, psa.count))
             for res, qty in psa.resource_usage.items():
                 flavor = psa.flavors.get(res)
                 if flavor is None:

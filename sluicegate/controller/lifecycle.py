@@ -14,7 +14,10 @@ it again, or forget it.  Kueue's rules, in one place:
   ``maximumExecutionTimeSeconds`` the workload is deactivated and the
   accumulated time reset;
 * pods that succeed while others run become ``reclaimablePods``: their quota
-  goes back at once (the count only grows while quota is held);
+  goes back at once (the count only grows while quota is held), and as in
+  Kueue they stay reclaimable after an eviction: the workload asks for quota
+  only for the rest, and the pods that completed are carried into its next
+  admission (:func:`carried_over`) instead of being run again;
 * a workload made from a Job retries failed pods up to ``backoffLimit`` and
   replaces succeeded ones until ``completions`` are done.
 """
@@ -23,9 +26,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
 from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_pods
@@ -232,6 +236,29 @@ def _settle_job(
     return Settlement(_pods_ready(wl, tuple(out), now), launch=tuple(launch), reclaimed=grew)
 
 
+def carried_over(wl: Workload) -> tuple[PodRecord, ...]:
+    """The pods of earlier admissions that completed on their own, kept for the next admission.
+
+    Marked replaced, so they count as done (a Job's completions, a plain
+    workload's succeeded pods) but are never current, reused or restarted.
+    """
+    return tuple(replace(p, replaced=True) for p in wl.status.last_pods if _completed_on_its_own(p))
+
+
+def skip_done_indexes(carried: Sequence[PodRecord], placements: Sequence[PodPlacement]) -> list[PodPlacement]:
+    """Give new pods the lowest indexes of their pod set that no carried pod completed."""
+    done = {(p.pod_set, p.index) for p in carried}
+    next_free: dict[str, int] = {}
+    out: list[PodPlacement] = []
+    for pl in placements:
+        i = next_free.get(pl.pod_set, 0)
+        while (pl.pod_set, i) in done:
+            i += 1
+        next_free[pl.pod_set] = i + 1
+        out.append(replace(pl, index=i))
+    return out
+
+
 def _reclaimable(wl: Workload, counts: dict[str, int]) -> tuple[Workload, bool]:
     """Raise reclaimablePods to ``counts`` (never lower it while quota is held)."""
     old = dict(wl.status.reclaimable_pods)
@@ -314,7 +341,7 @@ def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = Non
         accumulated = 0
     new = replace(wl, active=active, status=replace(st, conditions=conds, admission=None, requeue_state=requeue_state,
                                                    accumulated_past_execution_time_seconds=accumulated,
-                                                   reclaimable_pods={}, pods=(),
+                                                   pods=(),
                                                    last_pods=wl.status.pods or ()))
     return new
 

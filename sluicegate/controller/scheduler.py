@@ -19,6 +19,7 @@ from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
 from sluicegate.controller.decide_cycle import cycle_effects, heads_back
 from sluicegate.controller.fleet import Fleet
+from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
@@ -214,8 +215,11 @@ class Scheduler:
                                           message=f"Previously: {old.message}", now=now)
             admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
             if placements is not None:
-                admitted = replace(admitted, status=replace(admitted.status, last_pods=(),
-                                                            pods=tuple(self.fleet.pod_records(wl, placements))))
+                carried = carried_over(wl)
+                if carried:
+                    placements = skip_done_indexes(carried, placements)
+                pods = (*carried, *self.fleet.pod_records(wl, placements))
+                admitted = replace(admitted, status=replace(admitted.status, last_pods=(), pods=pods))
             return admitted
         message = e.message or "Workload is waiting for quota"
         old = st.condition("QuotaReserved")

@@ -183,3 +183,14 @@ class Workload:
     @property
     def is_finished(self) -> bool:
         return self.status.is_true("Finished")
+
+    def counts_after_reclaim(self) -> tuple[int, ...]:
+        """Each pod set's count less its reclaimable pods (never below 0).
+
+        Kueue (``podSetsCountsAfterReclaim``, ReclaimablePods on by default)
+        uses these counts both to assign flavors to a pending workload and to
+        scale down what an admitted one holds: pods that completed need no
+        quota, whether or not the workload holds any now.
+        """
+        reclaim = self.status.reclaimable_pods
+        return tuple(ps.count - min(reclaim.get(ps.name, 0), ps.count) for ps in self.pod_sets)

@@ -242,3 +242,23 @@ def test_a_job_retries_failed_pods_up_to_its_backoff_limit(cluster, tmp_path: Pa
     fin = cond(w, "Finished")
     assert fin["reason"] == "Failed" and "backoff limit (2)" in fin["message"]
     assert [p["phase"] for p in w["status"]["extra"]["pods"]] == ["Failed", "Failed", "Failed"]
+
+
+def test_a_requeued_workload_asks_quota_only_for_the_pods_that_did_not_complete(cluster, tmp_path: Path) -> None:
+    """Kueue keeps reclaimablePods through an eviction: the two pods that succeeded are not run again."""
+    test_pods_that_finish_early_release_quota_for_a_waiting_workload(cluster, tmp_path)
+    c, _, _ = cluster
+    sluicectl(c.address, "stop", "workload", "wide")
+    wait_for("wide's quota released", lambda: not wl(c, "wide").get("status", {}).get("admission"), timeout=30)
+    assert wl(c, "wide")["status"]["reclaimablePods"] == [{"name": "workers", "count": 2}]
+    sluicectl(c.address, "resume", "workload", "wide")
+    # 4 cpu of quota, 2 held by "waiting": wide fits only because it needs 2.
+    wait_for("wide admitted again beside waiting", lambda: cond(wl(c, "wide"), "Admitted").get("status") == "True",
+             timeout=30)
+    w = wl(c, "wide")
+    assert cond(wl(c, "waiting"), "Admitted").get("status") == "True"
+    assert w["status"]["admission"]["podSetAssignments"][0]["count"] == 2
+    current = [p for p in w["status"]["extra"]["pods"] if not p.get("replaced")]
+    done = [p for p in w["status"]["extra"]["pods"] if p.get("replaced")]
+    assert sorted(p["index"] for p in current) == [2, 3]
+    assert sorted((p["index"], p["phase"]) for p in done) == [(0, "Succeeded"), (1, "Succeeded")]

@@ -219,8 +219,11 @@ class FlavorAssigner:
     def assign(self, counts: Sequence[int] | None = None) -> Assignment:
         assignment = Assignment()
         covers_pods = self.spec.group_for("pods") is not None
+        # A pending workload needs quota only for the pods not yet reclaimable
+        # (Kueue's totalRequestsFromPodSets); a partial count never asks for more.
+        remaining = self.workload.counts_after_reclaim()
         for i, ps in enumerate(self.workload.pod_sets):
-            count = ps.count if counts is None else counts[i]
+            count = remaining[i] if counts is None else min(counts[i], remaining[i])
             requests = ps.total_requests(count)
             if covers_pods:
                 requests["pods"] = count

@@ -7,20 +7,26 @@ from dataclasses import replace
 
 import pytest
 
+from sluicegate.controller.cache import Cache
 from sluicegate.controller.lifecycle import (
     JOB_ANNOTATION,
     JobSpec,
     backoff_seconds,
+    carried_over,
     due_eviction,
     evict,
     released,
     settle,
+    skip_done_indexes,
 )
 from sluicegate.controller.scheduling.cycle import search_partial_counts
 from sluicegate.controller.scheduling.flavors import Assignment
+from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model import WaitForPodsReadyConfig
+from sluicegate.model.names import FlavorName
 from sluicegate.model.pods import PodRecord, with_pods
-from sluicegate.model.workloads import RequeueState
+from sluicegate.model.resources import FlavorResource
+from sluicegate.model.workloads import PodSetAssignment, RequeueState
 from tests.builders import pod_set as podset
 from tests.builders import with_admission as admitted
 from tests.builders import workload as wl
@@ -96,6 +102,63 @@ def test_reclaimable_pods_only_grow_while_quota_is_held() -> None:
     assert s3.reclaimed is False
 
 
+def _evict_and_release(w, now: float):
+    """Evict ``w``; its running pods report that they were stopped; give the quota back."""
+    s = settle(evict(w, reason="Preempted", message="preempted", now=now), now)
+    stopped = tuple(replace(p, phase="Failed", reason="Killed") if p.reason == "Stopping" else p
+                    for p in s.workload.status.pods)
+    s = settle(with_pods(s.workload, stopped), now + 1)
+    assert s.release and s.requeue
+    return s.workload
+
+
+def _readmit(w, count: int, at: float):
+    """Admit ``w`` again with ``count`` new pods, as the scheduler does (carried pods first)."""
+    back = admitted(w, "cq", {"cpu": "default"}, at=at)
+    carried = carried_over(w)
+    fresh = skip_done_indexes(carried, [PodPlacement("main", i, "n", {"cpu": 1000}) for i in range(count)])
+    recs = tuple(PodRecord(uid=f"again-{p.index}", name=f"w-main-{p.index}", pod_set="main", index=p.index, node="n",
+                           requests={"cpu": 1000}, phase="Running", ready=True) for p in fresh)
+    return with_pods(back, (*carried, *recs))
+
+
+def test_reclaimable_pods_survive_an_eviction_and_completed_pods_are_not_run_again() -> None:
+    # Kueue keeps status.reclaimablePods when a workload is evicted and counts
+    # pods after reclaim when it assigns flavors again (podSetsCountsAfterReclaim).
+    w = running(pods=4)
+    pods = list(w.status.pods)
+    pods[0] = replace(pods[0], phase="Succeeded")
+    w = settle(with_pods(w, tuple(pods)), 110.0).workload
+    back = _evict_and_release(w, 120.0)
+    assert dict(back.status.reclaimable_pods) == {"main": 1}
+    assert back.counts_after_reclaim() == (3,)
+    assert [(p.uid, p.replaced) for p in carried_over(back)] == [("w-0", True)]
+    again = _readmit(back, 3, at=200.0)
+    assert sorted(p.index for p in again.status.pods if not p.replaced) == [1, 2, 3]
+    done = with_pods(again, tuple(replace(p, phase="Succeeded") for p in again.status.pods))
+    s = settle(done, 210.0)
+    assert (s.release, s.workload.status.condition("Finished").reason) == (True, "Succeeded")
+
+
+def test_an_indexed_job_requeued_after_completions_runs_only_the_missing_indexes() -> None:
+    uids = iter(f"new-{i}" for i in range(10))
+    w = replace(job(3, 2, indexed=True), name="w")
+    pods = [replace(p, phase="Succeeded") if p.index == 0 else p for p in w.status.pods]
+    s = settle(with_pods(w, tuple(pods)), 110.0, new_uid=lambda: next(uids))
+    # Index 0 done; its slot runs index 2; index 1 still runs.
+    pods = [replace(p, phase="Succeeded") if p.index == 2 else p for p in s.workload.status.pods]
+    s = settle(with_pods(s.workload, tuple(pods)), 111.0, new_uid=lambda: next(uids))
+    assert dict(s.workload.status.reclaimable_pods) == {"main": 1}
+    back = _evict_and_release(s.workload, 120.0)
+    # One completion (index 1) remains: quota for one pod, not two.
+    assert (dict(back.status.reclaimable_pods), back.counts_after_reclaim()) == ({"main": 1}, (1,))
+    again = _readmit(back, 1, at=200.0)
+    assert [p.index for p in again.status.pods if not p.replaced] == [1]
+    pods = [replace(p, phase="Succeeded") if p.uid == "again-1" else p for p in again.status.pods]
+    s = settle(with_pods(again, tuple(pods)), 210.0, new_uid=lambda: next(uids))
+    assert (s.release, s.launch, s.workload.status.condition("Finished").reason) == (True, (), "Succeeded")
+
+
 def job(completions: int, parallelism: int, *, indexed: bool = False, backoff: int = 6):
     w = running(pods=parallelism)
     spec = JobSpec(completions=completions, parallelism=parallelism, indexed=indexed, backoff_limit=backoff)
@@ -150,3 +213,24 @@ def test_partial_admission_finds_the_largest_count_that_fits(count, min_count, f
     assert all(c >= min_count for c in tried)
     # Binary search: a logarithmic number of assignments, not one per count.
     assert len(tried) <= 4
+
+
+@pytest.mark.parametrize(
+    ("admitted_count", "reclaimable", "held_cpu"),
+    [
+        (5, 0, 5000),
+        (5, 2, 3000),  # a full admission shrinks with every reclaimable pod
+        (3, 1, 3000),  # admitted for 3 of 5: 4 still to run, the admission is not too big yet
+        (3, 2, 3000),
+        (3, 3, 2000),  # only 2 still to run: it holds 2 pods' worth
+        (3, 9, 0),
+    ],
+)
+def test_an_admission_holds_quota_for_at_most_the_pods_still_to_run(admitted_count, reclaimable, held_cpu) -> None:
+    # Kueue's totalRequestsFromAdmission: scale down only below the admitted count.
+    w = admitted(wl("w", podset("main", count=5, cpu="1")), "cq", {"cpu": "default"})
+    adm = replace(w.status.admission, pod_set_assignments=(PodSetAssignment(
+        name="main", flavors={"cpu": FlavorName("default")}, resource_usage={"cpu": 1000 * admitted_count},
+        count=admitted_count),))
+    w = replace(w, status=replace(w.status, admission=adm, reclaimable_pods={"main": reclaimable}))
+    assert Cache.held_usage(w).get(FlavorResource(FlavorName("default"), "cpu"), 0) == held_cpu

@@ -170,3 +170,27 @@ def test_partial_counts_are_respected() -> None:
     cache = build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="5")))])
     a = assign(cache, "a", workload("w", pod_set(count=8, min_count=2, cpu="1")), counts=[5])
     assert (a.mode(), a.pod_sets[0].count, a.pod_sets[0].requests) == (Mode.FIT, 5, {"cpu": 5000})
+
+
+def _with_reclaimable(wl, **counts: int):
+    from dataclasses import replace
+
+    return replace(wl, status=replace(wl.status, reclaimable_pods=counts))
+
+
+def test_a_pending_workload_asks_quota_only_for_pods_not_reclaimable() -> None:
+    # Kueue's flavorassigner_test "with reclaimable pods; reclaimablePods on":
+    # 5 pods, 2 reclaimable, a queue with room for 3 pods: fits with count 3.
+    cache = build_cache(queues=[cluster_queue("a", group(flavor("default", pods="3", cpu="10")))])
+    wl = _with_reclaimable(workload("w", pod_set(count=5, cpu="1")), main=2)
+    a = assign(cache, "a", wl)
+    assert (a.mode(), a.pod_sets[0].count, a.pod_sets[0].requests) == (Mode.FIT, 3, {"cpu": 3000, "pods": 3})
+    # Without the reclaimable pods, 5 pods do not fit 3.
+    assert assign(cache, "a", workload("w", pod_set(count=5, cpu="1"))).mode() is not Mode.FIT
+
+
+def test_a_partial_count_never_asks_for_more_than_the_pods_still_to_run() -> None:
+    cache = build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="10")))])
+    wl = _with_reclaimable(workload("w", pod_set(count=8, min_count=2, cpu="1")), main=5)
+    a = assign(cache, "a", wl, counts=[6])
+    assert (a.mode(), a.pod_sets[0].count) == (Mode.FIT, 3)
