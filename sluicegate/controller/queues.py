@@ -10,6 +10,13 @@ keeps blocking the queue, as Kueue does.
 
 A workload whose backoff has not expired (``requeueState.requeueAt``) waits
 in a timer list and enters the heap when it is due.
+
+Under Admission Fair Sharing (``set_fair_sharing``) a queue keeps one heap
+per LocalQueue instead of one for all: the next head is the top of the
+LocalQueue with the least usage (ties: the usual order between the tops),
+which is Kueue's order (usage first, then priority and timestamp) without
+re-keying a single pending workload when usage changes.  A pop costs
+O(LocalQueues with pending workloads + log n).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
 from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
@@ -26,6 +33,10 @@ from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
 from sluicegate.model.workloads import Workload
+
+# A pending workload's place in its queue's order: (-priority, timestamp, uid, key), led by its LocalQueue's
+# usage under Admission Fair Sharing.
+Rank = tuple[Any, ...]
 
 
 class Budget(Protocol):
@@ -88,6 +99,9 @@ class ClusterQueueQueue:
         self.active = True
         self._items: dict[WorkloadKey, _Pending] = {}
         self._heap: list[tuple[int, float, str, str, int]] = []
+        # Admission Fair Sharing: a LocalQueue's usage (None: off), and one heap per LocalQueue while on.
+        self._afs: Callable[[tuple[str, str]], float] | None = None
+        self._lq_heaps: dict[tuple[str, str], list[tuple[int, float, str, str, int]]] = {}
         self._inadmissible: dict[WorkloadKey, _Pending] = {}
         # The workload popped for the running cycle, still counted as pending.
         self._in_flight: dict[WorkloadKey, _Pending] = {}
@@ -137,7 +151,48 @@ class ClusterQueueQueue:
         order = self._order_key(wl)
         p = _Pending(wl, last_tried, self._version, ranked=(order, wl))
         self._items[wl.key] = p
-        heapq.heappush(self._heap, (*order, p.version))
+        if self._afs is None:
+            heapq.heappush(self._heap, (*order, p.version))
+        else:
+            heapq.heappush(self._lq_heaps.setdefault(_local_queue(wl), []), (*order, p.version))
+
+    def set_fair_sharing(self, usage: Callable[[tuple[str, str]], float] | None) -> None:
+        """Order by Admission Fair Sharing (``usage`` of a LocalQueue, lowest first) or, with None, as usual."""
+        if (usage is None) == (self._afs is None):
+            self._afs = usage
+            return
+        self._afs = usage
+        self._heap = []
+        self._lq_heaps = {}
+        for p in self._items.values():
+            item = (*(p.ranked[0] if p.ranked else self._order_key(p.workload)), p.version)
+            if usage is None:
+                self._heap.append(item)
+            else:
+                self._lq_heaps.setdefault(_local_queue(p.workload), []).append(item)
+        heapq.heapify(self._heap)
+        for heap in self._lq_heaps.values():
+            heapq.heapify(heap)
+
+    def _live(self, item: tuple[int, float, str, str, int]) -> bool:
+        p = self._items.get(WorkloadKey(item[3]))
+        return p is not None and p.version == item[4]
+
+    def _fair_heap(self) -> list[tuple[int, float, str, str, int]] | None:
+        """The heap of the LocalQueue whose top goes next: least usage, then the usual order of the tops."""
+        assert self._afs is not None
+        best: tuple[float, tuple[int, float, str, str, int]] | None = None
+        chosen: list[tuple[int, float, str, str, int]] | None = None
+        for lq, heap in list(self._lq_heaps.items()):
+            while heap and not self._live(heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                del self._lq_heaps[lq]
+                continue
+            cand = (self._afs(lq), heap[0])
+            if best is None or cand < best:
+                best, chosen = cand, heap
+        return chosen
 
     def add_or_update(self, wl: Workload) -> None:
         key = wl.key
@@ -158,8 +213,11 @@ class ClusterQueueQueue:
         return found
 
     def pop(self) -> Head | None:
-        while self._heap:
-            *_, key, version = heapq.heappop(self._heap)
+        while True:
+            heap = self._heap if self._afs is None else self._fair_heap()
+            if not heap:
+                return None
+            *_, key, version = heapq.heappop(heap)
             wk = WorkloadKey(key)
             p = self._items.get(wk)
             if p is None or p.version != version:
@@ -168,7 +226,6 @@ class ClusterQueueQueue:
             self._in_flight[wk] = p
             self.pop_cycle += 1
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
-        return None
 
     def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Put a head back after its cycle; True if it went back into the heap.
@@ -354,8 +411,18 @@ class ClusterQueueQueue:
         k = offset + limit (a sort only when k is a large part of n), plus
         O(n log k) for the positions when ``keep`` hides some.
         """
-        everything = [p.ranked or (self._order_key(p.workload), p.workload)
-                      for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+        everything: list[tuple[Rank, Workload]] = [
+            p.ranked or (self._order_key(p.workload), p.workload)
+            for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+        if self._afs is not None:
+            # Admission Fair Sharing: the LocalQueue's usage comes first (once per LocalQueue).
+            usage: dict[tuple[str, str], float] = {}
+            for i, (k, wl) in enumerate(everything):
+                lq = _local_queue(wl)
+                u = usage.get(lq)
+                if u is None:
+                    u = usage[lq] = self._afs(lq)
+                everything[i] = ((u, *k), wl)
         chosen = everything if keep is None else [e for e in everything if keep(e[1])]
         want = offset + limit
         if want <= 0 or not chosen:
@@ -550,8 +617,7 @@ def _local_queue(wl: Workload) -> tuple[str, str]:
     return (wl.namespace, wl.queue_name)
 
 
-def _ranks(everything: list[tuple[tuple[int, float, str, str], Workload]],
-           page: list[tuple[tuple[int, float, str, str], Workload]]) -> tuple[list[int], list[int]]:
+def _ranks(everything: list[tuple[Rank, Workload]], page: list[tuple[Rank, Workload]]) -> tuple[list[int], list[int]]:
     """For each of ``page`` (in order): how many of ``everything`` come before it, in all and in its LocalQueue.
 
     One pass over ``everything`` with a binary search into the page's keys:
@@ -559,7 +625,7 @@ def _ranks(everything: list[tuple[tuple[int, float, str, str], Workload]],
     """
     keys = [k for k, _ in page]
     before = [0] * (len(page) + 1)
-    by_lq: dict[tuple[str, str], tuple[list[tuple[int, float, str, str]], list[int]]] = {}
+    by_lq: dict[tuple[str, str], tuple[list[Rank], list[int]]] = {}
     for k, wl in page:
         lq_keys, _ = by_lq.setdefault(_local_queue(wl), ([], []))
         lq_keys.append(k)
