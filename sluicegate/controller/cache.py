@@ -103,12 +103,13 @@ class Cache:
     def afs_usage(self, lq: tuple[str, str]) -> float:
         """A LocalQueue's Admission Fair Sharing usage: its weighted decayed consumption over its weight."""
         cfg = self.config.admission_fair_sharing
-        status = self.afs.get(lq)
-        if cfg is None or status is None:
+        if cfg is None:
             return 0.0
+        status = self.afs.get(lq)
         spec = self.local_queues.get(lq)
-        return afs.usage(status.consumed_resources, spec.fair_sharing_weight if spec is not None else 1,
-                         cfg.resource_weights)
+        # A LocalQueue not yet charged nor sampled has consumed nothing (a weight of 0 still puts it last).
+        return afs.usage(status.consumed_resources if status is not None else {},
+                         spec.fair_sharing_weight if spec is not None else 1, cfg.resource_weights)
 
     def _afs_count(self, wl: Workload, usage: Mapping[FlavorResource, int], sign: int) -> None:
         held = self.afs_admitted.setdefault((wl.namespace, wl.queue_name), {})
