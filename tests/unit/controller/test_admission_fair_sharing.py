@@ -219,3 +219,26 @@ def test_usage_survives_a_restart_with_the_real_sqlite_store(tmp_path: Path) -> 
     assert status.last_update == clock.t
     assert again.cache.afs_usage(("default", "lq-a")) > again.cache.afs_usage(("default", "lq-b"))
     assert again.deadlines.armed(AFS_SAMPLE, AFS_KEY) == clock.t + 1.0
+
+
+def test_a_vanishing_half_life_orders_by_current_usage_as_kube_batch_drf_does() -> None:
+    """Half-life -> 0 from above: alpha is 1, a sample sets usage to what each LocalQueue holds now, so the order
+    is by current (weighted) usage -- with one resource, kube-batch's drf order by current dominant share
+    (pkg/scheduler/plugins/drf: share = allocated / total, lowest first)."""
+    clock = Clock()
+    m = manager({"lq-a": "1", "lq-b": "1"}, clock=clock, config=ControllerConfig(
+        admission_fair_sharing=AdmissionFairSharingConfig(usage_half_life_seconds=0.001,
+                                                          usage_sampling_interval_seconds=1.0)))
+    m.create_workload(workload("a-running", "lq-a", cpu="3"))
+    settle(m)
+    m.create_workload(workload("b-running", "lq-b", cpu="1"))
+    settle(m)
+    clock.t += 1
+    m.tick()
+    assert {lq: s.consumed_resources for (_, lq), s in m.cache.afs.items()} == {
+        "lq-a": {"cpu": pytest.approx(3000)}, "lq-b": {"cpu": pytest.approx(1000)}}
+    m.create_workload(workload("a-next", "lq-a", cpu="4"))
+    clock.t += 0.5
+    m.create_workload(workload("b-next", "lq-b", cpu="4"))
+    settle(m)
+    assert states(m, ["a-next", "b-next"]) == {"a-next": "Pending", "b-next": "Admitted"}
