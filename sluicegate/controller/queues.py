@@ -62,6 +62,10 @@ def quota_needs(wl: Workload) -> dict[str, int]:
     return need
 
 
+# A quota-bound parked workload in its queue's order: (order key, version, key).
+_Parked = tuple[tuple[int, float, str, str], int, WorkloadKey]
+
+
 @dataclass(slots=True)
 class _Pending:
     workload: Workload
@@ -119,7 +123,8 @@ class ClusterQueueQueue:
         # quota-bound ones in queue order, and the others.  Both are lazy:
         # an item whose workload left ``_inadmissible`` (or was parked again
         # under a newer version) is skipped and dropped when met.
-        self._quota_order: list[tuple[tuple[int, float, str, str], int, WorkloadKey]] = []
+        # (Under Admission Fair Sharing, one such order per LocalQueue, offered lowest usage first.)
+        self._quota_orders: dict[tuple[str, str] | None, list[_Parked]] = {}
         self._plain_parked: set[WorkloadKey] = set()
         # Exact counts over the quota-bound parked workloads: how many there
         # are, how many need each resource, and (lazily) the smallest need per
@@ -164,6 +169,11 @@ class ClusterQueueQueue:
         self._afs = usage
         self._heap = []
         self._lq_heaps = {}
+        parked = [e for entries in self._quota_orders.values() for e in entries if self._parked_as(e[2], e[1])]
+        self._quota_orders = {}
+        for entry in sorted(parked):
+            group = self._group(self._inadmissible[entry[2]].workload)
+            self._quota_orders.setdefault(group, []).append(entry)
         for p in self._items.values():
             item = (*(p.ranked[0] if p.ranked else self._order_key(p.workload)), p.version)
             if usage is None:
@@ -270,10 +280,12 @@ class ClusterQueueQueue:
             for res, qty in p.needs.items():
                 self._need_count[res] = self._need_count.get(res, 0) + 1
                 heapq.heappush(self._need_min.setdefault(res, []), (qty, p.version, key))
-            bisect.insort(self._quota_order, (p.ranked[0], p.version, key))
-            if len(self._quota_order) > 2 * len(self._inadmissible) + 64:
+            order = self._quota_orders.setdefault(self._group(p.workload), [])
+            bisect.insort(order, (p.ranked[0], p.version, key))
+            if len(order) > 2 * len(self._inadmissible) + 64:
                 # Drop the items of workloads no longer parked (the indexes are lazy).
-                self._quota_order = [item for item in self._quota_order if self._parked_as(item[2], item[1])]
+                for group, items in list(self._quota_orders.items()):
+                    self._quota_orders[group] = [item for item in items if self._parked_as(item[2], item[1])]
                 for res, heap in self._need_min.items():
                     self._need_min[res] = [item for item in heap if self._parked_as(item[2], item[1])]
                     heapq.heapify(self._need_min[res])
@@ -317,7 +329,7 @@ class ClusterQueueQueue:
         for p in self._inadmissible.values():
             self._push(p.workload, p.last_tried)
         self._inadmissible.clear()
-        self._quota_order.clear()
+        self._quota_orders.clear()
         self._plain_parked.clear()
         self._quota_parked = 0
         self._need_count.clear()
@@ -370,25 +382,38 @@ class ClusterQueueQueue:
                 self._push(p.workload, p.last_tried)
                 moved = True
         self._plain_parked.clear()
-        order, kept, i = self._quota_order, [], 0
-        while i < len(order) and not self._out_of_reach(budget):
-            item = order[i]
-            i += 1
-            _, version, key = item
-            p = self._inadmissible.get(key)
-            if p is None or p.version != version:
-                continue
-            if not budget.take(p.workload):
-                kept.append(item)
-                continue
-            self._unpark(key)
-            self._offered.add(key)
-            self._push(p.workload, p.last_tried)
-            moved = True
-        kept.extend(order[i:])
-        self._quota_order = kept
+        for group in self._offer_order():
+            order, kept, i = self._quota_orders[group], [], 0
+            while i < len(order) and not self._out_of_reach(budget):
+                item = order[i]
+                i += 1
+                _, version, key = item
+                p = self._inadmissible.get(key)
+                if p is None or p.version != version:
+                    continue
+                if not budget.take(p.workload):
+                    kept.append(item)
+                    continue
+                self._unpark(key)
+                self._offered.add(key)
+                self._push(p.workload, p.last_tried)
+                moved = True
+            kept.extend(order[i:])
+            self._quota_orders[group] = kept
         self.deferred = bool(self._inadmissible)
         return moved
+
+    def _group(self, wl: Workload) -> tuple[str, str] | None:
+        return None if self._afs is None else _local_queue(wl)
+
+    def _offer_order(self) -> list[tuple[str, str] | None]:
+        """The groups of parked workloads in the order freed quota is offered: under Admission Fair Sharing the
+        LocalQueues by usage (lowest first, ties by their first workload), as the scheduler would take them."""
+        groups = [g for g, items in self._quota_orders.items() if items]
+        if self._afs is None or len(groups) < 2:
+            return groups
+        usage = self._afs
+        return sorted(groups, key=lambda g: (usage(g) if g is not None else 0.0, self._quota_orders[g][0][0]))
 
     def _order_key(self, wl: Workload) -> tuple[int, float, str, str]:
         return (-wl.priority, queue_order_timestamp(wl, self.requeuing), wl.uid, wl.key)

@@ -242,3 +242,41 @@ def test_a_vanishing_half_life_orders_by_current_usage_as_kube_batch_drf_does() 
     m.create_workload(workload("b-next", "lq-b", cpu="4"))
     settle(m)
     assert states(m, ["a-next", "b-next"]) == {"a-next": "Pending", "b-next": "Admitted"}
+
+
+def test_the_usage_metric_and_the_described_status() -> None:
+    """kueue_local_queue_admission_fair_sharing_usage (Kueue's pkg/metrics) and status.fairSharing in describe."""
+    from sluicegate.controller.metrics import ControllerMetrics
+    from sluicegate.controller.status import local_queue_status
+    from tests.unit.metrics.exposition import Scrape
+
+    metrics, clock = ControllerMetrics(), Clock()
+    m = Manager(MemoryStore(), clock=clock, placement=False, observer=metrics, config=CONFIG)
+    metrics.attach(m)
+    m.apply(queues({"lq-a": "2", "lq-b": "1"}))
+    seed(m, {"lq-a": 6000, "lq-b": 1000})
+    s = Scrape.of(metrics.registry)
+    labels = {"namespace": "default", "cluster_queue": "cq1", "replica_role": "standalone"}
+    assert s.value("kueue_local_queue_admission_fair_sharing_usage", name="lq-a", **labels) == 3000
+    assert s.value("kueue_local_queue_admission_fair_sharing_usage", name="lq-b", **labels) == 1000
+    status = local_queue_status(m.cache, m.cache.local_queues[("default", "lq-a")])
+    assert status["fairSharing"]["admissionFairSharingStatus"] == {
+        "consumedResources": {"cpu": "6"}, "lastUpdate": "1970-01-01T00:16:40Z"}
+
+
+def test_freed_quota_is_offered_to_parked_workloads_in_fair_order() -> None:
+    """Workloads parked for want of quota come back, when quota is released, lowest-usage LocalQueue first
+    (the release budget must not fall back to plain FIFO, or the fair order is lost under contention)."""
+    clock = Clock()
+    m = manager({"lq-a": "1", "lq-b": "1"}, clock=clock)
+    m.create_workload(workload("running", "lq-b", cpu="8"))
+    settle(m)
+    m.create_workload(workload("a-old", "lq-a", cpu="8"))
+    clock.t += 1
+    m.create_workload(workload("b-new", "lq-b", cpu="8"))
+    settle(m)  # both parked: no quota left
+    assert states(m, ["a-old", "b-new"]) == {"a-old": "Pending", "b-new": "Pending"}
+    seed(m, {"lq-a": 5000, "lq-b": 1000})
+    m.delete_workload("default", "running")
+    settle(m)
+    assert states(m, ["a-old", "b-new"]) == {"a-old": "Pending", "b-new": "Admitted"}
