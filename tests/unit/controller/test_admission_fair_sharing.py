@@ -280,3 +280,29 @@ def test_freed_quota_is_offered_to_parked_workloads_in_fair_order() -> None:
     m.delete_workload("default", "running")
     settle(m)
     assert states(m, ["a-old", "b-new"]) == {"a-old": "Pending", "b-new": "Admitted"}
+
+
+def test_turning_the_admission_scope_on_and_off_reorders_what_waits() -> None:
+    """Re-applying the ClusterQueue with or without admissionScope rebuilds its heaps (pending and parked alike)."""
+    clock = Clock()
+    m = manager({"lq-a": "1", "lq-b": "1"}, scope="", clock=clock)
+    seed(m, {"lq-a": 5000, "lq-b": 1000})
+    m.create_workload(workload("running", "lq-b", cpu="8"))
+    settle(m)
+    for name, lq in (("a1", "lq-a"), ("b1", "lq-b"), ("a2", "lq-a")):
+        m.create_workload(workload(name, lq, cpu="8"))
+        clock.t += 1
+    cq = m.cache.local_queues[("default", "lq-a")].cluster_queue
+
+    def order() -> list[str]:
+        return [p.workload.name for p in m.cache.queues.pending_page(cq, offset=0, limit=10)]
+
+    assert order() == ["a1", "b1", "a2"]
+    m.apply(queues({"lq-a": "1", "lq-b": "1"}))
+    assert order() == ["b1", "a1", "a2"]
+    settle(m)  # all parked for want of quota, now by LocalQueue
+    m.delete_workload("default", "running")
+    settle(m)
+    assert states(m, ["a1", "b1", "a2"]) == {"a1": "Pending", "b1": "Admitted", "a2": "Pending"}
+    m.apply(queues({"lq-a": "1", "lq-b": "1"}, scope=""))
+    assert order() == ["a1", "a2"]
