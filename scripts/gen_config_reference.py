@@ -108,7 +108,7 @@ CONTROLLER: dict[str, Setting] = {
     "mirrorInterval": Setting("duration", "How often followers bring their warm copy of the store up to date.",
                               attr("mirror_interval", duration)),
     "configuration": Setting("path", "Kueue's Configuration document (`config.kueue.x-k8s.io/v1beta2`): "
-                             "fairSharing, waitForPodsReady, integrations.labelKeysToCopy, ... "
+                             "fairSharing, admissionFairSharing, waitForPodsReady, integrations.labelKeysToCopy, ... "
                              "(see [kueue-compatibility.md](kueue-compatibility.md#configuration)).",
                              attr("configuration_path")),
     "nodeHeartbeatTimeout": Setting("duration", "A node whose heartbeats stop for this long becomes NotReady: "

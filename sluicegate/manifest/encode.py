@@ -27,6 +27,7 @@ from sluicegate.manifest.syntax import decimal_text
 from sluicegate.manifest.timefmt import format_duration, format_rfc3339
 from sluicegate.model import (
     Admission,
+    AdmissionFairSharingStatus,
     ClusterQueueSpec,
     CohortSpec,
     Condition,
@@ -129,11 +130,7 @@ def _encode(obj: Decoded, *, share: bool) -> Doc:
     if isinstance(obj, ClusterQueueSpec):
         return _object("ClusterQueue", {"name": obj.name}, spec=_cluster_queue_spec(obj))
     if isinstance(obj, LocalQueueSpec):
-        return _object(
-            "LocalQueue",
-            {"name": obj.name, "namespace": obj.namespace},
-            spec={"clusterQueue": obj.cluster_queue, "stopPolicy": obj.stop_policy.value},
-        )
+        return _local_queue(obj)
     if isinstance(obj, WorkloadPriorityClass):
         doc = _object("WorkloadPriorityClass", {"name": obj.name})
         doc["value"] = obj.value
@@ -215,7 +212,30 @@ def _cluster_queue_spec(cq: ClusterQueueSpec) -> Doc:
     if cq.fair_sharing_weight != 1:
         spec["fairSharing"] = _weight(cq.fair_sharing_weight)
     spec["stopPolicy"] = cq.stop_policy.value
+    if cq.admission_mode is not None:
+        spec["admissionScope"] = {"admissionMode": cq.admission_mode.value}
     return spec
+
+
+def _local_queue(lq: LocalQueueSpec) -> Doc:
+    spec: Doc = {"clusterQueue": lq.cluster_queue, "stopPolicy": lq.stop_policy.value}
+    if lq.fair_sharing_weight != 1:
+        spec["fairSharing"] = _weight(lq.fair_sharing_weight)
+    doc = _object("LocalQueue", {"name": lq.name, "namespace": lq.namespace}, spec=spec)
+    afs = lq.admission_fair_sharing_status
+    if afs is not None:
+        doc["status"] = {"fairSharing": {"admissionFairSharingStatus": admission_fair_sharing_status(afs)}}
+    return doc
+
+
+def admission_fair_sharing_status(afs: AdmissionFairSharingStatus) -> Doc:
+    """status.fairSharing.admissionFairSharingStatus: consumed resources rounded to the base unit."""
+    return {
+        "consumedResources": {
+            res: format_canonical(res, round(v)) for res, v in sorted(afs.consumed_resources.items())
+        },
+        "lastUpdate": format_rfc3339(afs.last_update),
+    }
 
 
 def _selector(selector: LabelSelector) -> Doc:
@@ -437,6 +457,15 @@ def _configuration(cfg: ControllerConfig) -> Doc:
         doc["waitForPodsReady"] = _wait_for_pods_ready(cfg.wait_for_pods_ready)
     if cfg.label_keys_to_copy:
         doc["integrations"] = {"labelKeysToCopy": list(cfg.label_keys_to_copy)}
+    afs = cfg.admission_fair_sharing
+    if afs is not None:
+        section: Doc = {
+            "usageHalfLifeTime": format_duration(afs.usage_half_life_seconds),
+            "usageSamplingInterval": format_duration(afs.usage_sampling_interval_seconds),
+        }
+        if afs.resource_weights:
+            section["resourceWeights"] = {res: w for res, w in sorted(afs.resource_weights.items())}
+        doc["admissionFairSharing"] = section
     return doc
 
 
