@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from sluicegate.manifest.reader import INT64_MAX, Fields, Problems
 from sluicegate.manifest.syntax import label_value_problem, qualified_name_problem, show
-from sluicegate.model.taints import EQUAL, EXISTS, NO_EXECUTE, TAINT_EFFECTS, Taint, Toleration
+from sluicegate.model.taints import EQUAL, EXISTS, NO_EXECUTE, TAINT_EFFECTS, TOLERATION_OPERATORS, Taint, Toleration
 
 TAINT_FIELDS = ("key", "value", "effect")
 TAINT_UNSUPPORTED = {"timeAdded": "set by Kubernetes' node lifecycle controller, never by a user"}
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 _EFFECTS = {e: e for e in TAINT_EFFECTS}
+_OPERATORS = {o: o for o in TOLERATION_OPERATORS}
 
 
 def read_taints(fields: Fields, key: str, *, max_items: int | None = None) -> tuple[Taint, ...]:
@@ -47,9 +48,10 @@ def read_tolerations(fields: Fields, key: str, *, max_items: int | None = None) 
         if f is None:
             continue
         tol_key = f.string("key", check=qualified_name_problem)
-        operator = f.choice("operator", {EQUAL: EQUAL, EXISTS: EXISTS, "": EQUAL}, default=EQUAL)
+        # Empty is allowed for both: Equal, and every effect.  Lt/Gt are alpha in Kubernetes (gate off by default).
+        operator = EQUAL if f.get("operator") == "" else f.choice("operator", _OPERATORS, default=EQUAL)
         value = f.string("value")
-        effect = f.choice("effect", {**_EFFECTS, "": ""}, default="")
+        effect = "" if f.get("effect") == "" else f.choice("effect", _EFFECTS, default="")
         seconds = f.integer("tolerationSeconds", minimum=-INT64_MAX - 1, maximum=INT64_MAX)
         if not tol_key and operator != EXISTS:
             f.error("operator", 'must be Exists when key is empty, which means "match all values and all keys"')
