@@ -166,9 +166,10 @@ def render_table(kind: str, objs: list[dict[str, Any]], *, wide: bool = False) -
                 ",".join(f"{a}={b}" for a, b in sorted((o.get("spec", {}).get("nodeLabels") or {}).items()))
                 or "<none>",
             ]
+            + ([",".join(taint_text(t) for t in o.get("spec", {}).get("nodeTaints") or []) or "<none>"] if wide else [])
             for o in objs
         ]
-        return table(["NAME", "NODE LABELS"], rows)
+        return table(["NAME", "NODE LABELS"] + (["NODE TAINTS"] if wide else []), rows)
     if k in ("cohort", "cohorts"):
         rows = [[o["metadata"]["name"], o.get("spec", {}).get("parentName", "")] for o in objs]
         return table(["NAME", "PARENT"], rows)
