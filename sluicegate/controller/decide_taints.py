@@ -50,11 +50,15 @@ def taint_evictions(
     pods: Sequence[PodTolerations],
     scheduled: Mapping[str, TaintEviction],
     now: float,
+    bound_at: Mapping[str, float] | None = None,
 ) -> dict[str, TaintEviction]:
     """The evictions the node's pods are under now, by pod uid (due <= now: evict at once).
 
     ``scheduled`` holds the ones decided before; a pod missing from the
     result has none (tolerated for ever, or no NoExecute taint left).
+    ``bound_at``: when pods were bound to the node since it was last looked
+    at (Kubernetes' controller sees the binding as it happens); a new
+    eviction counts from then, else from ``now``.
     """
     out: dict[str, TaintEviction] = {}
     if not any(_no_execute(t) for t in taints):
@@ -64,7 +68,7 @@ def taint_evictions(
         if allowance is None:
             continue
         before = scheduled.get(pod.uid)
-        since = before.since if before is not None else now
+        since = before.since if before is not None else min(now, (bound_at or {}).get(pod.uid, now))
         untolerated = first_untolerated(taints, pod.tolerations, _no_execute)
         if untolerated is not None:
             why = f"pod {pod.name} does not tolerate taint {untolerated} of node {node}"

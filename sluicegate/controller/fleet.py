@@ -71,6 +71,8 @@ class Fleet:
         self.pod_owner: dict[str, WorkloadKey] = {}
         # NoExecute evictions scheduled, by node and pod uid; only nodes with a NoExecute taint are listed.
         self._taint_evictions: dict[str, dict[str, TaintEviction]] = {}
+        # Of those, the nodes that got a pod since they were last looked at: node -> pod uid -> when bound.
+        self._taint_dirty: dict[str, dict[str, float]] = {}
         # Log requests in flight: the node asked, and where its chunks go.
         self._log_routes: dict[str, tuple[str, asyncio.Queue[tuple[str, bytes, bool, str]]]] = {}
 
@@ -96,6 +98,7 @@ class Fleet:
             self.pod_owner[p.uid] = wl.key
             if not p.terminal:
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
+                self._bound_to_tainted(p)
 
     # -------------------------------------------------------------- agents
 
@@ -127,6 +130,7 @@ class Fleet:
             self._taint_evictions.setdefault(name, {})
         else:
             self._taint_evictions.pop(name, None)
+            self._taint_dirty.pop(name, None)
         node.boot_id, node.agent_version, node.health_address = boot_id, agent_version, health_address
         node.ready, node.not_ready_reason, node.last_heartbeat = True, "", now
         node.heard_at = self.monotonic()
@@ -287,6 +291,12 @@ class Fleet:
         """The pod runs (or is to run) on its node: its requests count there."""
         self.pod_owner[pod.uid] = key
         self.registry.bind(pod.node, pod.uid, pod.requests, now=now, heard_at=self.monotonic())
+        self._bound_to_tainted(pod)
+
+    def _bound_to_tainted(self, pod: PodRecord) -> None:
+        """A pod bound to a node with a NoExecute taint: its eviction time, if any, counts from now."""
+        if pod.node in self._taint_evictions:
+            self._taint_dirty.setdefault(pod.node, {}).setdefault(pod.uid, self.monotonic())
 
     def unbind(self, pod: PodRecord) -> None:
         """The pod's processes are gone: its node's capacity is free again, and it has no owner."""
@@ -386,8 +396,11 @@ class Fleet:
                     node.remove_pod(uid)
                     continue
                 self._lose_pod(wl, rec, reason="NodeLost", message=msg)
-        for name in list(self._taint_evictions):
-            self._check_taints(name)
+        # Like the taint eviction controller, act on events (a pod bound) and on due times only.
+        now = self.monotonic()
+        for name, scheduled in list(self._taint_evictions.items()):
+            if name in self._taint_dirty or any(e.due <= now for e in scheduled.values()):
+                self._check_taints(name)
 
     # ------------------------------------------------------ NoExecute taints
 
@@ -420,8 +433,10 @@ class Fleet:
                 owners[uid], pod = found
                 pods.append(pod)
         now = self.monotonic()
-        decided = taint_evictions(node=name, taints=node.taints, pods=pods, scheduled=scheduled, now=now)
-        self._taint_evictions[name] = {u: e for u, e in decided.items() if e.due > now}
+        decided = taint_evictions(node=name, taints=node.taints, pods=pods, scheduled=scheduled, now=now,
+                                  bound_at=self._taint_dirty.pop(name, None))
+        # Due ones stay listed until their workload is seen evicted (a refused store write is retried).
+        self._taint_evictions[name] = decided
         for uid, eviction in decided.items():
             if eviction.due > now:
                 continue

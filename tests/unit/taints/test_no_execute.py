@@ -108,3 +108,14 @@ def test_why_pending_names_the_taint() -> None:
     assert [c.message for c in wl.status.conditions if c.type == "QuotaReserved"] == [
         "quota is available but the pods cannot be placed: no Ready node matches pod set main (node labels <any>); "
         "1 node(s) known, 0 not ready or under pressure; 1 node(s) had untolerated taint {maint: }"]
+
+
+def test_a_pod_placed_later_on_the_tainted_node_gets_its_toleration_seconds_too() -> None:
+    m, clock, _ = cluster()
+    reregister(m, MAINT)
+    start(m, "late", [{"key": "maint", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}])
+    assert workload_state(m.get_workload("default", "late")) == "Admitted"
+    advance(m, clock, 4, "late")
+    assert evicted(m.get_workload("default", "late")) == ("", "")
+    advance(m, clock, 1, "late")
+    assert evicted(m.get_workload("default", "late"))[0] == "DeletionByTaintManager"
