@@ -9,14 +9,20 @@ its pods have stopped.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import grpc
+import pytest
+
 from sluicegate.controller.manager import Manager, workload_state
 from sluicegate.controller.nodes import NodeUsage, StopPodCommand
+from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import parse_text
 from sluicegate.model.pods import FAILED, RUNNING
 from sluicegate.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
+from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 from tests.builders import container_doc, workload_doc
 from tests.unit.controller.test_manager import settle
 from tests.unit.controller.test_node_loss import Session, cluster, evicted, reported
@@ -119,3 +125,37 @@ def test_a_pod_placed_later_on_the_tainted_node_gets_its_toleration_seconds_too(
     assert evicted(m.get_workload("default", "late")) == ("", "")
     advance(m, clock, 1, "late")
     assert evicted(m.get_workload("default", "late"))[0] == "DeletionByTaintManager"
+
+
+async def test_over_grpc_taints_are_validated_at_registration_and_listed() -> None:
+    from sluicegate.controller.service.agents import NodesServicer
+    from tests.unit.controller.test_node_loss import ManualClock, _messages, _serve
+
+    m = Manager(MemoryStore(), clock=ManualClock())
+    server, address = await _serve(m)
+
+    def register(*taints: agent_pb2.Taint) -> agent_pb2.AgentMessage:
+        return agent_pb2.AgentMessage(register=agent_pb2.Register(node=agent_pb2.NodeInfo(name="n1", taints=taints)))
+
+    try:
+        async with grpc.aio.insecure_channel(address) as ch:
+            stub = agent_pb2_grpc.AgentLinkStub(ch)
+            more: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
+            bad = stub.Connect(_messages(register(agent_pb2.Taint(key="k", effect="NoRun")), more))
+            async with asyncio.timeout(5):
+                with pytest.raises(grpc.aio.AioRpcError) as exc:
+                    await bad.read()
+            assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert "register.node.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute" in str(
+                exc.value.details())
+            assert "n1" not in m.fleet.registry.nodes
+            good = stub.Connect(_messages(register(agent_pb2.Taint(key="k", value="v", effect="NoSchedule")), more))
+            async with asyncio.timeout(5):
+                await good.read()
+            assert m.fleet.registry.nodes["n1"].taints == (Taint("k", NO_SCHEDULE, "v"),)
+            listed = await NodesServicer(m).List(agent_pb2.ListNodesRequest(), None)  # type: ignore[arg-type]
+            assert [(t.key, t.value, t.effect) for t in listed.nodes[0].node.taints] == [("k", "v", "NoSchedule")]
+            more.put_nowait(None)
+            good.cancel()
+    finally:
+        await server.stop(None)
