@@ -10,6 +10,8 @@ cancelled when the taints go or the pod tolerates them for ever.
 The controller, not the agent, decides this: it alone knows a pod's full
 tolerations (its own plus those of the flavors it was admitted with), and it
 is the one that requeues the workload; the agent keeps no scheduling state.
+The schedule lives in memory, as in Kubernetes: after a controller restart
+the agents register again and the allowances count from then.
 """
 
 from __future__ import annotations
