@@ -46,6 +46,7 @@ from sluicegate.model import (
 )
 from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.model.queues import FlavorFungibility, Preemption
+from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import Probe, SecurityContext
 from sluicegate.quantity import format_canonical
 
@@ -124,6 +125,10 @@ def _encode(obj: Decoded, *, share: bool) -> Doc:
         spec: Doc = {}
         if obj.node_labels:
             spec["nodeLabels"] = dict(obj.node_labels)
+        if obj.node_taints:
+            spec["nodeTaints"] = [taint_doc(t) for t in obj.node_taints]
+        if obj.tolerations:
+            spec["tolerations"] = [toleration_doc(t) for t in obj.tolerations]
         return _object("ResourceFlavor", {"name": obj.name}, spec=spec)
     if isinstance(obj, CohortSpec):
         return _object("Cohort", {"name": obj.name}, spec=_cohort_spec(obj))
@@ -319,6 +324,8 @@ def _pod_set(ps: PodSet) -> Doc:
         pod["initContainers"] = [_container(c) for c in ps.init_containers]
     if ps.node_selector:
         pod["nodeSelector"] = dict(ps.node_selector)
+    if ps.tolerations:
+        pod["tolerations"] = [toleration_doc(t) for t in ps.tolerations]
     if ps.priority_class_name:
         pod["priorityClassName"] = ps.priority_class_name
     pod["restartPolicy"] = ps.restart_policy
@@ -329,6 +336,28 @@ def _pod_set(ps: PodSet) -> Doc:
     if ps.min_count is not None:
         out["minCount"] = ps.min_count
     out["template"] = {"spec": pod}
+    return out
+
+
+def taint_doc(t: Taint) -> Doc:
+    out: Doc = {"key": t.key}
+    if t.value:
+        out["value"] = t.value
+    out["effect"] = t.effect
+    return out
+
+
+def toleration_doc(t: Toleration) -> Doc:
+    out: Doc = {}
+    if t.key:
+        out["key"] = t.key
+    out["operator"] = t.operator
+    if t.value:
+        out["value"] = t.value
+    if t.effect:
+        out["effect"] = t.effect
+    if t.toleration_seconds is not None:
+        out["tolerationSeconds"] = t.toleration_seconds
     return out
 
 
