@@ -44,6 +44,7 @@ from sluicegate.model import (
     WorkloadStatus,
 )
 from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
+from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.queues import FlavorFungibility, Preemption
 from sluicegate.model.workloads import Probe, SecurityContext
 from sluicegate.quantity import format_canonical
@@ -151,6 +152,13 @@ def _encode(obj: Decoded, *, share: bool) -> Doc:
         return _workload(obj, share=share)
     if isinstance(obj, ControllerConfig):
         return _configuration(obj)
+    if isinstance(obj, PodGroup):
+        return _pod_group(obj)
+    if isinstance(obj, BatchQueue):
+        queue_spec: Doc = {"weight": obj.weight}
+        if obj.capability:
+            queue_spec["capability"] = _quantities(obj.capability)
+        return {"apiVersion": obj.api_version, "kind": "Queue", "metadata": {"name": obj.name}, "spec": queue_spec}
     raise TypeError(f"cannot encode {type(obj).__name__}; expected one of the manifest kinds")
 
 
@@ -291,6 +299,24 @@ def _workload(wl: Workload, *, share: bool) -> Doc:
     if wl.status != WorkloadStatus():
         doc["status"] = _status(wl.status, share=share)
     return doc
+
+
+def _pod_group(pg: PodGroup) -> Doc:
+    meta: Doc = {"name": pg.name, "namespace": pg.namespace}
+    if pg.uid:
+        meta["uid"] = pg.uid
+    if pg.creation_timestamp:
+        meta["creationTimestamp"] = format_rfc3339(pg.creation_timestamp)
+    if pg.labels:
+        meta["labels"] = dict(pg.labels)
+    if pg.annotations:
+        meta["annotations"] = dict(pg.annotations)
+    spec: Doc = {"minMember": pg.min_member, "queue": pg.queue}
+    if pg.priority_class_name:
+        spec["priorityClassName"] = pg.priority_class_name
+    if pg.min_resources:
+        spec["minResources"] = _quantities(pg.min_resources)
+    return {"apiVersion": pg.api_version, "kind": "PodGroup", "metadata": meta, "spec": spec}
 
 
 def _pod_set(ps: PodSet) -> Doc:
