@@ -17,9 +17,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 from sluicegate.model.labels import LabelSelector
 from sluicegate.model.names import ClusterQueueName, CohortName
@@ -132,24 +133,27 @@ def group_status(pg: PodGroup, workloads: Iterable[Workload]) -> PodGroupStatus:
             succeeded += p.phase == SUCCEEDED
             failed += p.phase == FAILED
     wl = wls[0] if wls else None
-    volcano = pg.api_version == VOLCANO_V1BETA1
-    name = wl.name if wl is not None else ""
     if wl is None:
         return PodGroupStatus(PENDING, message="no Job names this PodGroup yet")
-    counts = {"running": running, "succeeded": succeeded, "failed": failed, "workload": name}
+    phase, message = _phase(pg, wl)
+    return PodGroupStatus(phase, running=running, succeeded=succeeded, failed=failed, workload=wl.name,
+                          message=message)
+
+
+def _phase(pg: PodGroup, wl: Workload) -> tuple[str, str]:
+    volcano = pg.api_version == VOLCANO_V1BETA1
     live = [p for p in wl.status.pods if not p.terminal]
     if wl.status.is_true("Evicted") and any(p.phase == POD_RUNNING for p in live):
-        return PodGroupStatus(UNKNOWN, message="its pods are being stopped: the workload was evicted", **counts)
+        return UNKNOWN, "its pods are being stopped: the workload was evicted"
     allocated = len(live) if wl.has_quota_reservation and not wl.is_finished else 0
     if allocated >= pg.min_member and allocated > 0:
-        return PodGroupStatus(RUNNING, **counts)
+        return RUNNING, ""
     if volcano and wl.is_finished:
-        return PodGroupStatus(COMPLETED, **counts)
+        return COMPLETED, ""
     if volcano and wl.has_quota_reservation and not wl.is_finished:
-        return PodGroupStatus(INQUEUE, message="admitted; its pods are being placed", **counts)
+        return INQUEUE, "admitted; its pods are being placed"
     cond = wl.status.condition("QuotaReserved")
-    why = cond.message if cond is not None and cond.status == "False" else ""
-    return PodGroupStatus(PENDING, message=why, **counts)
+    return PENDING, cond.message if cond is not None and cond.status == "False" else ""
 
 
 def batch_cluster_queue(queue: BatchQueue, cohort: CohortSpec) -> ClusterQueueSpec:
@@ -238,3 +242,72 @@ def overused(deserved: Mapping[str, float], allocated: Mapping[str, float]) -> b
 def share(deserved: Mapping[str, float], allocated: Mapping[str, float]) -> float:
     """kube-batch's queue share (the order of queues): the largest allocated/deserved over resources."""
     return max((_share(allocated.get(r, 0.0), d) for r, d in deserved.items()), default=0.0)
+
+
+# -- apply: what PodGroups and Queues change ---------------------------------
+
+
+class GroupProblem(ValueError):
+    """A PodGroup, Queue or grouped Job that cannot be applied; ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def queues_as_cluster_queues(objs: Sequence[Any], cohorts: Mapping[CohortName, CohortSpec], *,
+                             fair_sharing: bool) -> list[Any]:
+    """The applied objects with each kube-batch Queue replaced by its ClusterQueue.
+
+    The cohort ``kube-batch`` may come in the same apply.  GroupProblem when
+    fair sharing is off (the mapping needs it) or the cohort is missing.
+    """
+    if not any(isinstance(o, BatchQueue) for o in objs):
+        return list(objs)
+    if not fair_sharing:
+        raise GroupProblem("kind", "a kube-batch Queue needs fair sharing: set fairSharing.enable in the "
+                           "controller's Configuration (docs/kube-batch.md)")
+    applied = {o.name: o for o in objs if isinstance(o, CohortSpec)}
+    cohort = applied.get(KUBE_BATCH_COHORT) or cohorts.get(KUBE_BATCH_COHORT)
+    if cohort is None or not cohort.resource_groups:
+        raise GroupProblem("kind", f"a kube-batch Queue borrows everything from the Cohort {KUBE_BATCH_COHORT}: "
+                           "apply that Cohort first, with resourceGroups holding the cluster's capacity")
+    return [batch_cluster_queue(o, cohort) if isinstance(o, BatchQueue) else o for o in objs]
+
+
+def check_pod_group(pg: PodGroup, priority_classes: Collection[str]) -> None:
+    """GroupProblem when the PodGroup names a PriorityClass that does not exist."""
+    name = pg.priority_class_name
+    if name and name not in priority_classes and name not in ("system-node-critical", "system-cluster-critical"):
+        raise GroupProblem("spec.priorityClassName", f"PriorityClass {name!r} not found")
+
+
+def group_taken(wl: Workload, workloads: Iterable[Workload]) -> str:
+    """The name of another unfinished workload already in ``wl``'s PodGroup ("": none)."""
+    name = group_name(wl.annotations)
+    if not name:
+        return ""
+    for other in workloads:
+        if (other.namespace == wl.namespace and other.name != wl.name and not other.is_finished
+                and group_name(other.annotations) == name):
+            return other.name
+    return ""
+
+
+def regrouped(groups: Mapping[GroupKey, PodGroup], applied: Iterable[PodGroup], workloads: Iterable[Workload],
+              holds_quota: Callable[[Workload], bool]) -> list[Workload]:
+    """The waiting Jobs of the applied PodGroups, as the PodGroups now make them (only those that change).
+
+    A Job already holding quota, or finished, keeps the gang it was admitted with.
+    """
+    keys = {(pg.namespace, pg.name) for pg in applied}
+    if not keys:
+        return []
+    out: list[Workload] = []
+    for wl in workloads:
+        if (wl.namespace, group_name(wl.annotations)) not in keys or wl.is_finished or holds_quota(wl):
+            continue
+        new = resolve(groups, wl)
+        if new != wl:
+            out.append(replace(new, generation=wl.generation + 1))
+    return out
