@@ -7,7 +7,14 @@ As with Kueue's Job integration, the LocalQueue comes from the label
 enables partial admission.  The pod set has ``min(parallelism, completions)``
 pods; the Job's own semantics (completions, completionMode, backoffLimit,
 activeDeadlineSeconds) travel in the ``sluicegate.io/job`` annotation and the
-controller runs the Job by them.  The Job's labels are kept in
+controller runs the Job by them.
+
+A Job annotated ``scheduling.k8s.io/group-name`` (or Volcano's
+``scheduling.volcano.sh/group-name``) is in a kube-batch PodGroup: its
+Workload names no queue here, and the controller fills the queue, priority
+and ``minCount`` from the PodGroup (``controller/podgroups.py``).  A Job
+whose pods ask for kube-batch (``schedulerName``) and name no group gets
+kube-batch's default group: ``minCount`` 1.  The Job's labels are kept in
 ``sluicegate.io/job-labels`` so the controller can copy the ones its
 Configuration names (``integrations.labelKeysToCopy``).
 """
