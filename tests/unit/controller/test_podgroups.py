@@ -17,6 +17,7 @@ from sluicegate.controller.errors import FailedPrecondition, InvalidArgument
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.queueing import INADMISSIBLE
 from sluicegate.controller.service.codec import document_of
+from sluicegate.controller.simulate import simulate
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import parse_text
 from sluicegate.model.config import ControllerConfig, FairSharingConfig
@@ -262,3 +263,13 @@ def test_queue_needs_fair_sharing_and_the_cohort() -> None:
     with pytest.raises(InvalidArgument, match="Cohort kube-batch"):
         apply(m, queue)
     assert "q" not in m.cache.cluster_queues
+
+
+def test_simulate_reads_pod_groups_and_queues() -> None:
+    """`sluicectl simulate` runs the same mapping: a Queue is a ClusterQueue, a Job joins its PodGroup."""
+    config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing: {}\n"
+    text = "\n---\n".join([config, QUEUES % {"cpu": "1"}, QUEUE_PAIR, pod_group(min_member=3).replace('"lq"', '"two"'),
+                           job(pods=4)])
+    out = simulate(parse_text(text, "all.yaml"))
+    (decision,) = [d for d in out["decisions"] if d["workload"] == "default/j"]
+    assert (decision["clusterQueue"], decision["result"]) == ("two", "Admitted")
