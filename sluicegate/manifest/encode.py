@@ -273,15 +273,7 @@ def _priority_class(pc: PriorityClass) -> Doc:
 
 
 def _workload(wl: Workload, *, share: bool) -> Doc:
-    meta: Doc = {"name": wl.name, "namespace": wl.namespace}
-    if wl.uid:
-        meta["uid"] = wl.uid
-    if wl.creation_timestamp:
-        meta["creationTimestamp"] = format_rfc3339(wl.creation_timestamp)
-    if wl.labels:
-        meta["labels"] = dict(wl.labels)
-    if wl.annotations:
-        meta["annotations"] = dict(wl.annotations)
+    meta = _namespaced_meta(wl)
     meta["generation"] = wl.generation
     spec: Doc = {"queueName": wl.queue_name, "podSets": [_pod_set(ps) for ps in wl.pod_sets]}
     if wl.priority_class is not None:
@@ -301,16 +293,21 @@ def _workload(wl: Workload, *, share: bool) -> Doc:
     return doc
 
 
+def _namespaced_meta(obj: Workload | PodGroup) -> Doc:
+    meta: Doc = {"name": obj.name, "namespace": obj.namespace}
+    if obj.uid:
+        meta["uid"] = obj.uid
+    if obj.creation_timestamp:
+        meta["creationTimestamp"] = format_rfc3339(obj.creation_timestamp)
+    if obj.labels:
+        meta["labels"] = dict(obj.labels)
+    if obj.annotations:
+        meta["annotations"] = dict(obj.annotations)
+    return meta
+
+
 def _pod_group(pg: PodGroup) -> Doc:
-    meta: Doc = {"name": pg.name, "namespace": pg.namespace}
-    if pg.uid:
-        meta["uid"] = pg.uid
-    if pg.creation_timestamp:
-        meta["creationTimestamp"] = format_rfc3339(pg.creation_timestamp)
-    if pg.labels:
-        meta["labels"] = dict(pg.labels)
-    if pg.annotations:
-        meta["annotations"] = dict(pg.annotations)
+    meta = _namespaced_meta(pg)
     spec: Doc = {"minMember": pg.min_member, "queue": pg.queue}
     if pg.priority_class_name:
         spec["priorityClassName"] = pg.priority_class_name
