@@ -17,7 +17,7 @@ from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
-from sluicegate.model.podgroups import PodGroup
+from sluicegate.model.podgroups import PodGroup, group_name
 from sluicegate.model.queues import (
     BorrowWithinCohortPolicy,
     ClusterQueueSpec,
@@ -132,6 +132,12 @@ class Cache:
     def workloads_of_local_queue(self, namespace: str, name: str) -> Iterator[Workload]:
         for wl in self.workloads.values():
             if wl.namespace == namespace and wl.queue_name == name:
+                yield wl
+
+    def workloads_of_pod_group(self, namespace: str, name: str) -> Iterator[Workload]:
+        """The Jobs' workloads that name a kube-batch PodGroup (annotation scheduling.k8s.io/group-name)."""
+        for wl in self.workloads.values():
+            if wl.namespace == namespace and group_name(wl.annotations) == name:
                 yield wl
 
     # -- admitted workloads ---------------------------------------------------

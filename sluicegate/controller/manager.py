@@ -267,7 +267,7 @@ class Manager:
         if not group_name(wl.annotations):
             return wl
         if wl.key not in self.cache.workloads:
-            taken = group_taken(wl, self.cache.workloads.values())
+            taken = group_taken(wl, self.cache.workloads_of_pod_group(wl.namespace, group_name(wl.annotations)))
             if taken:
                 raise InvalidArgument(
                     f"metadata.annotations[{GROUP_NAME_ANNOTATIONS[0]}]",
@@ -500,8 +500,7 @@ class Manager:
                     "or wait for them to finish, then delete it"
                 )
         if kind == "PodGroup":
-            users = [wl.name for wl in c.workloads.values() if wl.namespace == ns and not wl.is_finished
-                     and group_name(wl.annotations) == name]
+            users = [wl.name for wl in c.workloads_of_pod_group(ns, name) if not wl.is_finished]
             if users:
                 raise FailedPrecondition(
                     f"PodGroup {ns}/{name} is used by the unfinished Job(s) {', '.join(sorted(users))}")

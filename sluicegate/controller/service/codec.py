@@ -12,7 +12,7 @@ from sluicegate.controller.status import cluster_queue_status, cohort_status, lo
 from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, parse_text
-from sluicegate.model.podgroups import PodGroup, group_name
+from sluicegate.model.podgroups import PodGroup
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.v1 import objects_pb2
 
@@ -30,9 +30,7 @@ def document_of(manager: Manager, obj: Obj) -> dict[str, Any]:
     elif isinstance(obj, CohortSpec):
         doc["status"] = cohort_status(cache, obj.name, weighted_share=manager.weighted_share(obj.name, cohort=True))
     elif isinstance(obj, PodGroup):
-        members = [wl for wl in cache.workloads.values()
-                   if wl.namespace == obj.namespace and group_name(wl.annotations) == obj.name]
-        st = group_status(obj, members)
+        st = group_status(obj, cache.workloads_of_pod_group(obj.namespace, obj.name))
         status: dict[str, Any] = {"phase": st.phase, "running": st.running, "succeeded": st.succeeded,
                                   "failed": st.failed}
         if st.workload:
