@@ -265,7 +265,7 @@ def queues_as_cluster_queues(objs: Sequence[Any], cohorts: Mapping[CohortName, C
     if not any(isinstance(o, BatchQueue) for o in objs):
         return list(objs)
     if not fair_sharing:
-        raise GroupProblem("kind", "a kube-batch Queue needs fair sharing: set fairSharing.enable in the "
+        raise GroupProblem("kind", "a kube-batch Queue needs fair sharing: add a fairSharing section to the "
                            "controller's Configuration (docs/kube-batch.md)")
     applied = {o.name: o for o in objs if isinstance(o, CohortSpec)}
     cohort = applied.get(KUBE_BATCH_COHORT) or cohorts.get(KUBE_BATCH_COHORT)

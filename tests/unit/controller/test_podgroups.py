@@ -257,7 +257,7 @@ def test_queue_pair_with_weights_two_to_one_gets_shares_two_to_one() -> None:
 def test_queue_needs_fair_sharing_and_the_cohort() -> None:
     m = manager()
     queue = '{"apiVersion": "scheduling.incubator.k8s.io/v1alpha1", "kind": "Queue", "metadata": {"name": "q"}}'
-    with pytest.raises(InvalidArgument, match="fairSharing.enable"):
+    with pytest.raises(InvalidArgument, match="add a fairSharing section"):
         apply(m, queue)
     m = manager(config=ControllerConfig(fair_sharing=FairSharingConfig(enabled=True)))
     with pytest.raises(InvalidArgument, match="Cohort kube-batch"):
