@@ -248,10 +248,18 @@ def test_queue_pair_with_weights_two_to_one_gets_shares_two_to_one() -> None:
                     "containers": [{"name": "c", "command": ["true"],
                                     "resources": {"requests": {"cpu": "1"}}}]}}}]}}), q, fmt="json")[0])
     settle(m)
-    held = {q: sum(1 for wl in m.cache.workloads.values()
+    assert held(m) == {"two": 4, "one": 2}
+    # A cpu frees in "two": "one" is at its deserved share, so it gets nothing new while "two" waits.
+    (done,) = [wl for wl in m.cache.workloads.values() if wl.queue_name == "two" and wl.has_quota_reservation][:1]
+    m.delete_workload("default", done.name)
+    settle(m)
+    assert held(m) == {"two": 4, "one": 2}
+
+
+def held(m: Manager) -> dict[str, int]:
+    return {q: sum(1 for wl in m.cache.workloads.values()
                    if wl.queue_name == q and wl.has_quota_reservation and not wl.status.is_true("Evicted"))
             for q in ("one", "two")}
-    assert held == {"two": 4, "one": 2}
 
 
 def test_queue_needs_fair_sharing_and_the_cohort() -> None:
