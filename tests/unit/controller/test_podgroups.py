@@ -281,3 +281,20 @@ def test_simulate_reads_pod_groups_and_queues() -> None:
     out = simulate(parse_text(text, "all.yaml"))
     (decision,) = [d for d in out["decisions"] if d["workload"] == "default/j"]
     assert (decision["clusterQueue"], decision["result"]) == ("two", "Admitted")
+
+
+def test_changing_the_pod_group_regroups_a_waiting_job_but_not_an_admitted_one() -> None:
+    m = manager(cpu="3")
+    apply(m, pod_group(min_member=4))
+    apply(m, job())
+    settle(m)
+    assert admitted_count(m) == 0
+    apply(m, pod_group(min_member=3))
+    settle(m)
+    wl = m.get_workload("default", "j")
+    assert (wl.pod_sets[0].min_count, admitted_count(m)) == (3, 3)
+    apply(m, pod_group(min_member=5))
+    assert m.get_workload("default", "j").pod_sets[0].min_count == 3
+    m.delete("Workload", "default", "j")
+    m.delete("PodGroup", "default", "g")
+    assert m.cache.pod_groups == {}
