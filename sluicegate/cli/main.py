@@ -25,9 +25,11 @@ from sluicegate import clientconfig
 from sluicegate.cli import jsonpath
 from sluicegate.cli.render import (
     NODE_KINDS,
+    POD_GROUP_KINDS,
     WORKLOAD_KINDS,
     OutputError,
     check_output,
+    describe_pod_group,
     describe_workload,
     render,
     render_nodes,
@@ -229,6 +231,9 @@ async def cmd_describe(c: Client, ns: argparse.Namespace) -> int:
         print(yaml.safe_dump(nodes[0], sort_keys=False).rstrip())
         return 0
     obj = await c.get(ns.kind, ns.name, namespace)
+    if ns.kind.lower() in POD_GROUP_KINDS:
+        print(describe_pod_group(obj))
+        return 0
     print(yaml.safe_dump(obj, sort_keys=False).rstrip())
     return 0
 
@@ -429,7 +434,7 @@ def cmd_simulate(ns: argparse.Namespace) -> int:
 
 
 KINDS = ("workloads", "clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloadpriorityclasses",
-         "priorityclasses", "namespaces", "nodes", "pending")
+         "priorityclasses", "namespaces", "podgroups", "nodes", "pending")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -170,6 +170,25 @@ def render_table(kind: str, objs: list[dict[str, Any]], *, wide: bool = False) -
             for o in objs
         ]
         return table(["NAME", "NODE LABELS"] + (["NODE TAINTS"] if wide else []), rows)
+    if k in POD_GROUP_KINDS:
+        # kube-batch's and Volcano's printer columns, with the three counts kube-batch keeps.
+        rows = [
+            [
+                o["metadata"].get("namespace", ""),
+                o["metadata"]["name"],
+                str(o.get("status", {}).get("phase", "")),
+                str(o.get("spec", {}).get("minMember", 1)),
+                str(o.get("status", {}).get("running", 0)),
+                str(o.get("status", {}).get("succeeded", 0)),
+                str(o.get("status", {}).get("failed", 0)),
+                str(o.get("spec", {}).get("queue", "")),
+            ]
+            + ([str(o.get("status", {}).get("workload", "")), str(o.get("status", {}).get("message", ""))]
+               if wide else [])
+            for o in objs
+        ]
+        headers = ["NAMESPACE", "NAME", "PHASE", "MINMEMBER", "RUNNING", "SUCCEEDED", "FAILED", "QUEUE"]
+        return table(headers + (["WORKLOAD", "MESSAGE"] if wide else []), rows)
     if k in ("cohort", "cohorts"):
         rows = [[o["metadata"]["name"], o.get("spec", {}).get("parentName", "")] for o in objs]
         return table(["NAME", "PARENT"], rows)
@@ -260,6 +279,35 @@ def taint_text(t: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------- describe
+
+
+POD_GROUP_KINDS = ("podgroup", "podgroups", "pg")
+
+
+def describe_pod_group(o: dict[str, Any]) -> str:
+    """A PodGroup as kube-batch reports it: the gang, then the phase and its pods by state."""
+    meta, spec, st = o["metadata"], o.get("spec", {}), o.get("status", {})
+    lines = [
+        f"Name:              {meta['name']}",
+        f"Namespace:         {meta.get('namespace', '')}",
+        f"API:               {o.get('apiVersion', '')}",
+        f"MinMember:         {spec.get('minMember', 1)}",
+        f"Queue:             {spec.get('queue', '')} (LocalQueue)",
+    ]
+    if spec.get("priorityClassName"):
+        lines.append(f"PriorityClass:     {spec['priorityClassName']}")
+    if spec.get("minResources"):
+        lines.append("MinResources:      " + ", ".join(f"{k}={v}" for k, v in sorted(spec["minResources"].items())))
+    lines += [
+        f"Phase:             {st.get('phase', '')}",
+        f"Running:           {st.get('running', 0)}",
+        f"Succeeded:         {st.get('succeeded', 0)}",
+        f"Failed:            {st.get('failed', 0)}",
+        f"Workload:          {st.get('workload') or '<none>'}",
+    ]
+    if st.get("message"):
+        lines.append(f"Message:           {st['message']}")
+    return "\n".join(lines)
 
 
 def describe_workload(o: dict[str, Any], position: dict[str, Any] | None = None) -> str:

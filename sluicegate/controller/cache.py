@@ -18,6 +18,7 @@ from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
+from sluicegate.model.podgroups import PodGroup, group_name
 from sluicegate.model.queues import (
     AdmissionFairSharingStatus,
     BorrowWithinCohortPolicy,
@@ -42,6 +43,8 @@ class Cache:
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     namespaces: dict[str, Namespace] = field(default_factory=dict)
+    # kube-batch PodGroups by (namespace, name).
+    pod_groups: dict[tuple[str, str], PodGroup] = field(default_factory=dict)
     workloads: dict[WorkloadKey, Workload] = field(default_factory=dict)
     tree: QuotaTree = field(default_factory=QuotaTree)
     admitted: dict[ClusterQueueName, dict[WorkloadKey, AdmittedWorkload]] = field(default_factory=dict)
@@ -176,6 +179,8 @@ class Cache:
             self.priority_classes.pop(name, None)
         elif kind == "Namespace":
             self.namespaces.pop(name, None)
+        elif kind == "PodGroup":
+            self.pod_groups.pop((namespace, name), None)
 
     def refresh_queue_activity(self) -> None:
         for name, spec in self.cluster_queues.items():
@@ -200,6 +205,12 @@ class Cache:
     def workloads_of_local_queue(self, namespace: str, name: str) -> Iterator[Workload]:
         for wl in self.workloads.values():
             if wl.namespace == namespace and wl.queue_name == name:
+                yield wl
+
+    def workloads_of_pod_group(self, namespace: str, name: str) -> Iterator[Workload]:
+        """The Jobs' workloads that name a kube-batch PodGroup (annotation scheduling.k8s.io/group-name)."""
+        for wl in self.workloads.values():
+            if wl.namespace == namespace and group_name(wl.annotations) == name:
                 yield wl
 
     # -- admitted workloads ---------------------------------------------------

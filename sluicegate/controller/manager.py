@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Protocol
@@ -32,6 +32,7 @@ from sluicegate.controller.commit import Committer, StoreObserver
 from sluicegate.controller.decide_api import (
     deactivated,
     deleted,
+    marked_inadmissible,
     prepare_workload,
     removed,
     resolve_priority,
@@ -62,6 +63,15 @@ from sluicegate.controller.objects import (
     workload_state,
 )
 from sluicegate.controller.objects import action as applied
+from sluicegate.controller.podgroups import (
+    GroupProblem,
+    check_pod_group,
+    group_taken,
+    queues_as_cluster_queues,
+    regrouped,
+    resolve,
+    waiting_reason,
+)
 from sluicegate.controller.queueing import Queueing
 from sluicegate.controller.scheduler import CycleObserver, CycleStats, Scheduler, replace_entry_workload
 from sluicegate.controller.scheduling.cycle import Preemptor
@@ -92,6 +102,7 @@ from sluicegate.model.objects import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
+from sluicegate.model.podgroups import GROUP_NAME_ANNOTATIONS, PodGroup, group_name
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
 from sluicegate.model.workloads import Workload
 from sluicegate.security.podsecurity import PodUserPolicies
@@ -235,25 +246,53 @@ class Manager:
 
     def apply(self, docs: Sequence[RawDocument], *, dry_run: bool = False) -> list[tuple[tuple[str, str, str], str]]:
         """Create or update objects of any kind: all documents or none."""
-        objs = decode_for_apply(docs)
-        check_cohort_cycles(self.cache, objs)
+        c = self.cache
+        try:
+            objs = queues_as_cluster_queues(decode_for_apply(docs), c.cohorts,
+                                            fair_sharing=c.config.fair_sharing.enabled)
+            pod_groups = [o for o in objs if isinstance(o, PodGroup)]
+            classes = set(c.priority_classes) | {o.name for o in objs if isinstance(o, PriorityClass)}
+            for pg in pod_groups:
+                check_pod_group(pg, classes)
+        except GroupProblem as exc:
+            raise InvalidArgument(exc.field, str(exc)) from None
+        check_cohort_cycles(c, objs)
+        groups = {**c.pod_groups, **{(pg.namespace, pg.name): pg for pg in pod_groups}}
         prepared: list[tuple[Obj, str]] = []
         for obj in objs:
             new: Obj
             if isinstance(obj, Workload):
-                new, action = self._prepare_workload(obj)
+                new, action = self._prepare_workload(self._grouped(obj, groups))
             elif isinstance(obj, LocalQueueSpec):
                 # The stored status keeps the Admission Fair Sharing usage the controller holds.
-                new, action = self.cache.with_afs_status(obj), applied(self.cache, obj)
+                new, action = self.cache.with_afs_status(obj), applied(c, obj)
             else:
-                new, action = obj, applied(self.cache, obj)
+                new, action = obj, applied(c, obj)
             prepared.append((new, action))
         results = [(ref_of(o), a) for o, a in prepared]
         if dry_run:
             return results
         changed = [(o, a) for o, a in prepared if a != "unchanged"]
+        # Jobs that waited for these PodGroups join them (after the PodGroups, so these are in the cache first).
+        now = self.clock()
+        for joined in regrouped(groups, pod_groups, list(c.workloads.values()), lambda w: c.holds_quota(w.key)):
+            joined = marked_inadmissible(c, resolve_priority(c, joined), now, reason=waiting_reason(groups, joined))
+            changed.append((joined, "configured"))
         self._commit_stored([o for o, _ in changed], [a == "created" for _, a in changed], refresh=True)
         return results
+
+    def _grouped(self, wl: Workload, groups: Mapping[tuple[str, str], PodGroup]) -> Workload:
+        """A Job's workload as its PodGroup makes it; InvalidArgument when another Job has the group."""
+        if not group_name(wl.annotations):
+            return wl
+        if wl.key not in self.cache.workloads:
+            taken = group_taken(wl, self.cache.workloads_of_pod_group(wl.namespace, group_name(wl.annotations)))
+            if taken:
+                raise InvalidArgument(
+                    f"metadata.annotations[{GROUP_NAME_ANNOTATIONS[0]}]",
+                    f"PodGroup {wl.namespace}/{group_name(wl.annotations)} already has the Job {taken}; "
+                    "sluicegate runs one Job per PodGroup")
+        return resolve(groups, wl)
 
     def _commit_stored(self, objs: Sequence[Obj], created: Sequence[bool], *, refresh: bool = False) -> None:
         """Write objects in one transaction, then put them into the cache (decide_api.stored)."""
@@ -297,6 +336,8 @@ class Manager:
         elif isinstance(obj, Namespace):
             c.namespaces[obj.name] = obj
             c.queues.queue_inadmissible(list(c.cluster_queues))
+        elif isinstance(obj, PodGroup):
+            c.pod_groups[(obj.namespace, obj.name)] = obj
 
     # --------------------------------------------------------- workloads
 
@@ -336,6 +377,11 @@ class Manager:
             if not isinstance(obj, Workload):
                 got = KIND_OF.get(type(obj), type(obj).__name__)
                 results.append(InvalidArgument("kind", f"expected a Workload, got {got}"))
+                continue
+            try:
+                obj = self._grouped(obj, self.cache.pod_groups)
+            except ControllerError as exc:
+                results.append(exc)
                 continue
             existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
             if existing is not None:
@@ -472,6 +518,11 @@ class Manager:
                     f"ClusterQueue {name} still holds quota for {held} workload(s); set spec.stopPolicy: HoldAndDrain "
                     "or wait for them to finish, then delete it"
                 )
+        if kind == "PodGroup":
+            users = [wl.name for wl in c.workloads_of_pod_group(ns, name) if not wl.is_finished]
+            if users:
+                raise FailedPrecondition(
+                    f"PodGroup {ns}/{name} is used by the unfinished Job(s) {', '.join(sorted(users))}")
         if kind == "ResourceFlavor":
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:

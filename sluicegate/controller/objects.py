@@ -1,4 +1,4 @@
-"""The eight kinds the controller stores: their names, references, lookup and validation.
+"""The nine kinds the controller stores: their names, references, lookup and validation.
 
 Pure: reads the cache, changes nothing.  The manager applies, gets, lists
 and deletes objects through these functions; the committer names what it
@@ -21,6 +21,7 @@ from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.model.names import workload_key
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
+from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.model.workloads import Workload
 
@@ -38,11 +39,14 @@ KIND_OF: dict[type, str] = {
     PriorityClass: "PriorityClass",
     Namespace: "Namespace",
     Workload: "Workload",
+    PodGroup: "PodGroup",
+    # A kube-batch Queue is stored as the ClusterQueue it becomes (controller/podgroups.py).
+    BatchQueue: "ClusterQueue",
 }
-NAMESPACED = {"LocalQueue", "Workload"}
+NAMESPACED = {"LocalQueue", "Workload", "PodGroup"}
 # The order objects are loaded in: each after what it refers to.
 LOAD_ORDER = {"Namespace": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2, "Cohort": 3,
-              "ClusterQueue": 4, "LocalQueue": 5, "Workload": 6}
+              "ClusterQueue": 4, "LocalQueue": 5, "PodGroup": 5, "Workload": 6}
 KIND_ALIASES = {
     "resourceflavor": "ResourceFlavor",
     "resourceflavors": "ResourceFlavor",
@@ -71,6 +75,9 @@ KIND_ALIASES = {
     "workload": "Workload",
     "workloads": "Workload",
     "wl": "Workload",
+    "podgroup": "PodGroup",
+    "podgroups": "PodGroup",
+    "pg": "PodGroup",
 }
 
 
@@ -86,7 +93,7 @@ def ref_of(obj: Obj) -> Ref:
     kind = KIND_OF[type(obj)]
     if isinstance(obj, LocalQueueSpec):
         return kind, obj.namespace, obj.name
-    if isinstance(obj, Workload):
+    if isinstance(obj, (Workload, PodGroup)):
         return kind, obj.namespace, obj.name
     return kind, "", str(obj.name)
 
@@ -109,6 +116,8 @@ def existing(c: Cache, kind: str, ns: str, name: str) -> Obj | None:
         return c.local_queues.get((ns, name))
     if kind == "Workload":
         return c.workloads.get(workload_key(ns, name))
+    if kind == "PodGroup":
+        return c.pod_groups.get((ns, name))
     return _table(c, kind).get(name)
 
 
@@ -116,6 +125,8 @@ def listed(c: Cache, kind: str, namespace: str = "") -> list[Obj]:
     """Every object of a kind other than Workload, in name order."""
     if kind == "LocalQueue":
         return [lq for (ns, _), lq in sorted(c.local_queues.items()) if not namespace or ns == namespace]
+    if kind == "PodGroup":
+        return [pg for (ns, _), pg in sorted(c.pod_groups.items()) if not namespace or ns == namespace]
     table = _table(c, kind)
     return [table[k] for k in sorted(table)]
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.errors import InvalidArgument, NotFound
+from sluicegate.controller.podgroups import waiting_reason
 from sluicegate.controller.queues import Position
 from sluicegate.controller.timers import BACKOFF, Deadlines
 from sluicegate.model.names import ClusterQueueName
@@ -33,6 +34,9 @@ def unqueued_reason(cache: Cache, wl: Workload, *, inactive: bool = False) -> st
     """
     if not wl.active:
         return None
+    group_wait = waiting_reason(cache.pod_groups, wl)
+    if group_wait is not None:
+        return group_wait
     lq = cache.local_queue_for(wl)
     if lq is None:
         return f"LocalQueue {wl.namespace}/{wl.queue_name} doesn't exist"

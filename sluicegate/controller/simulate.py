@@ -15,6 +15,7 @@ from typing import Any
 
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import KIND_OF, Manager, ref_of
+from sluicegate.controller.podgroups import GroupProblem, queues_as_cluster_queues, resolve
 from sluicegate.controller.scheduling.cycle import EntryStatus
 from sluicegate.controller.store import Put
 from sluicegate.controller.store.memory import MemoryStore
@@ -23,6 +24,7 @@ from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.model.config import ControllerConfig
+from sluicegate.model.podgroups import PodGroup
 from sluicegate.model.workloads import Workload
 
 _RESULT = {
@@ -47,6 +49,12 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
         objs.append(obj)
     if errors:
         raise InvalidArgument("", "\n".join(errors))
+    # kube-batch Queues become ClusterQueues, and Jobs join their PodGroups, as on a controller.
+    try:
+        objs = queues_as_cluster_queues(objs, {}, fair_sharing=config.fair_sharing.enabled)
+    except GroupProblem as exc:
+        raise InvalidArgument(exc.field, str(exc)) from None
+    groups = {(o.namespace, o.name): o for o in objs if isinstance(o, PodGroup)}
 
     store = MemoryStore()
     manager = Manager(store, clock=lambda: 0.0, config=config, placement=False)
@@ -63,7 +71,7 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
                 uid=obj.uid or f"simulate-{order:06d}",
                 creation_timestamp=obj.creation_timestamp or float(order),
             )
-            obj = manager.resolve_priority(obj)
+            obj = manager.resolve_priority(resolve(groups, obj))
         kind, ns, name = ref_of(obj)
         puts.append(Put(kind, ns, name, json.dumps(encode(obj)).encode()))
     store.write(puts)

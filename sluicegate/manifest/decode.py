@@ -19,6 +19,8 @@ from sluicegate.manifest.decode_objects import (
     read_resource_flavor,
     read_workload_priority_class,
 )
+from sluicegate.manifest.decode_podgroups import STATUS_UNSUPPORTED as GROUP_STATUS_UNSUPPORTED
+from sluicegate.manifest.decode_podgroups import read_batch_queue, read_pod_group
 from sluicegate.manifest.decode_queues import (
     STATUS_UNSUPPORTED,
     read_cluster_queue,
@@ -47,6 +49,8 @@ _TOP_FIELDS: dict[str, tuple[str, ...]] = {
     "PriorityClass": (*_OBJECT_FIELDS, "value", "globalDefault", "description", "preemptionPolicy"),
     "Namespace": _OBJECT_FIELDS,
     "Workload": (*_OBJECT_FIELDS, "spec", "status"),
+    "PodGroup": (*_OBJECT_FIELDS, "spec"),
+    "Queue": (*_OBJECT_FIELDS, "spec"),
 }
 _TOP_UNSUPPORTED: dict[str, dict[str, str]] = {
     "ResourceFlavor": {"status": STATUS_UNSUPPORTED},
@@ -56,6 +60,8 @@ _TOP_UNSUPPORTED: dict[str, dict[str, str]] = {
         "spec": "only a namespace's labels matter here (ClusterQueue namespaceSelectors match them)",
         "status": STATUS_UNSUPPORTED,
     },
+    "PodGroup": {"status": GROUP_STATUS_UNSUPPORTED},
+    "Queue": {"status": GROUP_STATUS_UNSUPPORTED},
 }
 
 _Reader = Callable[[Fields, Dialect], Decoded]
@@ -78,6 +84,10 @@ def _object_reader(kind: str) -> _Reader:
             return read_priority_class(doc, meta)
         if kind == "Namespace":
             return read_namespace(meta)
+        if kind == "PodGroup":
+            return read_pod_group(doc, meta, dialect.api_version)
+        if kind == "Queue":
+            return read_batch_queue(doc, meta, dialect.api_version)
         return read_workload(doc, meta, dialect)
 
     return read

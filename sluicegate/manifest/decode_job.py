@@ -7,7 +7,14 @@ As with Kueue's Job integration, the LocalQueue comes from the label
 enables partial admission.  The pod set has ``min(parallelism, completions)``
 pods; the Job's own semantics (completions, completionMode, backoffLimit,
 activeDeadlineSeconds) travel in the ``sluicegate.io/job`` annotation and the
-controller runs the Job by them.  The Job's labels are kept in
+controller runs the Job by them.
+
+A Job annotated ``scheduling.k8s.io/group-name`` (or Volcano's
+``scheduling.volcano.sh/group-name``) is in a kube-batch PodGroup: its
+Workload names no queue here, and the controller fills the queue, priority
+and ``minCount`` from the PodGroup (``controller/podgroups.py``).  A Job
+whose pods ask for kube-batch (``schedulerName``) and name no group gets
+kube-batch's default group: ``minCount`` 1.  The Job's labels are kept in
 ``sluicegate.io/job-labels`` so the controller can copy the ones its
 Configuration names (``integrations.labelKeysToCopy``).
 """
@@ -21,6 +28,12 @@ from typing import Any
 from sluicegate.manifest.dialect import METADATA_UNSUPPORTED
 from sluicegate.manifest.errors import FieldError, ManifestError
 from sluicegate.manifest.reader import unknown_field
+from sluicegate.model.podgroups import (
+    BATCH_SCHEDULER_NAMES,
+    GROUP_MIN_MEMBER_ANNOTATION,
+    GROUP_NAME_ANNOTATIONS,
+    group_name,
+)
 
 JOB_API_VERSION = "batch/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -127,12 +140,22 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
     if not isinstance(labels, Mapping):
         errors.append(FieldError("metadata.labels", "must be a mapping"))
         labels = {}
-    queue = labels.get(QUEUE_LABEL)
-    if not queue:
-        errors.append(FieldError(f"metadata.labels[{QUEUE_LABEL}]", "required: the LocalQueue the Job is submitted to"))
+    group = group_name(annotations)
     template = spec.get("template")
     if not isinstance(template, Mapping):
         errors.append(FieldError("spec.template", "required pod template"))
+    shadow_min = None
+    if not group and isinstance(template, Mapping):
+        template, shadow_min = _default_group(template, errors)
+    queue = labels.get(QUEUE_LABEL)
+    if group:
+        _check_group(labels, annotations, errors)
+        queue = ""
+    elif shadow_min is not None:
+        # kube-batch's default group waits in its default queue.
+        queue = queue or "default"
+    elif not queue:
+        errors.append(FieldError(f"metadata.labels[{QUEUE_LABEL}]", "required: the LocalQueue the Job is submitted to"))
     wl_spec: dict[str, Any] = {"queueName": queue}
     if PRIORITY_LABEL in labels:
         wl_spec["priorityClassRef"] = {
@@ -160,6 +183,8 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
             errors.append(
                 FieldError(f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]", f"must be an integer, got {raw!r}")
             )
+    if shadow_min is not None and shadow_min < count and "minCount" not in pod_set:
+        pod_set["minCount"] = shadow_min
     if errors:
         raise ManifestError(source, errors, kind="Job", name=name)
     annotations[JOB_ANNOTATION] = json.dumps(
@@ -177,6 +202,49 @@ def job_to_workload(body: Mapping[Any, Any], source: str) -> dict[str, Any]:
     wl_meta["annotations"] = annotations
     wl_spec["podSets"] = [pod_set]
     return {"apiVersion": "sluicegate.io/v1beta2", "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+
+
+def _check_group(labels: Mapping[Any, Any], annotations: Mapping[str, Any], errors: list[FieldError]) -> None:
+    """A Job in a PodGroup takes its queue, priority and gang size from the PodGroup alone."""
+    named = {str(annotations[k]) for k in GROUP_NAME_ANNOTATIONS if annotations.get(k)}
+    if len(named) > 1:
+        errors.append(FieldError(f"metadata.annotations[{GROUP_NAME_ANNOTATIONS[1]}]",
+                                 f"names another PodGroup than {GROUP_NAME_ANNOTATIONS[0]}: {sorted(named)}"))
+    for key, instead in ((QUEUE_LABEL, "spec.queue"), (PRIORITY_LABEL, "spec.priorityClassName")):
+        if key in labels:
+            errors.append(FieldError(f"metadata.labels[{key}]", f"a Job in a PodGroup takes this from the PodGroup's "
+                                     f"{instead}; remove the label"))
+    if MIN_PARALLELISM_ANNOTATION in annotations:
+        errors.append(FieldError(f"metadata.annotations[{MIN_PARALLELISM_ANNOTATION}]",
+                                 "a Job in a PodGroup takes this from the PodGroup's spec.minMember; remove it"))
+
+
+def _default_group(template: Mapping[Any, Any], errors: list[FieldError]) -> tuple[Mapping[Any, Any], int | None]:
+    """kube-batch's default (shadow) group for a Job whose pods ask for kube-batch but name no PodGroup.
+
+    Returns the template without ``schedulerName`` and the group's minMember
+    (the pods' ``scheduling.k8s.io/group-min-member`` annotation, else 1), or
+    the template unchanged and None when the pods do not ask for kube-batch
+    (kube-batch's ``createShadowPodGroup`` in pkg/scheduler/cache/util.go).
+    """
+    pod_spec = template.get("spec")
+    if not isinstance(pod_spec, Mapping) or pod_spec.get("schedulerName") not in BATCH_SCHEDULER_NAMES:
+        return template, None
+    minimum = 1
+    meta = template.get("metadata")
+    pod_annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if isinstance(pod_annotations, Mapping) and GROUP_MIN_MEMBER_ANNOTATION in pod_annotations:
+        raw = pod_annotations[GROUP_MIN_MEMBER_ANNOTATION]
+        try:
+            minimum = int(str(raw))
+        except ValueError:
+            errors.append(FieldError(f"spec.template.metadata.annotations[{GROUP_MIN_MEMBER_ANNOTATION}]",
+                                     f"must be an integer, got {raw!r}"))
+        if minimum < 1:
+            errors.append(FieldError(f"spec.template.metadata.annotations[{GROUP_MIN_MEMBER_ANNOTATION}]",
+                                     f"must be at least 1, got {raw!r}"))
+            minimum = 1
+    return {**template, "spec": {k: v for k, v in pod_spec.items() if k != "schedulerName"}}, minimum
 
 
 def remap_errors(exc: ManifestError) -> ManifestError:

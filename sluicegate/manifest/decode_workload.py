@@ -17,6 +17,7 @@ from sluicegate.manifest.syntax import (
 )
 from sluicegate.manifest.taints import read_tolerations
 from sluicegate.model import Container, PodSet, Workload, WorkloadStatus
+from sluicegate.model.podgroups import group_name
 from sluicegate.model.workloads import Probe, SecurityContext
 from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
 
@@ -155,7 +156,8 @@ def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
             queue_name="",
             pod_sets=(),
         )
-    queue_name = spec.string("queueName", required=True, check=dns_subdomain_problem)
+    # A Job in a kube-batch PodGroup takes its queue from the PodGroup, once it exists.
+    queue_name = spec.string("queueName", required=not group_name(meta.annotations), check=dns_subdomain_problem)
     pod_sets = _read_pod_sets(spec)
     status = read_status(doc, pod_sets, dialect) if doc.has("status") else WorkloadStatus()
     return Workload(

@@ -14,6 +14,7 @@ from sluicegate.manifest.syntax import (
     qualified_name_problem,
 )
 from sluicegate.manifest.timefmt import parse_rfc3339
+from sluicegate.model.podgroups import KUBE_BATCH_V1ALPHA1, VOLCANO_V1BETA1
 
 SLUICEGATE_V1BETA2 = "sluicegate.io/v1beta2"
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
@@ -37,9 +38,12 @@ KINDS_BY_API_VERSION: dict[str, tuple[str, ...]] = {
     CORE_V1: ("Namespace",),
     CONFIG_V1BETA2: ("Configuration",),
     CONFIG_V1BETA1: ("Configuration",),
+    # kube-batch and Volcano gangs (docs/kube-batch.md).
+    KUBE_BATCH_V1ALPHA1: ("PodGroup", "Queue"),
+    VOLCANO_V1BETA1: ("PodGroup", "Queue"),
 }
 
-NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload"})
+NAMESPACED_KINDS = frozenset({"LocalQueue", "Workload", "PodGroup"})
 DEFAULT_NAMESPACE = "default"
 
 

@@ -45,6 +45,7 @@ from sluicegate.model import (
     WorkloadStatus,
 )
 from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
+from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.queues import FlavorFungibility, Preemption
 from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import Probe, SecurityContext
@@ -153,6 +154,13 @@ def _encode(obj: Decoded, *, share: bool) -> Doc:
         return _workload(obj, share=share)
     if isinstance(obj, ControllerConfig):
         return _configuration(obj)
+    if isinstance(obj, PodGroup):
+        return _pod_group(obj)
+    if isinstance(obj, BatchQueue):
+        queue_spec: Doc = {"weight": obj.weight}
+        if obj.capability:
+            queue_spec["capability"] = _quantities(obj.capability)
+        return {"apiVersion": obj.api_version, "kind": "Queue", "metadata": {"name": obj.name}, "spec": queue_spec}
     raise TypeError(f"cannot encode {type(obj).__name__}; expected one of the manifest kinds")
 
 
@@ -290,15 +298,7 @@ def _priority_class(pc: PriorityClass) -> Doc:
 
 
 def _workload(wl: Workload, *, share: bool) -> Doc:
-    meta: Doc = {"name": wl.name, "namespace": wl.namespace}
-    if wl.uid:
-        meta["uid"] = wl.uid
-    if wl.creation_timestamp:
-        meta["creationTimestamp"] = format_rfc3339(wl.creation_timestamp)
-    if wl.labels:
-        meta["labels"] = dict(wl.labels)
-    if wl.annotations:
-        meta["annotations"] = dict(wl.annotations)
+    meta = _namespaced_meta(wl)
     meta["generation"] = wl.generation
     spec: Doc = {"queueName": wl.queue_name, "podSets": [_pod_set(ps) for ps in wl.pod_sets]}
     if wl.priority_class is not None:
@@ -316,6 +316,29 @@ def _workload(wl: Workload, *, share: bool) -> Doc:
     if wl.status != WorkloadStatus():
         doc["status"] = _status(wl.status, share=share)
     return doc
+
+
+def _namespaced_meta(obj: Workload | PodGroup) -> Doc:
+    meta: Doc = {"name": obj.name, "namespace": obj.namespace}
+    if obj.uid:
+        meta["uid"] = obj.uid
+    if obj.creation_timestamp:
+        meta["creationTimestamp"] = format_rfc3339(obj.creation_timestamp)
+    if obj.labels:
+        meta["labels"] = dict(obj.labels)
+    if obj.annotations:
+        meta["annotations"] = dict(obj.annotations)
+    return meta
+
+
+def _pod_group(pg: PodGroup) -> Doc:
+    meta = _namespaced_meta(pg)
+    spec: Doc = {"minMember": pg.min_member, "queue": pg.queue}
+    if pg.priority_class_name:
+        spec["priorityClassName"] = pg.priority_class_name
+    if pg.min_resources:
+        spec["minResources"] = _quantities(pg.min_resources)
+    return {"apiVersion": pg.api_version, "kind": "PodGroup", "metadata": meta, "spec": spec}
 
 
 def _pod_set(ps: PodSet) -> Doc:

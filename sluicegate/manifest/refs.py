@@ -15,6 +15,7 @@ from sluicegate.model import (
     Workload,
     WorkloadPriorityClass,
 )
+from sluicegate.model.podgroups import BatchQueue, PodGroup
 
 # Everything a manifest document can decode to.
 Decoded: TypeAlias = (
@@ -27,6 +28,8 @@ Decoded: TypeAlias = (
     | Namespace
     | Workload
     | ControllerConfig
+    | PodGroup
+    | BatchQueue
 )
 
 
@@ -51,6 +54,10 @@ def object_ref(obj: Decoded) -> tuple[str, str, str]:
         return ("Namespace", "", obj.name)
     if isinstance(obj, Workload):
         return ("Workload", obj.namespace, obj.name)
+    if isinstance(obj, PodGroup):
+        return ("PodGroup", obj.namespace, obj.name)
+    if isinstance(obj, BatchQueue):
+        return ("Queue", "", obj.name)
     if isinstance(obj, ControllerConfig):
         return ("Configuration", "", "")
     raise TypeError(f"not a manifest object: {type(obj).__name__}")

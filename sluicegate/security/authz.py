@@ -30,10 +30,11 @@ Verbs: get, list, watch, create, update, delete, logs, stop, resume.
 
 Roles:
 
-* ``view``: get/list/watch of Workloads and LocalQueues and ``logs`` of
-  Workloads in the bound namespaces.
+* ``view``: get/list/watch of Workloads, LocalQueues and PodGroups and
+  ``logs`` of Workloads in the bound namespaces.
 * ``edit``: view + create/update/delete/stop/resume of Workloads (a batch/v1
-  Job is submitted as the Workload it stands for).
+  Job is submitted as the Workload it stands for) + create/update/delete of
+  kube-batch PodGroups (a kube-batch Queue is a ClusterQueue: cluster-admin).
 * ``admin``: edit + create/update/delete of LocalQueues.
 * ``cluster-admin``: everything, including every change to cluster-scoped
   kinds (ClusterQueue, Cohort, ResourceFlavor, WorkloadPriorityClass,
@@ -65,7 +66,7 @@ from sluicegate.security.identity import CLUSTER_ADMIN_GROUP, NODES_GROUP, Permi
 
 VERBS = ("get", "list", "watch", "create", "update", "delete", "logs", "stop", "resume")
 READ_VERBS = frozenset({"get", "list", "watch"})
-NAMESPACED_KINDS = frozenset({"Workload", "LocalQueue"})
+NAMESPACED_KINDS = frozenset({"Workload", "LocalQueue", "PodGroup"})
 CLUSTER_KINDS = frozenset(
     {"ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "PriorityClass", "Namespace", "Node"}
 )
@@ -77,7 +78,8 @@ ALL_NAMESPACES = "*"
 _VIEW = frozenset(
     {(v, k) for v in READ_VERBS for k in NAMESPACED_KINDS} | {("logs", "Workload")}
 )
-_EDIT = _VIEW | {(v, "Workload") for v in ("create", "update", "delete", "stop", "resume")}
+_EDIT = _VIEW | {(v, "Workload") for v in ("create", "update", "delete", "stop", "resume")} | {
+    (v, "PodGroup") for v in ("create", "update", "delete")}
 _ADMIN = _EDIT | {(v, "LocalQueue") for v in ("create", "update", "delete")}
 # (verb, kind) pairs each namespace role grants within its namespaces.
 ROLE_RULES: dict[str, frozenset[tuple[str, str]]] = {"view": _VIEW, "edit": _EDIT, "admin": _ADMIN}

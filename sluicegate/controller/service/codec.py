@@ -7,10 +7,12 @@ from typing import Any
 
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import Manager, Obj, WatchEvent, ref_of
+from sluicegate.controller.podgroups import group_status
 from sluicegate.controller.status import cluster_queue_status, cohort_status, local_queue_status
 from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument, parse_text
+from sluicegate.model.podgroups import PodGroup
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from sluicegate.v1 import objects_pb2
 
@@ -27,6 +29,15 @@ def document_of(manager: Manager, obj: Obj) -> dict[str, Any]:
         doc["status"] = local_queue_status(cache, obj)
     elif isinstance(obj, CohortSpec):
         doc["status"] = cohort_status(cache, obj.name, weighted_share=manager.weighted_share(obj.name, cohort=True))
+    elif isinstance(obj, PodGroup):
+        st = group_status(obj, cache.workloads_of_pod_group(obj.namespace, obj.name))
+        status: dict[str, Any] = {"phase": st.phase, "running": st.running, "succeeded": st.succeeded,
+                                  "failed": st.failed}
+        if st.workload:
+            status["workload"] = st.workload
+        if st.message:
+            status["message"] = st.message
+        doc["status"] = status
     return doc
 
 
@@ -45,7 +56,7 @@ def object_to_proto(manager: Manager, obj: Obj) -> objects_pb2.Object:
 
 
 # Kinds whose documents include observed status that no write records.
-_OBSERVED = (ClusterQueueSpec, LocalQueueSpec, CohortSpec)
+_OBSERVED = (ClusterQueueSpec, LocalQueueSpec, CohortSpec, PodGroup)
 
 
 def event_object(ev: WatchEvent) -> objects_pb2.Object:

@@ -26,8 +26,10 @@ from sluicegate.security.identity import ANONYMOUS_ADMIN, CLUSTER_ADMIN_GROUP, N
 VIEW = {
     "get Workload", "list Workload", "watch Workload", "logs Workload",
     "get LocalQueue", "list LocalQueue", "watch LocalQueue",
+    "get PodGroup", "list PodGroup", "watch PodGroup",
 }
-EDIT = VIEW | {"create Workload", "update Workload", "delete Workload", "stop Workload", "resume Workload"}
+EDIT = VIEW | {"create Workload", "update Workload", "delete Workload", "stop Workload", "resume Workload",
+               "create PodGroup", "update PodGroup", "delete PodGroup"}
 ADMIN = EDIT | {"create LocalQueue", "update LocalQueue", "delete LocalQueue"}
 EXPECTED = {"view": VIEW, "edit": EDIT, "admin": ADMIN}
 CLUSTER_READS = {f"{v} {k}" for v in ("get", "list", "watch") for k in CLUSTER_KINDS}
@@ -43,7 +45,7 @@ def user(name: str, *groups: str) -> Principal:
 
 def test_every_kind_the_controller_knows_is_classified() -> None:
     assert set(KIND_ALIASES.values()) <= KINDS
-    assert NAMESPACED_KINDS == {"Workload", "LocalQueue"}
+    assert NAMESPACED_KINDS == {"Workload", "LocalQueue", "PodGroup"}
     assert "Node" in CLUSTER_KINDS
 
 
