@@ -23,6 +23,12 @@ share in their environment:
   ``SLUICEGATE_DEVICES_<RESOURCE>``, e.g. ``SLUICEGATE_DEVICES_EXAMPLE_COM_FPGA``)
   set to the paths, comma-separated.
 
+Isolation: where the agent runs pods in cgroup v1 with the devices
+hierarchy (``isolate``), each container is denied every device file of the
+node's device resources but its pod's (:meth:`Devices.deny_rules`, written
+to ``devices.deny``); on cgroup v2 (which would need a BPF device program)
+and without cgroups, isolation is by environment only.
+
 Health: a GPU as NVML says (see :mod:`sluicegate.agent.nvml`); a generic
 device is healthy while its path exists.  :meth:`Devices.check_health`
 re-reads it; the caller reports a change of allocatable.
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -54,6 +61,8 @@ class Device:
     index: int
     healthy: bool = True
     why: str = ""
+    # Its device file ("" unknown): a generic device's path, a GPU's /dev/nvidiaN.
+    path: str = ""
 
 
 class DeviceShortage(Exception):
@@ -86,9 +95,13 @@ class Devices:
         self.specs: dict[str, DeviceSpec] = {d.resource: d for d in declared}
         self.by_resource: dict[str, list[Device]] = {}
         if gpus:
-            self.by_resource[GPU_RESOURCE] = [Device(GPU_RESOURCE, g.uuid, g.index, g.healthy, g.why) for g in gpus]
+            self.by_resource[GPU_RESOURCE] = [
+                Device(GPU_RESOURCE, g.uuid, g.index, g.healthy, g.why,
+                       path=f"/dev/nvidia{g.minor}" if g.minor is not None else "") for g in gpus]
         for spec in declared:
-            self.by_resource[spec.resource] = [Device(spec.resource, p, i) for i, p in enumerate(spec.paths)]
+            self.by_resource[spec.resource] = [Device(spec.resource, p, i, path=p) for i, p in enumerate(spec.paths)]
+        # Set by the agent where pods get a cgroup v1 devices cgroup: deny_rules() then applies.
+        self.isolate = False
         self.check_health()
 
     def manages(self, resource: str) -> bool:
@@ -136,6 +149,29 @@ class Devices:
             elif resource in self.specs:
                 out.append((self.specs[resource].env, value))
         return tuple(out)
+
+    def deny_rules(self, assigned: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+        """cgroup v1 devices.deny rules for every device file but the pod's own (none unless ``isolate``).
+
+        Only character and block devices have rules; a path that is another
+        kind of file (or missing) has none.
+        """
+        if not self.isolate:
+            return ()
+        rules: list[str] = []
+        for resource, devices in sorted(self.by_resource.items()):
+            mine = set(assigned.get(resource, ()))
+            for d in devices:
+                if d.id in mine or not d.path:
+                    continue
+                try:
+                    info = os.stat(d.path)
+                except OSError:
+                    continue
+                kind = "c" if stat.S_ISCHR(info.st_mode) else "b" if stat.S_ISBLK(info.st_mode) else ""
+                if kind:
+                    rules.append(f"{kind} {os.major(info.st_rdev)}:{os.minor(info.st_rdev)} rwm")
+        return tuple(rules)
 
     def check_health(self) -> bool:
         """Re-read every device's health; True when some device's health changed."""

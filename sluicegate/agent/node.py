@@ -431,9 +431,13 @@ class AgentNode:
                 log.error("could not stop %s to admit %s: %s", v.name, wish.name, exc)
         # The one copy a pod gets on its way to the runtime: the user it runs as, the grace it was admitted with.
         runnable = replace(wish, run_as=run_as, termination_grace_seconds=grace)
-        if assigned and self.devices is not None:
+        if self.devices is not None:
+            # Every pod of a node with devices is denied the device files it was not given (cgroup v1).
             extra = self.devices.env(assigned)
-            runnable = replace(runnable, containers=tuple(replace(c, env=c.env + extra) for c in wish.containers))
+            deny = self.devices.deny_rules(assigned)
+            if extra or deny:
+                runnable = replace(runnable, containers=tuple(replace(c, env=c.env + extra, device_deny=deny)
+                                                              for c in wish.containers))
         probes = {c.name: c.readiness_probe.to_json() for c in wish.containers if c.readiness_probe is not None}
         if probes:
             self._put_meta(replace(self.meta[wish.uid], probes=probes))

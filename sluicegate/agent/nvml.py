@@ -47,6 +47,8 @@ class Gpu:
     memory_bytes: int
     healthy: bool = True
     why: str = ""
+    # The N of its device file /dev/nvidiaN (None: NVML could not tell).
+    minor: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,11 @@ class Nvml:
             except lib.NVMLError as exc:
                 gpus.append(Gpu(index, uuid, "", 0, healthy=False, why=f"NVML query failed: {exc}"))
                 continue
-            gpus.append(Gpu(index, uuid, product, memory))
+            try:
+                minor: int | None = int(lib.nvmlDeviceGetMinorNumber(handle))
+            except lib.NVMLError:
+                minor = None
+            gpus.append(Gpu(index, uuid, product, memory, minor=minor))
         self._watch_xids()
         return gpus
 

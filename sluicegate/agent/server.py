@@ -25,7 +25,7 @@ import grpc
 
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent import credentials
-from sluicegate.agent.cgroups import NoCgroups, detect
+from sluicegate.agent.cgroups import CgroupDriver, CgroupV1, NoCgroups, detect
 from sluicegate.agent.devices import Devices
 from sluicegate.agent.fencing import SelfFencing
 from sluicegate.agent.link import Backoff, ControllerLink, join
@@ -78,11 +78,20 @@ def node_devices(settings: AgentSettings) -> Devices | None:
     nvml, gpus = open_nvml() if settings.nvidia_gpus else (None, [])
     if nvml is None and not settings.devices:
         return None
-    devices = Devices(gpus=gpus, nvml=nvml, declared=settings.devices)
-    # Pods' processes are not moved into a devices cgroup: another pod's device files stay openable.
-    log.info("devices %s: each handed to one pod at a time, named in its environment; access to the others' "
-             "device files is not denied (no devices cgroup is used)", devices.capacity())
-    return devices
+    return Devices(gpus=gpus, nvml=nvml, declared=settings.devices)
+
+
+def isolate_devices(devices: Devices, cgroups: CgroupDriver) -> None:
+    """Deny pods the device files they were not given where the cgroup driver can (v1's devices cgroup)."""
+    devices.isolate = isinstance(cgroups, CgroupV1) and cgroups.controls_devices
+    if devices.isolate:
+        log.info("devices %s: each handed to one pod at a time, named in its environment; the others' device "
+                 "files are denied through the cgroup v1 devices controller", devices.capacity())
+    else:
+        # cgroup v2 would need a BPF device program, which the agent does not load.
+        log.warning("devices %s: each handed to one pod at a time, named in its environment only; access to the "
+                    "others' device files is NOT denied (cgroup driver %s: no devices cgroup)", devices.capacity(),
+                    cgroups.kind)
 
 
 async def watch_devices(devices: Devices, node: AgentNode, link: ControllerLink, interval: float) -> None:
@@ -128,7 +137,10 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     monitor = Monitor()
-    cgroups = detect(root=Path(settings.cgroup_root), base=settings.cgroup_base)
+    devices = node_devices(settings)
+    cgroups = detect(root=Path(settings.cgroup_root), base=settings.cgroup_base, devices=devices is not None)
+    if devices is not None:
+        isolate_devices(devices, cgroups)
     runtime = PodRuntime(data_dir=data_dir, cgroups=cgroups, monitor=monitor,
                          config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds,
                                               backoff_base_seconds=settings.restart_backoff_base,
@@ -154,7 +166,6 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     for lost in report.lost:
         log.warning("pod %s container %s could not be re-adopted: %s", lost.uid, lost.container, lost.why)
     capacity, allocatable = node_resources(settings, monitor)
-    devices = node_devices(settings)
     node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
                      pod_users=settings.pod_users, devices=devices,
                      capacity=capacity, allocatable=allocatable, clock=time.time)

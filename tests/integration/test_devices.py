@@ -11,6 +11,7 @@ allocatable at the controller (the agent registers its new allocatable).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -143,6 +144,33 @@ def test_declared_devices_are_handed_to_one_pod_each_and_a_third_waits(workdir: 
         Path(freed[0]).unlink()
         wait_for("allocatable registered anew", lambda: cluster.node()["allocatable"][FPGA] == 1, timeout=20)
         assert cluster.node()["capacity"][FPGA] == 2
+    finally:
+        cluster.close()
+
+
+def v1_devices_cgroup() -> bool:
+    return Path("/sys/fs/cgroup/devices/devices.deny").exists() and os.geteuid() == 0
+
+
+def test_cgroup_v1_denies_the_device_files_a_pod_was_not_given(workdir: Path) -> None:
+    """Character devices as the declared devices (/dev/zero 1:5, /dev/full 1:7): each pod can open its own only."""
+    if not v1_devices_cgroup():
+        pytest.skip("no writable cgroup v1 devices hierarchy here (v2 isolates by environment only)")
+    cluster = Cluster(workdir, devices=[{"resource": FPGA, "paths": ["/dev/zero", "/dev/full"], "env": ENV}],
+                      nvidia=False)
+    try:
+        probe = ('for d in /dev/zero /dev/full; do if (true > "$d") 2>/dev/null; then echo "$d:open"; '
+                 'else echo "$d:denied"; fi; done; echo "mine=${ENV}"; exec sleep 60').replace("ENV", ENV)
+        for name in ("one", "two"):
+            cluster.apply(name, probe, {FPGA: "1"})
+        seen = {}
+        for name in ("one", "two"):
+            pod = cluster.running(name)
+            out = cluster.printed(pod, until="mine=")
+            seen[pod["devices"][FPGA][0]] = sorted(out.split())
+        assert seen == {"/dev/zero": ["/dev/full:denied", "/dev/zero:open", "mine=/dev/zero"],
+                        "/dev/full": ["/dev/full:open", "/dev/zero:denied", "mine=/dev/full"]}, seen
+        assert "denied through the cgroup v1 devices controller" in cluster.agent.log.read_text()
     finally:
         cluster.close()
 

@@ -30,6 +30,7 @@ import pytest
 
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.devices import GPU_RESOURCE, Device, Devices, pick
+from sluicegate.agent.link import report_to_proto
 from sluicegate.agent.metrics import AgentMetrics
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.nvml import MIB, load_pynvml, open_nvml
@@ -98,6 +99,9 @@ class FakeNvmlLibrary:
     def nvmlDeviceGetMemoryInfo(self, handle: FakeGpu) -> SimpleNamespace:
         g = self._check(handle)
         return SimpleNamespace(total=g.total, used=g.used, free=g.total - g.used)
+
+    def nvmlDeviceGetMinorNumber(self, handle: FakeGpu) -> int:
+        return self.gpus.index(handle)
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeGpu) -> SimpleNamespace:
         return SimpleNamespace(gpu=self._check(handle).busy, memory=0)
@@ -268,6 +272,9 @@ async def test_gpu_usage_in_pods_json_and_metrics(make_node: MakeNode, tmp_path:
     (pod,) = node.pods_json()
     assert (pod["devices"], pod["gpuMemoryUsedBytes"], pod["gpuUtilizationPercent"]) == (
         {GPU_RESOURCE: ["GPU-0000-aaaa", "GPU-0001-aaaa"]}, 16 * GIB, 70.0)
+    # Heartbeats carry the same figures (PodStatus of each pod).
+    (status,) = [report_to_proto(r) for r in node.reports(with_usage=True)]
+    assert (status.gpu_memory_bytes, status.gpu_utilization_percent) == (16 * GIB, 70.0)
     metrics = AgentMetrics()
     metrics.attach(node, SimpleNamespace(connected=True))
     labels = {"gpu": "0", "UUID": "GPU-0000-aaaa", "modelName": H100, "Hostname": "node-1", "namespace": "ml",
@@ -306,6 +313,21 @@ async def test_generic_devices_from_settings_are_exclusive_and_follow_their_path
     assert await restarted.run_pod(gpu_pod("three", 1, resource=spec.resource,
                                            var=var)) is False
     assert reason(restarted, "three") == "OutOfexample.com/fpga"
+
+
+def test_deny_rules_name_every_other_device_file(tmp_path: Path) -> None:
+    """cgroup v1 devices.deny rules: each character device the pod was not given (regular files have none)."""
+    plain = tmp_path / "plain"
+    plain.touch()
+    spec = DeviceSpec("example.com/dev", ("/dev/zero", "/dev/full", str(plain)), "DEVS")
+    devices = Devices(declared=(spec,))
+    assert devices.deny_rules({"example.com/dev": ("/dev/zero",)}) == ()  # not isolating: no rules
+    devices.isolate = True
+    assert devices.deny_rules({"example.com/dev": ("/dev/zero",)}) == ("c 1:7 rwm",)
+    assert devices.deny_rules({}) == ("c 1:5 rwm", "c 1:7 rwm")
+    gpus = gpu_devices(four_gpus())
+    gpus.isolate = True
+    assert [d.path for d in gpus.by_resource[GPU_RESOURCE]] == [f"/dev/nvidia{i}" for i in range(4)]
 
 
 @pytest.mark.parametrize(("text", "error"), [
