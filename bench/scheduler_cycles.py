@@ -30,27 +30,38 @@ from sluicegate.controller.manager import Manager  # noqa: E402
 from sluicegate.controller.store import open_store  # noqa: E402
 from sluicegate.controller.store.memory import MemoryStore  # noqa: E402
 from sluicegate.manifest.loader import RawDocument  # noqa: E402
+from sluicegate.model.config import AdmissionFairSharingConfig, ControllerConfig  # noqa: E402
 
 
-def queues(n_cq: int, n_cohorts: int, nominal: int) -> list[RawDocument]:
+def queues(n_cq: int, n_cohorts: int, nominal: int, afs_lqs: int = 0) -> list[RawDocument]:
+    """``afs_lqs`` > 0: every ClusterQueue uses Admission Fair Sharing, with that many LocalQueues (weights 1..k)."""
     docs = [{"apiVersion": "sluicegate.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}}]
     for i in range(n_cq):
-        docs.append({
-            "apiVersion": "sluicegate.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
-            "spec": {"cohortName": f"cohort-{i % n_cohorts}", "namespaceSelector": {},
-                     "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                         {"name": "default", "resources": [{"name": "cpu", "nominalQuota": str(nominal)}]}]}]},
-        })
-        docs.append({"apiVersion": "sluicegate.io/v1beta2", "kind": "LocalQueue",
-                     "metadata": {"name": f"lq-{i}", "namespace": "default"}, "spec": {"clusterQueue": f"cq-{i}"}})
+        spec = {"cohortName": f"cohort-{i % n_cohorts}", "namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": "default", "resources": [{"name": "cpu", "nominalQuota": str(nominal)}]}]}]}
+        if afs_lqs:
+            spec["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+        docs.append({"apiVersion": "sluicegate.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
+                     "spec": spec})
+        for j in range(max(1, afs_lqs)):
+            lq_spec: dict[str, object] = {"clusterQueue": f"cq-{i}"}
+            if afs_lqs:
+                lq_spec["fairSharing"] = {"weight": str(j + 1)}
+            docs.append({"apiVersion": "sluicegate.io/v1beta2", "kind": "LocalQueue",
+                         "metadata": {"name": _lq(i, j, afs_lqs), "namespace": "default"}, "spec": lq_spec})
     return [RawDocument(source=f"bench#{i}", body=d) for i, d in enumerate(docs)]
 
 
-def workload(i: int, n_cq: int) -> RawDocument:
+def _lq(cq: int, j: int, afs_lqs: int) -> str:
+    return f"lq-{cq}-{j}" if afs_lqs else f"lq-{cq}"
+
+
+def workload(i: int, n_cq: int, afs_lqs: int = 0) -> RawDocument:
     return RawDocument(source="bench", body={
         "apiVersion": "sluicegate.io/v1beta2", "kind": "Workload",
         "metadata": {"name": f"wl-{i}", "namespace": "default"},
-        "spec": {"queueName": f"lq-{i % n_cq}", "priority": i % 3, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+        "spec": {"queueName": _lq(i % n_cq, (i // n_cq) % max(1, afs_lqs), afs_lqs), "priority": i % 3, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
             "containers": [{"name": "c", "command": ["true"], "resources": {"requests": {"cpu": "1"}}}]}}}]},
     })
 
@@ -63,6 +74,8 @@ def main() -> None:
     p.add_argument("--nominal", type=int, default=20, help="cpus of nominal quota per ClusterQueue")
     p.add_argument("--store", choices=["sqlite", "memory", "postgresql"], default="sqlite",
                    help="postgresql: a private server (tests/pg.py, fsync on, TCP on 127.0.0.1), writes fenced")
+    p.add_argument("--admission-fair-sharing", type=int, default=0, metavar="LQS",
+                   help="every ClusterQueue orders by Admission Fair Sharing over LQS LocalQueues (0: off)")
     ns = p.parse_args()
     # The collector policy the controller process runs with.
     HEAP_GC.install()
@@ -84,15 +97,18 @@ def main() -> None:
         clock_t[0] += 0.001
         return 1_700_000_000.0 + clock_t[0]
 
-    m = Manager(store, clock=clock, placement=False)
+    afs_lqs = ns.admission_fair_sharing
+    config = ControllerConfig(admission_fair_sharing=AdmissionFairSharingConfig(
+        usage_half_life_seconds=3600.0, usage_sampling_interval_seconds=60.0)) if afs_lqs else None
+    m = Manager(store, clock=clock, placement=False, config=config)
     t0 = time.perf_counter()
-    m.apply(queues(ns.cluster_queues, ns.cohorts, ns.nominal))
+    m.apply(queues(ns.cluster_queues, ns.cohorts, ns.nominal, afs_lqs))
     t_apply = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     # In batches, one transaction each, as the server stores what a CreateStream brings in.
     for start in range(0, ns.workloads, 500):
-        m.create_workloads([workload(i, ns.cluster_queues) for i in range(start, min(start + 500, ns.workloads))])
+        m.create_workloads([workload(i, ns.cluster_queues, afs_lqs) for i in range(start, min(start + 500, ns.workloads))])
     t_submit = time.perf_counter() - t0
 
     cycle_times: list[float] = []
@@ -113,6 +129,7 @@ def main() -> None:
         "cohorts": ns.cohorts,
         "workloads": ns.workloads,
         "store": ns.store,
+        "admission_fair_sharing_local_queues": afs_lqs,
         "apply_seconds": round(t_apply, 3),
         "submit_seconds": round(t_submit, 3),
         "submits_per_second": round(ns.workloads / t_submit),

@@ -108,7 +108,7 @@ CONTROLLER: dict[str, Setting] = {
     "mirrorInterval": Setting("duration", "How often followers bring their warm copy of the store up to date.",
                               attr("mirror_interval", duration)),
     "configuration": Setting("path", "Kueue's Configuration document (`config.kueue.x-k8s.io/v1beta2`): "
-                             "fairSharing, waitForPodsReady, integrations.labelKeysToCopy, ... "
+                             "fairSharing, admissionFairSharing, waitForPodsReady, integrations.labelKeysToCopy, ... "
                              "(see [kueue-compatibility.md](kueue-compatibility.md#configuration)).",
                              attr("configuration_path")),
     "nodeHeartbeatTimeout": Setting("duration", "A node whose heartbeats stop for this long becomes NotReady: "
@@ -164,6 +164,11 @@ AGENT: dict[str, Setting] = {
                         "certificate.", "the host name"),
     "labels": Setting("map of string", "Node labels; ResourceFlavors select nodes by them (`spec.nodeLabels`).",
                       attr("labels")),
+    "taints": Setting("list of taints", "Node taints, Kubernetes' semantics: `KEY[=VALUE]:EFFECT` strings or "
+                      "`{key, value, effect}` mappings, effect `NoSchedule`, `PreferNoSchedule` or `NoExecute`. "
+                      "Sent at registration; a restart with new taints takes effect when the agent registers "
+                      "again, and a new `NoExecute` taint evicts the pods that do not tolerate it. "
+                      "`--taint` (repeatable) replaces them.", "(none)"),
     "dataDir": Setting("path", "Pods' logs and HOME directories, the runtime checkpoint, the fencing state.",
                        attr("data_dir")),
     "pkiDir": Setting("path", "The node's credentials from `sluicegate-agent join` (pinned CA, key, node.pem). "

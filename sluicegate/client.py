@@ -461,6 +461,8 @@ class Client:
                 "capacity": dict(n.node.capacity), "allocatable": dict(n.node.allocatable),
                 "requested": dict(n.requested), "pods": n.pods, "agentVersion": n.node.agent_version,
                 "healthAddress": n.node.health_address,
+                "taints": [{"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect}
+                           for t in n.node.taints],
                 "usage": {"memoryTotal": n.usage.memory_total, "memoryAvailable": n.usage.memory_available,
                           "cpuUsageCores": n.usage.cpu_usage_cores, "nodefsAvailable": n.usage.nodefs_available,
                           "conditions": list(n.usage.conditions)},

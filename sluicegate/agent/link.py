@@ -23,6 +23,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -35,6 +36,7 @@ from sluicegate.agent.probes import ProbeSpec
 from sluicegate.common.channels import open_channel
 from sluicegate.common.leaders import Endpoints, leader_hint
 from sluicegate.common.streams import STREAM_WINDOW_OPTIONS, coalesced, unbatched
+from sluicegate.model.taints import Taint
 from sluicegate.security import pki
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc, security_pb2, security_pb2_grpc
 
@@ -170,6 +172,7 @@ class ControllerLink:
         node: AgentNode,
         labels: dict[str, str],
         boot_id: str,
+        taints: Sequence[Taint] = (),
         health_address: str,
         backoff: Backoff,
         pki_dir: Path | None = None,
@@ -186,6 +189,7 @@ class ControllerLink:
         self.pki_dir = pki_dir
         self.node = node
         self.labels = labels
+        self.taints = tuple(taints)
         self.boot_id = boot_id
         self.health_address = health_address
         self.backoff = backoff
@@ -258,7 +262,9 @@ class ControllerLink:
         return agent_pb2.AgentMessage(register=agent_pb2.Register(
             node=agent_pb2.NodeInfo(name=n.name, labels=self.labels, capacity=n.capacity, allocatable=n.allocatable,
                                     agent_version=AGENT_VERSION, boot_id=self.boot_id,
-                                    health_address=self.health_address),
+                                    health_address=self.health_address,
+                                    taints=[agent_pb2.Taint(key=t.key, value=t.value, effect=t.effect)
+                                            for t in self.taints]),
             pods=[report_to_proto(r) for r in n.reports()],
         ))
 

@@ -36,7 +36,14 @@ from sluicegate.agent.nvml import open_nvml
 from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
 from sluicegate.agent.pressure import PressureLoop
 from sluicegate.agent.runtime import DEFAULT_PATH, PodRuntime, RuntimeConfig
-from sluicegate.agent.settings import AgentSettings, SettingsError, load_settings, parse_labels, parse_resources_flag
+from sluicegate.agent.settings import (
+    AgentSettings,
+    SettingsError,
+    load_settings,
+    parse_labels,
+    parse_resources_flag,
+    parse_taints,
+)
 from sluicegate.agent.static import StaticPods
 from sluicegate.common.health import HealthServer, JsonValue
 from sluicegate.common.leaders import split_addresses
@@ -195,7 +202,7 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     boot_id = read_boot_id()
     fencing = SelfFencing(node=node, data_dir=data_dir, boot_id=boot_id)
     link = ControllerLink(
-        address=settings.controller, node=node, boot_id=boot_id,
+        address=settings.controller, node=node, taints=settings.taints, boot_id=boot_id,
         # Discovered GPU labels first: a label the settings name wins.
         labels={**(devices.labels() if devices is not None else {}), **settings.labels},
         health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
@@ -267,6 +274,7 @@ async def _main(ns: argparse.Namespace) -> int:
         "data_dir": ns.data_dir,
         "health_listen": ns.health_listen,
         "labels": parse_labels(ns.label),
+        "taints": parse_taints(ns.taint, "--taint") if ns.taint else None,
         "allocatable": parse_resources_flag(ns.allocatable, "--allocatable"),
         "static_pod_dir": ns.static_pod_dir,
         "static_pod_sync_interval": ns.static_pod_sync_interval,
@@ -327,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data-dir")
     p.add_argument("--health-listen", help="HOST:PORT for /livez /readyz /metrics /pods (port 0 picks one)")
     p.add_argument("--label", action="append", help="node label KEY=VALUE (repeatable)")
+    p.add_argument("--taint", action="append", help="node taint KEY[=VALUE]:EFFECT (repeatable; replaces the file's)")
     p.add_argument("--allocatable", help="override, e.g. cpu=4,memory=8Gi")
     p.add_argument("--static-pod-dir")
     p.add_argument("--static-pod-sync-interval", type=float, metavar="SECONDS")

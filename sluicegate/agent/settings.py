@@ -3,6 +3,7 @@
     controller: 127.0.0.1:7420        # the controller's gRPC address; several (HA): a list, or "a:7420,b:7420"
     nodeName: worker-1                # default: the host name
     labels: {zone: a, kubernetes.io/arch: amd64}
+    taints: ["dedicated=gpu:NoSchedule"]   # or [{key: dedicated, value: gpu, effect: NoSchedule}]; sent at registration
     dataDir: /var/lib/sluicegate/agent   # pods' logs and the checkpoint
     healthListen: 127.0.0.1:7422      # /livez /readyz /metrics /pods
     systemReserved: {cpu: 500m, memory: 1Gi}   # allocatable = capacity - this
@@ -49,7 +50,9 @@ from typing import Any
 
 import yaml
 
+from sluicegate.manifest.taints import read_taint_list
 from sluicegate.manifest.timefmt import parse_duration
+from sluicegate.model.taints import Taint
 from sluicegate.quantity import QuantityError, parse_canonical
 from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_policies
 
@@ -122,6 +125,8 @@ class AgentSettings:
     controller: str = "127.0.0.1:7420"
     node_name: str = field(default_factory=socket.gethostname)
     labels: dict[str, str] = field(default_factory=dict)
+    # Kubernetes' node taints; the controller places and evicts by them (NoExecute).
+    taints: tuple[Taint, ...] = ()
     data_dir: str = "/var/lib/sluicegate/agent"
     health_listen: str = "127.0.0.1:7422"
     system_reserved: dict[str, int] = field(default_factory=dict)
@@ -208,6 +213,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise SettingsError(f"{where}: expected a mapping of label to string value")
             values["labels"] = {str(k): v for k, v in value.items()}
+        elif key == "taints":
+            values["taints"] = parse_taints(value, where)
         elif key == "systemReserved":
             values["system_reserved"] = _resources(value, where)
         elif key == "allocatable":
@@ -249,7 +256,7 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
             if "cap" in value:
                 values["reconnect_cap"] = _duration(value["cap"], f"{where}.cap")
         else:
-            known = sorted([*_STRINGS, "labels", "systemReserved", "allocatable", "evictionInterval",
+            known = sorted([*_STRINGS, "labels", "taints", "systemReserved", "allocatable", "evictionInterval",
                             "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
                             "staticPodSyncInterval", "restartBackoff", "insecure", "podUsers", "defaultPodUser",
                             "nvidiaGpus", "devices", "deviceHealthInterval"])
@@ -293,6 +300,13 @@ def parse_labels(items: list[str] | None) -> dict[str, str] | None:
         k, v = item.split("=", 1)
         out[k] = v
     return out
+
+
+def parse_taints(value: Any, where: str) -> tuple[Taint, ...]:
+    try:
+        return read_taint_list(value, where=where)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
 
 
 def parse_resources_flag(text: str | None, key: str) -> dict[str, int] | None:

@@ -222,6 +222,12 @@ async def cmd_describe(c: Client, ns: argparse.Namespace) -> int:
         position = None if wl.get("status", {}).get("admission") else await c.position(ns.name, namespace)
         print(describe_workload(wl, position))
         return 0
+    if ns.kind.lower() in NODE_KINDS:
+        nodes = [n for n in await c.list_nodes() if n["name"] == ns.name]
+        if not nodes:
+            raise UsageError(f"node {ns.name!r} not found")
+        print(yaml.safe_dump(nodes[0], sort_keys=False).rstrip())
+        return 0
     obj = await c.get(ns.kind, ns.name, namespace)
     print(yaml.safe_dump(obj, sort_keys=False).rstrip())
     return 0

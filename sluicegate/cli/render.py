@@ -166,9 +166,10 @@ def render_table(kind: str, objs: list[dict[str, Any]], *, wide: bool = False) -
                 ",".join(f"{a}={b}" for a, b in sorted((o.get("spec", {}).get("nodeLabels") or {}).items()))
                 or "<none>",
             ]
+            + ([",".join(taint_text(t) for t in o.get("spec", {}).get("nodeTaints") or []) or "<none>"] if wide else [])
             for o in objs
         ]
-        return table(["NAME", "NODE LABELS"], rows)
+        return table(["NAME", "NODE LABELS"] + (["NODE TAINTS"] if wide else []), rows)
     if k in ("cohort", "cohorts"):
         rows = [[o["metadata"]["name"], o.get("spec", {}).get("parentName", "")] for o in objs]
         return table(["NAME", "PARENT"], rows)
@@ -245,10 +246,17 @@ def render_nodes(nodes: list[dict[str, Any]], output: str) -> str:
         ]
         if output == "wide":
             row += [n.get("agentVersion", "") or "-",
-                    ",".join(f"{k}={v}" for k, v in sorted(n.get("labels", {}).items())) or "<none>"]
+                    ",".join(f"{k}={v}" for k, v in sorted(n.get("labels", {}).items())) or "<none>",
+                    ",".join(taint_text(t) for t in n.get("taints", [])) or "<none>"]
         rows.append(row)
     headers = ["NAME", "STATUS", "CPU REQ/ALLOC", "MEMORY REQ/ALLOC", "CPU USED", "MEM AVAILABLE", "PODS"]
-    return table(headers + (["AGENT", "LABELS"] if output == "wide" else []), rows)
+    return table(headers + (["AGENT", "LABELS", "TAINTS"] if output == "wide" else []), rows)
+
+
+def taint_text(t: dict[str, Any]) -> str:
+    """kubectl's form of a taint: key=value:Effect."""
+    value = t.get("value", "")
+    return f"{t['key']}={value}:{t['effect']}" if value else f"{t['key']}:{t['effect']}"
 
 
 # ------------------------------------------------------------------- describe

@@ -9,15 +9,17 @@ rebuilt from the store at start-up.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sluicegate.controller.queues import QueueManager, quota_needs
+from sluicegate.controller.scheduling import afs
 from sluicegate.controller.scheduling.quota import QuotaTree
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
 from sluicegate.model.queues import (
+    AdmissionFairSharingStatus,
     BorrowWithinCohortPolicy,
     ClusterQueueSpec,
     CohortSpec,
@@ -46,6 +48,10 @@ class Cache:
     queues: QueueManager = field(default_factory=QueueManager)
     # Which ClusterQueue each quota-holding workload holds quota in.
     holder: dict[WorkloadKey, ClusterQueueName] = field(default_factory=dict)
+    # Admission Fair Sharing (only while the configuration has it): each LocalQueue's decayed usage (what its
+    # status stores), and what its admitted workloads hold now, by resource.
+    afs: dict[tuple[str, str], AdmissionFairSharingStatus] = field(default_factory=dict)
+    afs_admitted: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
 
     # -- queues and cohorts ---------------------------------------------------
 
@@ -71,8 +77,74 @@ class Cache:
         )
         self.admitted.setdefault(spec.name, {})
         q = self.queues.ensure_queue(spec.name, spec.queueing_strategy, active=self.inactive_reason(spec.name) is None)
+        q.set_fair_sharing(self.afs_usage if self.uses_afs(spec.name) else None)
         if old is None or old.resource_groups != spec.resource_groups:
             q.reset_last_tried()
+
+    # -- admission fair sharing -----------------------------------------------
+
+    def uses_afs(self, cq: ClusterQueueName) -> bool:
+        """Whether Admission Fair Sharing orders ``cq``: the configuration has it and the queue asks for it."""
+        spec = self.cluster_queues.get(cq)
+        return self.config.admission_fair_sharing is not None and spec is not None and spec.usage_based_admission
+
+    def set_local_queue(self, lq: LocalQueueSpec) -> None:
+        """Hold a LocalQueue; its stored usage seeds the ledger the first time it is seen (a start or takeover)."""
+        key = (lq.namespace, lq.name)
+        self.local_queues[key] = lq
+        if lq.admission_fair_sharing_status is not None:
+            self.afs.setdefault(key, lq.admission_fair_sharing_status)
+
+    def with_afs_status(self, lq: LocalQueueSpec) -> LocalQueueSpec:
+        """``lq`` carrying the usage the controller holds for it (what its stored status must keep)."""
+        status = self.afs.get((lq.namespace, lq.name))
+        return lq if status is None else replace(lq, admission_fair_sharing_status=status)
+
+    def afs_usage(self, lq: tuple[str, str]) -> float:
+        """A LocalQueue's Admission Fair Sharing usage: its weighted decayed consumption over its weight."""
+        cfg = self.config.admission_fair_sharing
+        if cfg is None:
+            return 0.0
+        status = self.afs.get(lq)
+        spec = self.local_queues.get(lq)
+        # A LocalQueue not yet charged nor sampled has consumed nothing (a weight of 0 still puts it last).
+        return afs.usage(status.consumed_resources if status is not None else {},
+                         spec.fair_sharing_weight if spec is not None else 1, cfg.resource_weights)
+
+    def _afs_count(self, wl: Workload, usage: Mapping[FlavorResource, int], sign: int) -> None:
+        held = self.afs_admitted.setdefault((wl.namespace, wl.queue_name), {})
+        for fr, v in usage.items():
+            held[fr.resource] = held.get(fr.resource, 0.0) + sign * v
+
+    def afs_charge(self, wl: Workload, now: float) -> None:
+        """``wl`` was just admitted in an Admission Fair Sharing queue: its LocalQueue pays the entry penalty."""
+        cfg = self.config.admission_fair_sharing
+        if cfg is None or wl.status.admission is None or not self.uses_afs(wl.status.admission.cluster_queue):
+            return
+        key = (wl.namespace, wl.queue_name)
+        old = self.afs.get(key)
+        consumed = old.consumed_resources if old is not None else {}
+        last = old.last_update if old is not None else now
+        penalty = afs.entry_penalty(afs.total_requests(wl), cfg)
+        new = afs.charged(consumed, self.afs_admitted.get(key, {}), penalty, now - last, cfg.usage_half_life_seconds)
+        self.afs[key] = AdmissionFairSharingStatus(new, max(now, last))
+
+    def afs_sample(self, now: float) -> list[LocalQueueSpec]:
+        """A sampling tick: every LocalQueue of an Admission Fair Sharing queue, with its usage decayed to now."""
+        cfg = self.config.admission_fair_sharing
+        if cfg is None:
+            return []
+        out: list[LocalQueueSpec] = []
+        for key, lq in sorted(self.local_queues.items()):
+            if not self.uses_afs(lq.cluster_queue):
+                continue
+            old = self.afs.get(key)
+            consumed = old.consumed_resources if old is not None else {}
+            elapsed = now - old.last_update if old is not None else 0.0
+            new = afs.sampled(consumed, self.afs_admitted.get(key, {}), elapsed, cfg.usage_half_life_seconds)
+            last = max(now, old.last_update) if old is not None else now
+            out.append(replace(lq, admission_fair_sharing_status=AdmissionFairSharingStatus(new, last)))
+        return out
 
     def remove_cluster_queue(self, name: ClusterQueueName) -> list[Workload]:
         self.cluster_queues.pop(name, None)
@@ -97,6 +169,7 @@ class Cache:
             self.remove_cluster_queue(ClusterQueueName(name))
         elif kind == "LocalQueue":
             self.local_queues.pop((namespace, name), None)
+            self.afs.pop((namespace, name), None)
         elif kind == "WorkloadPriorityClass":
             self.workload_priority_classes.pop(name, None)
         elif kind == "PriorityClass":
@@ -166,6 +239,9 @@ class Cache:
             self.tree.live.remove_all(node, old.usage)
             self.tree.live.add_all(node, new_usage)
         self.admitted[cq][wl.key] = AdmittedWorkload(wl, cq, new_usage, old.admitted_at)
+        if self.config.admission_fair_sharing is not None:
+            self._afs_count(wl, old.usage, -1)
+            self._afs_count(wl, new_usage, 1)
         return cq
 
     def add_admitted(self, wl: Workload, admitted_at: float) -> AdmittedWorkload:
@@ -177,6 +253,8 @@ class Cache:
         node = self.tree.cluster_queues.get(cq)
         if node is not None:
             self.tree.live.add_all(node, info.usage)
+        if self.config.admission_fair_sharing is not None:
+            self._afs_count(wl, info.usage, 1)
         return info
 
     def update_admitted(self, wl: Workload) -> None:
@@ -197,6 +275,8 @@ class Cache:
         node = self.tree.cluster_queues.get(cq)
         if info is not None and node is not None:
             self.tree.live.remove_all(node, info.usage)
+        if info is not None and self.config.admission_fair_sharing is not None:
+            self._afs_count(info.workload, info.usage, -1)
         return cq
 
     def quota_bound(self, cq: ClusterQueueName) -> bool:

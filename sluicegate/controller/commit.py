@@ -36,6 +36,7 @@ from sluicegate.controller.effects import (
     Release,
     RemoveObject,
     Requeue,
+    SetLocalQueues,
     Settle,
     SetWorkload,
     Track,
@@ -169,6 +170,12 @@ class Committer:
                     requeued += 1
             elif isinstance(op, AddAdmitted):
                 c.add_admitted(op.workload, op.now)
+                c.afs_charge(op.workload, op.now)
+            elif isinstance(op, SetLocalQueues):
+                for lq in op.local_queues:
+                    c.local_queues[(lq.namespace, lq.name)] = lq
+                    if lq.admission_fair_sharing_status is not None:
+                        c.afs[(lq.namespace, lq.name)] = lq.admission_fair_sharing_status
             elif isinstance(op, QueueAdmitted):
                 c.queues.admitted(op.entry)
             elif isinstance(op, TrackPods):

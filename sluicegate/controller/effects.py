@@ -16,6 +16,7 @@ from sluicegate.controller.nodes import Command
 from sluicegate.controller.scheduling.cycle import Entry
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PodRecord
+from sluicegate.model.queues import LocalQueueSpec
 from sluicegate.model.workloads import Workload
 
 Ref = tuple[str, str, str]
@@ -141,6 +142,13 @@ class RemoveObject:
 
 
 @dataclass(frozen=True, slots=True)
+class SetLocalQueues:
+    """The cache holds these LocalQueues, with the Admission Fair Sharing usage their status records."""
+
+    local_queues: tuple[LocalQueueSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RefreshQueueActivity:
     """Which queues are active follows the objects the cache holds now."""
 
@@ -196,6 +204,7 @@ class Evict:
 
 CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | NodeCapacityFreed | UpdateAdmitted \
     | Enqueue | Track | Settle | Uncache | Disown | Dequeue | ApplyObject | RemoveObject | RefreshQueueActivity \
+    | SetLocalQueues \
     | AddAdmitted | QueueAdmitted | TrackPods | Requeue | PutBack | Evict
 
 

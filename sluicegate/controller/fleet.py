@@ -20,6 +20,7 @@ from dataclasses import replace
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
 from sluicegate.controller.decide_pods import settlement_effects
+from sluicegate.controller.decide_taints import TAINT_EVICTION_REASON, PodTolerations, TaintEviction, taint_evictions
 from sluicegate.controller.errors import FailedPrecondition, NotFound
 from sluicegate.controller.lifecycle import Settlement, evict, settle
 from sluicegate.controller.nodes import (
@@ -35,9 +36,10 @@ from sluicegate.controller.nodes import (
     Session,
     StopPodCommand,
 )
-from sluicegate.controller.scheduling.placement import PodPlacement
+from sluicegate.controller.scheduling.placement import PodPlacement, tolerations_of
 from sluicegate.model.names import WorkloadKey, workload_key
 from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
+from sluicegate.model.taints import NO_EXECUTE, Taint
 from sluicegate.model.workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,10 @@ class Fleet:
         self.fencing_grace = fencing_grace
         self.self_fencing = self_fencing
         self.pod_owner: dict[str, WorkloadKey] = {}
+        # NoExecute evictions scheduled, by node and pod uid; only nodes with a NoExecute taint are listed.
+        self._taint_evictions: dict[str, dict[str, TaintEviction]] = {}
+        # Of those, the nodes that got a pod since they were last looked at: node -> pod uid -> when bound.
+        self._taint_dirty: dict[str, dict[str, float]] = {}
         # Log requests in flight: the node asked, and where its chunks go.
         self._log_routes: dict[str, tuple[str, asyncio.Queue[tuple[str, bytes, bool, str]]]] = {}
 
@@ -92,6 +98,7 @@ class Fleet:
             self.pod_owner[p.uid] = wl.key
             if not p.terminal:
                 self.registry.bind(p.node, p.uid, p.requests, now=now, heard_at=self.monotonic())
+                self._bound_to_tainted(p)
 
     # -------------------------------------------------------------- agents
 
@@ -101,6 +108,7 @@ class Fleet:
         name: str,
         labels: dict[str, str],
         capacity: dict[str, int],
+        taints: tuple[Taint, ...] = (),
         allocatable: dict[str, int],
         boot_id: str,
         agent_version: str,
@@ -115,6 +123,14 @@ class Fleet:
             self.registry.nodes[name] = node
         old_session = node.session
         node.labels, node.capacity, node.allocatable = dict(labels), dict(capacity), dict(allocatable)
+        if node.taints != taints:
+            log.info("node %s taints: %s", name, ", ".join(str(t) for t in taints) or "none")
+        node.taints = taints
+        if any(t.effect == NO_EXECUTE for t in taints):
+            self._taint_evictions.setdefault(name, {})
+        else:
+            self._taint_evictions.pop(name, None)
+            self._taint_dirty.pop(name, None)
         node.boot_id, node.agent_version, node.health_address = boot_id, agent_version, health_address
         node.ready, node.not_ready_reason, node.last_heartbeat = True, "", now
         node.heard_at = self.monotonic()
@@ -149,6 +165,7 @@ class Fleet:
                 msg = (f"node {name} no longer runs pod {rec.name} (its agent restarted without a record of it: "
                        "checkpoint lost)")
                 self._lose_pod(wl, rec, reason="PodLost", message=msg)
+        self._check_taints(name)
         self.cache.queues.node_capacity_freed()
         self.commit.wake()
 
@@ -274,6 +291,12 @@ class Fleet:
         """The pod runs (or is to run) on its node: its requests count there."""
         self.pod_owner[pod.uid] = key
         self.registry.bind(pod.node, pod.uid, pod.requests, now=now, heard_at=self.monotonic())
+        self._bound_to_tainted(pod)
+
+    def _bound_to_tainted(self, pod: PodRecord) -> None:
+        """A pod bound to a node with a NoExecute taint: its eviction time, if any, counts from now."""
+        if pod.node in self._taint_evictions:
+            self._taint_dirty.setdefault(pod.node, {}).setdefault(pod.uid, self.monotonic())
 
     def unbind(self, pod: PodRecord) -> None:
         """The pod's processes are gone: its node's capacity is free again, and it has no owner."""
@@ -373,6 +396,55 @@ class Fleet:
                     node.remove_pod(uid)
                     continue
                 self._lose_pod(wl, rec, reason="NodeLost", message=msg)
+        # Like the taint eviction controller, act on events (a pod bound) and on due times only.
+        now = self.monotonic()
+        for name, scheduled in list(self._taint_evictions.items()):
+            if name in self._taint_dirty or any(e.due <= now for e in scheduled.values()):
+                self._check_taints(name)
+
+    # ------------------------------------------------------ NoExecute taints
+
+    def _pod_tolerations(self, uid: str) -> tuple[Workload, PodTolerations] | None:
+        """A running pod's tolerations (its own plus its admitted flavors'), with its workload."""
+        key = self.pod_owner.get(uid)
+        wl = self.cache.workloads.get(key) if key else None
+        rec = next((r for r in wl.status.pods if r.uid == uid), None) if wl else None
+        if wl is None or rec is None or rec.terminal or wl.is_finished or wl.status.is_true("Evicted"):
+            return None
+        pod_set = next((ps for ps in wl.pod_sets if ps.name == rec.pod_set), None)
+        if pod_set is None:
+            return None
+        admission = wl.status.admission
+        psa = next((a for a in admission.pod_set_assignments if a.name == rec.pod_set), None) if admission else None
+        tolerations = tolerations_of(pod_set, psa.flavors if psa else {}, self.cache.flavors)
+        return wl, PodTolerations(uid, rec.name, tolerations)
+
+    def _check_taints(self, name: str) -> None:
+        """Evict the pods on the node whose NoExecute taints they no longer tolerate (see decide_taints)."""
+        node = self.registry.nodes.get(name)
+        scheduled = self._taint_evictions.get(name)
+        if node is None or scheduled is None:
+            return
+        owners: dict[str, Workload] = {}
+        pods: list[PodTolerations] = []
+        for uid in node.pods:
+            found = self._pod_tolerations(uid)
+            if found is not None:
+                owners[uid], pod = found
+                pods.append(pod)
+        now = self.monotonic()
+        decided = taint_evictions(node=name, taints=node.taints, pods=pods, scheduled=scheduled, now=now,
+                                  bound_at=self._taint_dirty.pop(name, None))
+        # Due ones stay listed until their workload is seen evicted (a refused store write is retried).
+        self._taint_evictions[name] = decided
+        for uid, eviction in decided.items():
+            if eviction.due > now:
+                continue
+            wl = self.cache.workloads.get(owners[uid].key)
+            if wl is None or wl.is_finished or wl.status.is_true("Evicted"):
+                continue  # another of its pods already had it evicted
+            log.warning("workload %s evicted: %s", wl.key, eviction.message)
+            self.stop_workload(wl, reason=TAINT_EVICTION_REASON, message=eviction.message)
 
     # ---------------------------------------------------------------- logs
 

@@ -68,10 +68,13 @@ from sluicegate.controller.scheduling.cycle import Preemptor
 from sluicegate.controller.scheduling.preemption import Preemptor as DefaultPreemptor
 from sluicegate.controller.store import Store, StoreError
 from sluicegate.controller.timers import (
+    AFS_KEY,
+    AFS_SAMPLE,
     BACKOFF,
     EVICTION,
     RETENTION,
     Deadlines,
+    afs_sampled,
     backoff_finished,
     eviction_deadline,
     retention_deadline,
@@ -167,8 +170,20 @@ class Manager:
             else:
                 self.apply_to_cache(obj)
         self.cache.refresh_queue_activity()
+        self._start_afs_sampling()
         self._wake.set()
         return len(objs)
+
+    def _start_afs_sampling(self) -> None:
+        """Admission Fair Sharing: usage loaded from the store decays from now on (as Kueue's ledger is seeded
+        at start with lastUpdate = now), and the first sample is one interval away."""
+        cfg = self.cache.config.admission_fair_sharing
+        if cfg is None:
+            return
+        now = self.clock()
+        c = self.cache
+        c.afs = {k: replace(v, last_update=now) for k, v in c.afs.items()}
+        self.deadlines.arm(AFS_SAMPLE, AFS_KEY, now + cfg.usage_sampling_interval_seconds)
 
     def _load_workload(self, wl: Workload) -> None:
         c = self.cache
@@ -224,8 +239,12 @@ class Manager:
         check_cohort_cycles(self.cache, objs)
         prepared: list[tuple[Obj, str]] = []
         for obj in objs:
+            new: Obj
             if isinstance(obj, Workload):
                 new, action = self._prepare_workload(obj)
+            elif isinstance(obj, LocalQueueSpec):
+                # The stored status keeps the Admission Fair Sharing usage the controller holds.
+                new, action = self.cache.with_afs_status(obj), applied(self.cache, obj)
             else:
                 new, action = obj, applied(self.cache, obj)
             prepared.append((new, action))
@@ -263,7 +282,7 @@ class Manager:
             self.queueing.requeue_unqueued(lambda wl: self.queueing.cq_for(wl) == obj.name)
             c.queues.queue_inadmissible(c.tree_members(obj.name))
         elif isinstance(obj, LocalQueueSpec):
-            c.local_queues[(obj.namespace, obj.name)] = obj
+            c.set_local_queue(obj)
             if obj.stop_policy is StopPolicy.HOLD_AND_DRAIN:
                 for wl in list(c.workloads_of_local_queue(obj.namespace, obj.name)):
                     if c.holds_quota(wl.key) and not wl.status.is_true("Evicted") and not wl.is_finished:
@@ -517,6 +536,14 @@ class Manager:
     def _fire(self, kind: str, key: WorkloadKey, now: float, later: builtins.list[Workload]) -> None:
         """One due timer, checked against the workload as it is now."""
         c = self.cache
+        if kind == AFS_SAMPLE:
+            cfg = c.config.admission_fair_sharing
+            if cfg is not None:
+                sampled = c.afs_sample(now)
+                if sampled:
+                    self.commit.commit(afs_sampled(sampled))
+                self.deadlines.arm(AFS_SAMPLE, AFS_KEY, now + cfg.usage_sampling_interval_seconds)
+            return
         wl = c.workloads.get(key)
         if wl is None:
             return

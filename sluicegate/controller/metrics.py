@@ -394,6 +394,14 @@ class ControllerMetrics:
                                [((name, ns, fr.flavor, fr.resource, role), _base_unit(fr.resource, v[index]))
                                 for (ns, name, fr), v in sorted(lq_usage.items())])
         yield from self._shares(m)
+        yield gauge_family("kueue_local_queue_admission_fair_sharing_usage",
+                           "The LocalQueue's Admission Fair Sharing usage: its resource-weighted decayed consumption "
+                           "(entry penalties included) divided by its fair sharing weight.",
+                           ("name", "namespace", "cluster_queue", "replica_role"),
+                           [((name, ns, str(c.local_queues[(ns, name)].cluster_queue), role),
+                             c.afs_usage((ns, name)))
+                            for ns, name in lqs if c.uses_afs(c.local_queues[(ns, name)].cluster_queue)]
+                           if c is not None else [])
         yield gauge_family("sluicegate_workloads", "Workloads known to the controller (any state).", (),
                            [((), float(len(c.workloads)))] if c is not None else [])
         yield gauge_family("sluicegate_store_degraded",

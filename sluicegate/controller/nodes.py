@@ -14,6 +14,7 @@ from typing import Protocol
 
 from sluicegate.controller.scheduling.placement import NodeView
 from sluicegate.model.pods import PodRecord
+from sluicegate.model.taints import Taint
 from sluicegate.model.workloads import PodSet, Workload
 
 
@@ -122,6 +123,8 @@ class NodeState:
 
     # Sum of self.pods' requests, kept as pods come and go (placement reads it every cycle).
     pod_requests: dict[str, int] = field(default_factory=dict)
+    # From the agent's settings, replaced at each registration.
+    taints: tuple[Taint, ...] = ()
 
     def add_pod(self, uid: str, requests: Mapping[str, int]) -> None:
         self.remove_pod(uid)
@@ -157,6 +160,7 @@ class NodeState:
             requested=self.requested(),
             ready=self.ready,
             conditions=self.conditions,
+            taints=self.taints,
         )
 
 

@@ -16,6 +16,7 @@ from sluicegate.controller.cache import Cache
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.store import StoredObject
 from sluicegate.manifest.decode import decode, find_cohort_cycle
+from sluicegate.manifest.decode_queues import STATUS_UNSUPPORTED
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.model.names import workload_key
@@ -142,6 +143,10 @@ def decode_for_apply(docs: Sequence[RawDocument]) -> list[Obj]:
                 f"{doc.source}: kind {type(obj).__name__} is not applied to a running controller "
                 "(the Configuration is read from the controller's --config file)"
             )
+            continue
+        if isinstance(obj, LocalQueueSpec) and obj.admission_fair_sharing_status is not None:
+            # Only the controller writes a LocalQueue's status (its Admission Fair Sharing usage).
+            errors.append(f"{doc.source}: LocalQueue/{obj.name}: status: {STATUS_UNSUPPORTED}")
             continue
         objs.append(obj)
     if errors:

@@ -10,6 +10,13 @@ keeps blocking the queue, as Kueue does.
 
 A workload whose backoff has not expired (``requeueState.requeueAt``) waits
 in a timer list and enters the heap when it is due.
+
+Under Admission Fair Sharing (``set_fair_sharing``) a queue keeps one heap
+per LocalQueue instead of one for all: the next head is the top of the
+LocalQueue with the least usage (ties: the usual order between the tops),
+which is Kueue's order (usage first, then priority and timestamp) without
+re-keying a single pending workload when usage changes.  A pop costs
+O(LocalQueues with pending workloads + log n).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
 from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
@@ -26,6 +33,10 @@ from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
 from sluicegate.model.workloads import Workload
+
+# A pending workload's place in its queue's order: (-priority, timestamp, uid, key), led by its LocalQueue's
+# usage under Admission Fair Sharing.
+Rank = tuple[Any, ...]
 
 
 class Budget(Protocol):
@@ -49,6 +60,10 @@ def quota_needs(wl: Workload) -> dict[str, int]:
             if per_pod > 0:
                 need[res] = need.get(res, 0) + per_pod * count
     return need
+
+
+# A quota-bound parked workload in its queue's order: (order key, version, key).
+_Parked = tuple[tuple[int, float, str, str], int, WorkloadKey]
 
 
 @dataclass(slots=True)
@@ -88,6 +103,9 @@ class ClusterQueueQueue:
         self.active = True
         self._items: dict[WorkloadKey, _Pending] = {}
         self._heap: list[tuple[int, float, str, str, int]] = []
+        # Admission Fair Sharing: a LocalQueue's usage (None: off), and one heap per LocalQueue while on.
+        self._afs: Callable[[tuple[str, str]], float] | None = None
+        self._lq_heaps: dict[tuple[str, str], list[tuple[int, float, str, str, int]]] = {}
         self._inadmissible: dict[WorkloadKey, _Pending] = {}
         # The workload popped for the running cycle, still counted as pending.
         self._in_flight: dict[WorkloadKey, _Pending] = {}
@@ -105,7 +123,8 @@ class ClusterQueueQueue:
         # quota-bound ones in queue order, and the others.  Both are lazy:
         # an item whose workload left ``_inadmissible`` (or was parked again
         # under a newer version) is skipped and dropped when met.
-        self._quota_order: list[tuple[tuple[int, float, str, str], int, WorkloadKey]] = []
+        # (Under Admission Fair Sharing, one such order per LocalQueue, offered lowest usage first.)
+        self._quota_orders: dict[tuple[str, str] | None, list[_Parked]] = {}
         self._plain_parked: set[WorkloadKey] = set()
         # Exact counts over the quota-bound parked workloads: how many there
         # are, how many need each resource, and (lazily) the smallest need per
@@ -137,7 +156,53 @@ class ClusterQueueQueue:
         order = self._order_key(wl)
         p = _Pending(wl, last_tried, self._version, ranked=(order, wl))
         self._items[wl.key] = p
-        heapq.heappush(self._heap, (*order, p.version))
+        if self._afs is None:
+            heapq.heappush(self._heap, (*order, p.version))
+        else:
+            heapq.heappush(self._lq_heaps.setdefault(_local_queue(wl), []), (*order, p.version))
+
+    def set_fair_sharing(self, usage: Callable[[tuple[str, str]], float] | None) -> None:
+        """Order by Admission Fair Sharing (``usage`` of a LocalQueue, lowest first) or, with None, as usual."""
+        if (usage is None) == (self._afs is None):
+            self._afs = usage
+            return
+        self._afs = usage
+        self._heap = []
+        self._lq_heaps = {}
+        parked = [e for entries in self._quota_orders.values() for e in entries if self._parked_as(e[2], e[1])]
+        self._quota_orders = {}
+        for entry in sorted(parked):
+            group = self._group(self._inadmissible[entry[2]].workload)
+            self._quota_orders.setdefault(group, []).append(entry)
+        for p in self._items.values():
+            item = (*(p.ranked[0] if p.ranked else self._order_key(p.workload)), p.version)
+            if usage is None:
+                self._heap.append(item)
+            else:
+                self._lq_heaps.setdefault(_local_queue(p.workload), []).append(item)
+        heapq.heapify(self._heap)
+        for heap in self._lq_heaps.values():
+            heapq.heapify(heap)
+
+    def _live(self, item: tuple[int, float, str, str, int]) -> bool:
+        p = self._items.get(WorkloadKey(item[3]))
+        return p is not None and p.version == item[4]
+
+    def _fair_heap(self) -> list[tuple[int, float, str, str, int]] | None:
+        """The heap of the LocalQueue whose top goes next: least usage, then the usual order of the tops."""
+        assert self._afs is not None
+        best: tuple[float, tuple[int, float, str, str, int]] | None = None
+        chosen: list[tuple[int, float, str, str, int]] | None = None
+        for lq, heap in list(self._lq_heaps.items()):
+            while heap and not self._live(heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                del self._lq_heaps[lq]
+                continue
+            cand = (self._afs(lq), heap[0])
+            if best is None or cand < best:
+                best, chosen = cand, heap
+        return chosen
 
     def add_or_update(self, wl: Workload) -> None:
         key = wl.key
@@ -158,8 +223,11 @@ class ClusterQueueQueue:
         return found
 
     def pop(self) -> Head | None:
-        while self._heap:
-            *_, key, version = heapq.heappop(self._heap)
+        while True:
+            heap = self._heap if self._afs is None else self._fair_heap()
+            if not heap:
+                return None
+            *_, key, version = heapq.heappop(heap)
             wk = WorkloadKey(key)
             p = self._items.get(wk)
             if p is None or p.version != version:
@@ -168,7 +236,6 @@ class ClusterQueueQueue:
             self._in_flight[wk] = p
             self.pop_cycle += 1
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
-        return None
 
     def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Put a head back after its cycle; True if it went back into the heap.
@@ -213,10 +280,12 @@ class ClusterQueueQueue:
             for res, qty in p.needs.items():
                 self._need_count[res] = self._need_count.get(res, 0) + 1
                 heapq.heappush(self._need_min.setdefault(res, []), (qty, p.version, key))
-            bisect.insort(self._quota_order, (p.ranked[0], p.version, key))
-            if len(self._quota_order) > 2 * len(self._inadmissible) + 64:
+            order = self._quota_orders.setdefault(self._group(p.workload), [])
+            bisect.insort(order, (p.ranked[0], p.version, key))
+            if len(order) > 2 * len(self._inadmissible) + 64:
                 # Drop the items of workloads no longer parked (the indexes are lazy).
-                self._quota_order = [item for item in self._quota_order if self._parked_as(item[2], item[1])]
+                for group, items in list(self._quota_orders.items()):
+                    self._quota_orders[group] = [item for item in items if self._parked_as(item[2], item[1])]
                 for res, heap in self._need_min.items():
                     self._need_min[res] = [item for item in heap if self._parked_as(item[2], item[1])]
                     heapq.heapify(self._need_min[res])
@@ -260,7 +329,7 @@ class ClusterQueueQueue:
         for p in self._inadmissible.values():
             self._push(p.workload, p.last_tried)
         self._inadmissible.clear()
-        self._quota_order.clear()
+        self._quota_orders.clear()
         self._plain_parked.clear()
         self._quota_parked = 0
         self._need_count.clear()
@@ -313,25 +382,38 @@ class ClusterQueueQueue:
                 self._push(p.workload, p.last_tried)
                 moved = True
         self._plain_parked.clear()
-        order, kept, i = self._quota_order, [], 0
-        while i < len(order) and not self._out_of_reach(budget):
-            item = order[i]
-            i += 1
-            _, version, key = item
-            p = self._inadmissible.get(key)
-            if p is None or p.version != version:
-                continue
-            if not budget.take(p.workload):
-                kept.append(item)
-                continue
-            self._unpark(key)
-            self._offered.add(key)
-            self._push(p.workload, p.last_tried)
-            moved = True
-        kept.extend(order[i:])
-        self._quota_order = kept
+        for group in self._offer_order():
+            order, kept, i = self._quota_orders[group], [], 0
+            while i < len(order) and not self._out_of_reach(budget):
+                item = order[i]
+                i += 1
+                _, version, key = item
+                p = self._inadmissible.get(key)
+                if p is None or p.version != version:
+                    continue
+                if not budget.take(p.workload):
+                    kept.append(item)
+                    continue
+                self._unpark(key)
+                self._offered.add(key)
+                self._push(p.workload, p.last_tried)
+                moved = True
+            kept.extend(order[i:])
+            self._quota_orders[group] = kept
         self.deferred = bool(self._inadmissible)
         return moved
+
+    def _group(self, wl: Workload) -> tuple[str, str] | None:
+        return None if self._afs is None else _local_queue(wl)
+
+    def _offer_order(self) -> list[tuple[str, str] | None]:
+        """The groups of parked workloads in the order freed quota is offered: under Admission Fair Sharing the
+        LocalQueues by usage (lowest first, ties by their first workload), as the scheduler would take them."""
+        groups = [g for g, items in self._quota_orders.items() if items]
+        if self._afs is None or len(groups) < 2:
+            return groups
+        usage = self._afs
+        return sorted(groups, key=lambda g: (usage(g) if g is not None else 0.0, self._quota_orders[g][0][0]))
 
     def _order_key(self, wl: Workload) -> tuple[int, float, str, str]:
         return (-wl.priority, queue_order_timestamp(wl, self.requeuing), wl.uid, wl.key)
@@ -354,8 +436,18 @@ class ClusterQueueQueue:
         k = offset + limit (a sort only when k is a large part of n), plus
         O(n log k) for the positions when ``keep`` hides some.
         """
-        everything = [p.ranked or (self._order_key(p.workload), p.workload)
-                      for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+        everything: list[tuple[Rank, Workload]] = [
+            p.ranked or (self._order_key(p.workload), p.workload)
+            for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+        if self._afs is not None:
+            # Admission Fair Sharing: the LocalQueue's usage comes first (once per LocalQueue).
+            usage: dict[tuple[str, str], float] = {}
+            for i, (k, wl) in enumerate(everything):
+                lq = _local_queue(wl)
+                u = usage.get(lq)
+                if u is None:
+                    u = usage[lq] = self._afs(lq)
+                everything[i] = ((u, *k), wl)
         chosen = everything if keep is None else [e for e in everything if keep(e[1])]
         want = offset + limit
         if want <= 0 or not chosen:
@@ -550,8 +642,7 @@ def _local_queue(wl: Workload) -> tuple[str, str]:
     return (wl.namespace, wl.queue_name)
 
 
-def _ranks(everything: list[tuple[tuple[int, float, str, str], Workload]],
-           page: list[tuple[tuple[int, float, str, str], Workload]]) -> tuple[list[int], list[int]]:
+def _ranks(everything: list[tuple[Rank, Workload]], page: list[tuple[Rank, Workload]]) -> tuple[list[int], list[int]]:
     """For each of ``page`` (in order): how many of ``everything`` come before it, in all and in its LocalQueue.
 
     One pass over ``everything`` with a binary search into the page's keys:
@@ -559,7 +650,7 @@ def _ranks(everything: list[tuple[tuple[int, float, str, str], Workload]],
     """
     keys = [k for k, _ in page]
     before = [0] * (len(page) + 1)
-    by_lq: dict[tuple[str, str], tuple[list[tuple[int, float, str, str]], list[int]]] = {}
+    by_lq: dict[tuple[str, str], tuple[list[Rank], list[int]]] = {}
     for k, wl in page:
         lq_keys, _ = by_lq.setdefault(_local_queue(wl), ([], []))
         lq_keys.append(k)

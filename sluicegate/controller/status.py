@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from sluicegate.controller.cache import Cache
+from sluicegate.manifest.encode import admission_fair_sharing_status
 from sluicegate.model.names import ClusterQueueName, CohortName
-from sluicegate.model.queues import LocalQueueSpec
+from sluicegate.model.queues import AdmissionFairSharingStatus, LocalQueueSpec
 from sluicegate.model.resources import FlavorResource
 from sluicegate.quantity import format_canonical
 
@@ -102,7 +103,22 @@ def local_queue_status(cache: Cache, lq: LocalQueueSpec) -> dict[str, Any]:
         "reservingWorkloads": reserving,
         "admittedWorkloads": admitted,
         "flavorsReservation": [{"name": f, "resources": r} for f, r in flavors.items()],
+        **_local_queue_fair_sharing(cache, lq),
     }
+
+
+def _local_queue_fair_sharing(cache: Cache, lq: LocalQueueSpec) -> dict[str, Any]:
+    """Kueue's status.fairSharing of a LocalQueue whose ClusterQueue uses Admission Fair Sharing: the decayed
+    usage (consumedResources, lastUpdate).  The weighted usage it is ordered by is the
+    kueue_local_queue_admission_fair_sharing_usage metric."""
+    key = (lq.namespace, lq.name)
+    if not cache.uses_afs(lq.cluster_queue):
+        return {}
+    afs = cache.afs.get(key) or AdmissionFairSharingStatus({}, 0.0)
+    status = admission_fair_sharing_status(afs)
+    if afs.last_update == 0.0:
+        del status["lastUpdate"]  # never sampled nor charged yet
+    return {"fairSharing": {"admissionFairSharingStatus": status}}
 
 
 def cohort_status(cache: Cache, name: CohortName, *, weighted_share: float | None = None) -> dict[str, Any]:

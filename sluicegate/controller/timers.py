@@ -15,16 +15,21 @@ import heapq
 import itertools
 from dataclasses import replace
 
-from sluicegate.controller.effects import Effects, Enqueue, SetWorkload
+from sluicegate.controller.effects import Effects, Enqueue, SetLocalQueues, SetWorkload
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
 from sluicegate.model.names import WorkloadKey
+from sluicegate.model.queues import LocalQueueSpec
 from sluicegate.model.workloads import Workload
 
 BACKOFF, EVICTION, RETENTION = "backoff", "eviction", "retention"
-# The order a tick fires what is due: backoffs, then evictions, then retention.
-KIND_ORDER = {BACKOFF: 0, EVICTION: 1, RETENTION: 2}
+# Admission Fair Sharing's usage sampling: one controller-wide timer (armed under AFS_KEY), every
+# usageSamplingInterval.
+AFS_SAMPLE = "afs-sample"
+AFS_KEY = WorkloadKey("")
+# The order a tick fires what is due: backoffs, then evictions, then retention, then the usage sample.
+KIND_ORDER = {BACKOFF: 0, EVICTION: 1, RETENTION: 2, AFS_SAMPLE: 3}
 
 
 class Deadlines:
@@ -113,6 +118,11 @@ def retention_deadline(wl: Workload, retention: float | None) -> float | None:
         return None
     # Deleted once strictly more than ``retention`` seconds have passed.
     return fin.last_transition_time + retention
+
+
+def afs_sampled(local_queues: list[LocalQueueSpec]) -> Effects:
+    """A usage sample: the LocalQueues' decayed usage is stored in their status, then held in the cache."""
+    return Effects(puts=tuple(local_queues), cache=(SetLocalQueues(tuple(local_queues)),))
 
 
 def backoff_finished(wl: Workload, now: float) -> Effects:

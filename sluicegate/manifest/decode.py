@@ -41,7 +41,8 @@ _TOP_FIELDS: dict[str, tuple[str, ...]] = {
     "ResourceFlavor": (*_OBJECT_FIELDS, "spec"),
     "Cohort": (*_OBJECT_FIELDS, "spec"),
     "ClusterQueue": (*_OBJECT_FIELDS, "spec"),
-    "LocalQueue": (*_OBJECT_FIELDS, "spec"),
+    # Its status holds the Admission Fair Sharing usage the controller stores (a user's apply refuses it).
+    "LocalQueue": (*_OBJECT_FIELDS, "spec", "status"),
     "WorkloadPriorityClass": (*_OBJECT_FIELDS, "value", "description"),
     "PriorityClass": (*_OBJECT_FIELDS, "value", "globalDefault", "description", "preemptionPolicy"),
     "Namespace": _OBJECT_FIELDS,
@@ -51,7 +52,6 @@ _TOP_UNSUPPORTED: dict[str, dict[str, str]] = {
     "ResourceFlavor": {"status": STATUS_UNSUPPORTED},
     "Cohort": {"status": STATUS_UNSUPPORTED},
     "ClusterQueue": {"status": STATUS_UNSUPPORTED},
-    "LocalQueue": {"status": STATUS_UNSUPPORTED},
     "Namespace": {
         "spec": "only a namespace's labels matter here (ClusterQueue namespaceSelectors match them)",
         "status": STATUS_UNSUPPORTED,

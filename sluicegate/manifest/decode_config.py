@@ -15,11 +15,14 @@ Three spellings are read:
 
 from __future__ import annotations
 
+import math
+
 from sluicegate.manifest.dialect import Dialect
-from sluicegate.manifest.reader import Fields, index
+from sluicegate.manifest.reader import Fields, index, keyed
 from sluicegate.manifest.syntax import qualified_name_problem, show
 from sluicegate.manifest.timefmt import parse_duration
 from sluicegate.model import (
+    AdmissionFairSharingConfig,
     ControllerConfig,
     FairPreemptionStrategy,
     FairSharingConfig,
@@ -62,7 +65,6 @@ IGNORED_INTEGRATIONS_FIELDS: dict[str, str] = {
 }
 CONFIGURATION_UNSUPPORTED: dict[str, str] = {
     "multiKueue": "MultiKueue is not implemented",
-    "admissionFairSharing": "Admission Fair Sharing is not implemented",
     "resources": "resource exclusion and transformation are not implemented; quota counts requests as written",
     "featureGates": "sluicegate has no Kueue feature gates; its behaviour is that of Kueue's defaults",
     "objectRetentionPolicies": "automatic deletion of finished workloads is not implemented",
@@ -85,7 +87,8 @@ TIMESTAMPS = {t.value: t for t in RequeuingTimestamp}
 
 def configuration_fields() -> tuple[tuple[str, ...], dict[str, str]]:
     """(known top-level fields, unsupported ones) of a Configuration document."""
-    known = ("apiVersion", "kind", "fairSharing", "waitForPodsReady", "integrations", *IGNORED_CONFIGURATION_SECTIONS)
+    known = ("apiVersion", "kind", "fairSharing", "waitForPodsReady", "integrations", "admissionFairSharing",
+             *IGNORED_CONFIGURATION_SECTIONS)
     return known, dict(CONFIGURATION_UNSUPPORTED)
 
 
@@ -94,6 +97,44 @@ def read_configuration(doc: Fields, dialect: Dialect) -> ControllerConfig:
         fair_sharing=_read_fair_sharing(doc, dialect),
         wait_for_pods_ready=_read_wait_for_pods_ready(doc, dialect),
         label_keys_to_copy=_read_integrations(doc),
+        admission_fair_sharing=_read_admission_fair_sharing(doc),
+    )
+
+
+def _read_admission_fair_sharing(doc: Fields) -> AdmissionFairSharingConfig | None:
+    """admissionFairSharing: present means on (Kueue has no enable flag here, in any apiVersion).
+
+    Kueue's defaults and validation: usageHalfLifeTime defaults to 0 and may not be negative;
+    usageSamplingInterval defaults to 5m and must be positive; resourceWeights may not be negative.
+    """
+    afs = doc.mapping("admissionFairSharing", known=("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"))
+    if afs is None:
+        return None
+    defaults = AdmissionFairSharingConfig()
+    half_life = _duration(afs, "usageHalfLifeTime", required=False)
+    sampling = _duration(afs, "usageSamplingInterval", required=False)
+    if sampling is not None and sampling == 0:
+        afs.error("usageSamplingInterval", "must be greater than 0")
+    weights: dict[str, float] = {}
+    raw = afs.get("resourceWeights")
+    if raw is not None and not isinstance(raw, dict):
+        afs.error("resourceWeights", f"must be a mapping of resource names to numbers, got {show(raw)}")
+    elif isinstance(raw, dict):
+        for res, weight in raw.items():
+            path = keyed(afs.path("resourceWeights"), str(res))
+            problem = qualified_name_problem(res) if isinstance(res, str) else "must be a string"
+            if problem is not None:
+                afs.problems.add(path, f"key {problem}")
+            elif isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+                afs.problems.add(path, f"must be a number, got {show(weight)}")
+            elif weight < 0:
+                afs.problems.add(path, f"must be non-negative, got {show(weight)}")
+            else:
+                weights[res] = float(weight)
+    return AdmissionFairSharingConfig(
+        usage_half_life_seconds=defaults.usage_half_life_seconds if half_life is None else half_life,
+        usage_sampling_interval_seconds=defaults.usage_sampling_interval_seconds if not sampling else sampling,
+        resource_weights=weights,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sluicegate.manifest.dialect import Meta
 from sluicegate.manifest.reader import Fields
 from sluicegate.manifest.syntax import label_value_problem, qualified_name_problem
+from sluicegate.manifest.taints import read_taints, read_tolerations
 from sluicegate.model import (
     SYSTEM_CLUSTER_CRITICAL,
     SYSTEM_NODE_CRITICAL,
@@ -16,6 +17,9 @@ from sluicegate.model import (
 )
 
 MAX_NODE_LABELS = 8
+# Kueue's limits on a ResourceFlavor's nodeTaints and tolerations.
+MAX_NODE_TAINTS = 8
+MAX_FLAVOR_TOLERATIONS = 8
 MAX_DESCRIPTION = 2048
 # Kubernetes keeps priorities above this for its two built-in classes.
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
@@ -26,24 +30,24 @@ BUILTIN_PRIORITY_CLASSES = {
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 
 RESOURCE_FLAVOR_UNSUPPORTED = {
-    "nodeTaints": "sluicegate nodes carry no taints; tell flavors apart with nodeLabels",
-    "tolerations": "sluicegate nodes carry no taints, so there is nothing to tolerate",
     "topologyName": "Topology Aware Scheduling is not implemented",
     "resourceWeights": "per-flavor weights in the dominant resource share are not implemented",
 }
 
 
 def read_resource_flavor(doc: Fields, meta: Meta) -> ResourceFlavor:
-    spec = doc.mapping("spec", known=("nodeLabels",), unsupported=RESOURCE_FLAVOR_UNSUPPORTED)
-    labels: dict[str, str] = {}
-    if spec is not None:
-        labels = spec.string_map(
-            "nodeLabels",
-            key_check=qualified_name_problem,
-            value_check=label_value_problem,
-            max_entries=MAX_NODE_LABELS,
-        )
-    return ResourceFlavor(name=FlavorName(meta.name), node_labels=labels)
+    spec = doc.mapping("spec", known=("nodeLabels", "nodeTaints", "tolerations"),
+                       unsupported=RESOURCE_FLAVOR_UNSUPPORTED)
+    if spec is None:
+        return ResourceFlavor(name=FlavorName(meta.name))
+    return ResourceFlavor(
+        name=FlavorName(meta.name),
+        node_labels=spec.string_map(
+            "nodeLabels", key_check=qualified_name_problem, value_check=label_value_problem, max_entries=MAX_NODE_LABELS
+        ),
+        node_taints=read_taints(spec, "nodeTaints", max_items=MAX_NODE_TAINTS),
+        tolerations=read_tolerations(spec, "tolerations", max_items=MAX_FLAVOR_TOLERATIONS),
+    )
 
 
 def read_workload_priority_class(doc: Fields, meta: Meta) -> WorkloadPriorityClass:

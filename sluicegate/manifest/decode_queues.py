@@ -5,14 +5,17 @@ from __future__ import annotations
 from fractions import Fraction
 
 from sluicegate.manifest.dialect import Dialect, Meta
-from sluicegate.manifest.reader import Amount, Fields, Problems, index, join
+from sluicegate.manifest.reader import Amount, Fields, Problems, index, join, read_quantity
 from sluicegate.manifest.syntax import (
     dns_subdomain_problem,
     label_value_problem,
     qualified_name_problem,
     show,
 )
+from sluicegate.manifest.timefmt import parse_rfc3339
 from sluicegate.model import (
+    AdmissionFairSharingStatus,
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     ClusterQueueName,
     ClusterQueueSpec,
@@ -34,6 +37,7 @@ from sluicegate.model import (
     SelectorRequirement,
     StopPolicy,
 )
+from sluicegate.quantity import to_canonical
 
 MAX_RESOURCE_GROUPS = 16
 MAX_COVERED_RESOURCES = 64
@@ -51,6 +55,7 @@ RECLAIM_WITHIN_COHORT = {p.value: p for p in ReclaimPolicy}
 BORROW_WITHIN_COHORT = {p.value: p for p in BorrowWithinCohortPolicy}
 FUNGIBILITY = {p.value: p for p in FlavorFungibilityPolicy}
 PREFERENCES = {p.value: p for p in FungibilityPreference}
+ADMISSION_MODES = {m.value: m for m in AdmissionMode}
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 CLUSTER_QUEUE_UNSUPPORTED = {
@@ -58,17 +63,22 @@ CLUSTER_QUEUE_UNSUPPORTED = {
     "reserving quota is admission",
     "admissionChecksStrategy": "sluicegate has no AdmissionCheck controllers (ProvisioningRequest, MultiKueue); "
     "reserving quota is admission",
-    "admissionScope": "Admission Fair Sharing (usage-based ordering inside a ClusterQueue) is not implemented",
     "concurrentAdmissionPolicy": (
         "concurrent admission (workload variants migrating between flavors) is not implemented"
     ),
     "topology": "Topology Aware Scheduling is not implemented",
 }
 LOCAL_QUEUE_UNSUPPORTED = {
-    "fairSharing": "Admission Fair Sharing between LocalQueues is not implemented",
     "wallTimePolicy": "wall-time budgets are not implemented",
 }
 STATUS_UNSUPPORTED = "status is computed by the controller; remove it from the manifest"
+# A LocalQueue's status as the controller stores it: only the Admission Fair Sharing usage is durable state;
+# the rest of a LocalQueue's status is computed for each reply.
+LOCAL_QUEUE_COMPUTED_STATUS = {
+    key: STATUS_UNSUPPORTED
+    for key in ("conditions", "pendingWorkloads", "reservingWorkloads", "admittedWorkloads", "flavorsReservation",
+                "flavorsUsage", "flavors")
+}
 
 
 def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueueSpec:
@@ -90,6 +100,7 @@ def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueu
             "preemption",
             "stopPolicy",
             "fairSharing",
+            "admissionScope",
         ),
         unsupported=unsupported,
     )
@@ -117,7 +128,16 @@ def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueu
         flavor_fungibility=read_fungibility(spec, dialect),
         fair_sharing_weight=read_weight(spec),
         stop_policy=spec.choice("stopPolicy", STOP_POLICIES, default=StopPolicy.NONE),
+        admission_mode=read_admission_scope(spec),
     )
+
+
+def read_admission_scope(spec: Fields) -> AdmissionMode | None:
+    """spec.admissionScope: admissionMode is required when the scope is given (Kueue's CRD)."""
+    scope = spec.mapping("admissionScope", known=("admissionMode",))
+    if scope is None:
+        return None
+    return scope.choice("admissionMode", ADMISSION_MODES, default=AdmissionMode.NO_ADMISSION_SCOPE, required=True)
 
 
 def read_cohort(doc: Fields, meta: Meta, dialect: Dialect) -> CohortSpec:
@@ -156,7 +176,10 @@ def read_cohort(doc: Fields, meta: Meta, dialect: Dialect) -> CohortSpec:
 
 
 def read_local_queue(doc: Fields, meta: Meta) -> LocalQueueSpec:
-    spec = doc.mapping("spec", known=("clusterQueue", "stopPolicy"), unsupported=LOCAL_QUEUE_UNSUPPORTED, required=True)
+    spec = doc.mapping(
+        "spec", known=("clusterQueue", "stopPolicy", "fairSharing"), unsupported=LOCAL_QUEUE_UNSUPPORTED, required=True
+    )
+    afs_status = read_local_queue_status(doc)
     if spec is None:
         return LocalQueueSpec(namespace=meta.namespace, name=meta.name, cluster_queue=ClusterQueueName(""))
     return LocalQueueSpec(
@@ -164,7 +187,42 @@ def read_local_queue(doc: Fields, meta: Meta) -> LocalQueueSpec:
         name=meta.name,
         cluster_queue=ClusterQueueName(spec.string("clusterQueue", required=True, check=dns_subdomain_problem)),
         stop_policy=spec.choice("stopPolicy", STOP_POLICIES, default=StopPolicy.NONE),
+        fair_sharing_weight=read_weight(spec),
+        admission_fair_sharing_status=afs_status,
     )
+
+
+def read_local_queue_status(doc: Fields) -> AdmissionFairSharingStatus | None:
+    """status.fairSharing.admissionFairSharingStatus, as the controller stores it (a user's apply refuses status)."""
+    status = doc.mapping("status", known=("fairSharing",), unsupported=LOCAL_QUEUE_COMPUTED_STATUS)
+    fs = status.mapping("fairSharing", known=("admissionFairSharingStatus",), unsupported={
+        "weightedShare": STATUS_UNSUPPORTED}) if status is not None else None
+    afs = fs.mapping("admissionFairSharingStatus", known=("consumedResources", "lastUpdate")) if fs else None
+    if afs is None:
+        return None
+    consumed: dict[str, float] = {}
+    raw = afs.get("consumedResources")
+    if raw is not None and not isinstance(raw, dict):
+        afs.error("consumedResources", f"must be a mapping of resource names to quantities, got {show(raw)}")
+    elif isinstance(raw, dict):
+        for res, value in raw.items():
+            path = join(afs.path("consumedResources"), str(res))
+            amount = read_quantity(value, path, str(res), afs.problems)
+            if amount is None:
+                continue
+            if amount.exact < 0:
+                afs.problems.add(path, f'must be non-negative, got "{amount.text}"')
+                continue
+            # In the resource's base unit (millicores for cpu), kept fractional.
+            consumed[str(res)] = float(amount.exact * to_canonical(str(res), Fraction(1)))
+    text = afs.string("lastUpdate", required=True)
+    last = 0.0
+    if text:
+        try:
+            last = parse_rfc3339(text)
+        except ValueError as exc:
+            afs.error("lastUpdate", str(exc))
+    return AdmissionFairSharingStatus(consumed_resources=consumed, last_update=last)
 
 
 # -- resource groups ---------------------------------------------------------

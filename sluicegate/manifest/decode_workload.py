@@ -15,6 +15,7 @@ from sluicegate.manifest.syntax import (
     qualified_name_problem,
     show,
 )
+from sluicegate.manifest.taints import read_tolerations
 from sluicegate.model import Container, PodSet, Workload, WorkloadStatus
 from sluicegate.model.workloads import Probe, SecurityContext
 from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
@@ -49,6 +50,7 @@ POD_SPEC_FIELDS = (
     "containers",
     "initContainers",
     "nodeSelector",
+    "tolerations",
     "priorityClassName",
     "restartPolicy",
     "terminationGracePeriodSeconds",
@@ -61,7 +63,6 @@ POD_SPEC_UNSUPPORTED = {
     "volumes": "pods are processes on the node; there are no volumes to mount",
     "affinity": "affinity is not supported; constrain placement with nodeSelector",
     "nodeName": "the controller places pods; constrain placement with nodeSelector",
-    "tolerations": "sluicegate nodes carry no taints, so there is nothing to tolerate",
     "topologySpreadConstraints": "spreading constraints are not implemented",
     "schedulerName": "the sluicegate controller is the only scheduler",
     "serviceAccountName": _NO_API,
@@ -293,6 +294,7 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
         min_count=min_count,
         requests=requests,
         node_selector=pod.string_map("nodeSelector", key_check=qualified_name_problem, value_check=label_value_problem),
+        tolerations=read_tolerations(pod, "tolerations"),
         containers=containers,
         init_containers=init,
         restart_policy=restart,

@@ -27,6 +27,7 @@ from sluicegate.manifest.syntax import decimal_text
 from sluicegate.manifest.timefmt import format_duration, format_rfc3339
 from sluicegate.model import (
     Admission,
+    AdmissionFairSharingStatus,
     ClusterQueueSpec,
     CohortSpec,
     Condition,
@@ -45,6 +46,7 @@ from sluicegate.model import (
 )
 from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.model.queues import FlavorFungibility, Preemption
+from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import Probe, SecurityContext
 from sluicegate.quantity import format_canonical
 
@@ -123,17 +125,17 @@ def _encode(obj: Decoded, *, share: bool) -> Doc:
         spec: Doc = {}
         if obj.node_labels:
             spec["nodeLabels"] = dict(obj.node_labels)
+        if obj.node_taints:
+            spec["nodeTaints"] = [taint_doc(t) for t in obj.node_taints]
+        if obj.tolerations:
+            spec["tolerations"] = [toleration_doc(t) for t in obj.tolerations]
         return _object("ResourceFlavor", {"name": obj.name}, spec=spec)
     if isinstance(obj, CohortSpec):
         return _object("Cohort", {"name": obj.name}, spec=_cohort_spec(obj))
     if isinstance(obj, ClusterQueueSpec):
         return _object("ClusterQueue", {"name": obj.name}, spec=_cluster_queue_spec(obj))
     if isinstance(obj, LocalQueueSpec):
-        return _object(
-            "LocalQueue",
-            {"name": obj.name, "namespace": obj.namespace},
-            spec={"clusterQueue": obj.cluster_queue, "stopPolicy": obj.stop_policy.value},
-        )
+        return _local_queue(obj)
     if isinstance(obj, WorkloadPriorityClass):
         doc = _object("WorkloadPriorityClass", {"name": obj.name})
         doc["value"] = obj.value
@@ -215,7 +217,30 @@ def _cluster_queue_spec(cq: ClusterQueueSpec) -> Doc:
     if cq.fair_sharing_weight != 1:
         spec["fairSharing"] = _weight(cq.fair_sharing_weight)
     spec["stopPolicy"] = cq.stop_policy.value
+    if cq.admission_mode is not None:
+        spec["admissionScope"] = {"admissionMode": cq.admission_mode.value}
     return spec
+
+
+def _local_queue(lq: LocalQueueSpec) -> Doc:
+    spec: Doc = {"clusterQueue": lq.cluster_queue, "stopPolicy": lq.stop_policy.value}
+    if lq.fair_sharing_weight != 1:
+        spec["fairSharing"] = _weight(lq.fair_sharing_weight)
+    doc = _object("LocalQueue", {"name": lq.name, "namespace": lq.namespace}, spec=spec)
+    afs = lq.admission_fair_sharing_status
+    if afs is not None:
+        doc["status"] = {"fairSharing": {"admissionFairSharingStatus": admission_fair_sharing_status(afs)}}
+    return doc
+
+
+def admission_fair_sharing_status(afs: AdmissionFairSharingStatus) -> Doc:
+    """status.fairSharing.admissionFairSharingStatus: consumed resources rounded to the base unit."""
+    return {
+        "consumedResources": {
+            res: format_canonical(res, round(v)) for res, v in sorted(afs.consumed_resources.items())
+        },
+        "lastUpdate": format_rfc3339(afs.last_update),
+    }
 
 
 def _selector(selector: LabelSelector) -> Doc:
@@ -299,6 +324,8 @@ def _pod_set(ps: PodSet) -> Doc:
         pod["initContainers"] = [_container(c) for c in ps.init_containers]
     if ps.node_selector:
         pod["nodeSelector"] = dict(ps.node_selector)
+    if ps.tolerations:
+        pod["tolerations"] = [toleration_doc(t) for t in ps.tolerations]
     if ps.priority_class_name:
         pod["priorityClassName"] = ps.priority_class_name
     pod["restartPolicy"] = ps.restart_policy
@@ -309,6 +336,28 @@ def _pod_set(ps: PodSet) -> Doc:
     if ps.min_count is not None:
         out["minCount"] = ps.min_count
     out["template"] = {"spec": pod}
+    return out
+
+
+def taint_doc(t: Taint) -> Doc:
+    out: Doc = {"key": t.key}
+    if t.value:
+        out["value"] = t.value
+    out["effect"] = t.effect
+    return out
+
+
+def toleration_doc(t: Toleration) -> Doc:
+    out: Doc = {}
+    if t.key:
+        out["key"] = t.key
+    out["operator"] = t.operator
+    if t.value:
+        out["value"] = t.value
+    if t.effect:
+        out["effect"] = t.effect
+    if t.toleration_seconds is not None:
+        out["tolerationSeconds"] = t.toleration_seconds
     return out
 
 
@@ -437,6 +486,15 @@ def _configuration(cfg: ControllerConfig) -> Doc:
         doc["waitForPodsReady"] = _wait_for_pods_ready(cfg.wait_for_pods_ready)
     if cfg.label_keys_to_copy:
         doc["integrations"] = {"labelKeysToCopy": list(cfg.label_keys_to_copy)}
+    afs = cfg.admission_fair_sharing
+    if afs is not None:
+        section: Doc = {
+            "usageHalfLifeTime": format_duration(afs.usage_half_life_seconds),
+            "usageSamplingInterval": format_duration(afs.usage_sampling_interval_seconds),
+        }
+        if afs.resource_weights:
+            section["resourceWeights"] = {res: w for res, w in sorted(afs.resource_weights.items())}
+        doc["admissionFairSharing"] = section
     return doc
 
 

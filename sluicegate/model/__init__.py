@@ -7,6 +7,7 @@ each concept where they expect it.
 """
 
 from sluicegate.model.config import (
+    AdmissionFairSharingConfig,
     ControllerConfig,
     FairPreemptionStrategy,
     FairSharingConfig,
@@ -31,6 +32,8 @@ from sluicegate.model.objects import (
     WorkloadPriorityClass,
 )
 from sluicegate.model.queues import (
+    AdmissionFairSharingStatus,
+    AdmissionMode,
     BorrowWithinCohortPolicy,
     ClusterQueueSpec,
     CohortSpec,
@@ -60,6 +63,9 @@ from sluicegate.model.workloads import (
 )
 
 __all__ = [
+    "AdmissionFairSharingConfig",
+    "AdmissionFairSharingStatus",
+    "AdmissionMode",
     "ControllerConfig",
     "FairPreemptionStrategy",
     "FairSharingConfig",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -39,7 +40,19 @@ class WaitForPodsReadyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionFairSharingConfig:
+    """Kueue's Configuration admissionFairSharing (present: the feature is on)."""
+
+    # 0: usage is reset at once (it never accumulates).
+    usage_half_life_seconds: float = 0.0
+    usage_sampling_interval_seconds: float = 300.0
+    # Resources not listed weigh 1.
+    resource_weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerConfig:
     fair_sharing: FairSharingConfig = field(default_factory=FairSharingConfig)
     wait_for_pods_ready: WaitForPodsReadyConfig = field(default_factory=WaitForPodsReadyConfig)
     label_keys_to_copy: tuple[str, ...] = ()
+    admission_fair_sharing: AdmissionFairSharingConfig | None = None

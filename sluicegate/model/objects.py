@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sluicegate.model.names import FlavorName
+from sluicegate.model.taints import Taint, Toleration
 
 # Kubernetes' built-in priority classes.  The kubelet treats any pod at or
 # above SYSTEM_CLUSTER_CRITICAL as critical.
@@ -18,6 +19,11 @@ class ResourceFlavor:
     name: FlavorName
     # Nodes whose labels include all of these serve this flavor.
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    # Taints of those nodes: a pod set that does not tolerate one of the NoSchedule/NoExecute ones
+    # (with this flavor's tolerations added) cannot use the flavor.
+    node_taints: tuple[Taint, ...] = ()
+    # Added to the tolerations of every pod admitted with this flavor (Kueue injects them).
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

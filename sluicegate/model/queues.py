@@ -44,6 +44,13 @@ class BorrowWithinCohortPolicy(enum.Enum):
     LOWER_PRIORITY = "LowerPriority"
 
 
+class AdmissionMode(enum.Enum):
+    """ClusterQueue spec.admissionScope.admissionMode."""
+
+    USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
+    NO_ADMISSION_SCOPE = "NoAdmissionScope"
+
+
 class FlavorFungibilityPolicy(enum.Enum):
     MAY_STOP_SEARCH = "MayStopSearch"
     TRY_NEXT_FLAVOR = "TryNextFlavor"
@@ -116,6 +123,13 @@ class ClusterQueueSpec:
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     fair_sharing_weight: Fraction = Fraction(1)
     stop_policy: StopPolicy = StopPolicy.NONE
+    # spec.admissionScope.admissionMode (None: no admissionScope).
+    admission_mode: AdmissionMode | None = None
+
+    @property
+    def usage_based_admission(self) -> bool:
+        """Whether Admission Fair Sharing orders this queue's pending workloads (given the configuration has it)."""
+        return self.admission_mode is AdmissionMode.USAGE_BASED_ADMISSION_FAIR_SHARING
 
     def quotas(self) -> dict[FlavorResource, ResourceQuota]:
         return quotas_of(self.resource_groups)
@@ -143,8 +157,25 @@ class CohortSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionFairSharingStatus:
+    """LocalQueue status.fairSharing.admissionFairSharingStatus: the decayed usage Admission Fair Sharing orders by.
+
+    ``consumed_resources`` is in each resource's base unit (millicores for cpu, bytes for memory), as a float:
+    decay makes fractions.  ``last_update`` is a Unix time.
+    """
+
+    consumed_resources: Mapping[str, float]
+    last_update: float
+
+
+@dataclass(frozen=True, slots=True)
 class LocalQueueSpec:
     namespace: str
     name: str
     cluster_queue: ClusterQueueName
     stop_policy: StopPolicy = StopPolicy.NONE
+    # spec.fairSharing.weight: Admission Fair Sharing divides the queue's usage by it.
+    fair_sharing_weight: Fraction = Fraction(1)
+    # Observed state the controller keeps durably (it is not part of what a user applies, so it does not count
+    # when two LocalQueues are compared).
+    admission_fair_sharing_status: AdmissionFairSharingStatus | None = field(default=None, compare=False)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey, workload_key
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.resources import FlavorResource
+from sluicegate.model.taints import Toleration
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class PodSet:
     # app containers and the largest init container), canonical units.
     requests: Mapping[str, int] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
     containers: tuple[Container, ...] = ()
     init_containers: tuple[Container, ...] = ()
     restart_policy: str = "Never"

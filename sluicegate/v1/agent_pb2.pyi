@@ -194,7 +194,7 @@ class PodStatus(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., static: _Optional[bool] = ..., requests: _Optional[_Mapping[str, int]] = ..., priority: _Optional[int] = ..., qos_class: _Optional[str] = ..., gpu_memory_bytes: _Optional[int] = ..., gpu_utilization_percent: _Optional[float] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "labels", "capacity", "allocatable", "agent_version", "boot_id", "health_address")
+    __slots__ = ("name", "labels", "capacity", "allocatable", "agent_version", "boot_id", "health_address", "taints")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -223,6 +223,7 @@ class NodeInfo(_message.Message):
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     BOOT_ID_FIELD_NUMBER: _ClassVar[int]
     HEALTH_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     labels: _containers.ScalarMap[str, str]
     capacity: _containers.ScalarMap[str, int]
@@ -230,7 +231,18 @@ class NodeInfo(_message.Message):
     agent_version: str
     boot_id: str
     health_address: str
-    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capacity: _Optional[_Mapping[str, int]] = ..., allocatable: _Optional[_Mapping[str, int]] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., health_address: _Optional[str] = ...) -> None: ...
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., capacity: _Optional[_Mapping[str, int]] = ..., allocatable: _Optional[_Mapping[str, int]] = ..., agent_version: _Optional[str] = ..., boot_id: _Optional[str] = ..., health_address: _Optional[str] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
 
 class NodeUsage(_message.Message):
     __slots__ = ("memory_total", "memory_available", "cpu_usage_cores", "nodefs_available", "conditions", "observed_at")

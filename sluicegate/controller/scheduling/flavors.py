@@ -27,6 +27,7 @@ from sluicegate.model.queues import (
     ReclaimPolicy,
 )
 from sluicegate.model.resources import FlavorResource
+from sluicegate.model.taints import Taint, first_untolerated
 from sluicegate.model.workloads import PodSet, Workload
 from sluicegate.quantity import format_canonical
 
@@ -202,6 +203,17 @@ def flavor_matches(flavor: ResourceFlavor, pod_set: PodSet) -> bool:
     return True
 
 
+def untolerated_flavor_taint(flavor: ResourceFlavor, pod_set: PodSet) -> Taint | None:
+    """The flavor's first NoSchedule/NoExecute node taint that the pod set does not tolerate.
+
+    As Kueue, the flavor's own tolerations count: they are added to every pod
+    admitted with it.
+    """
+    if not flavor.node_taints:
+        return None
+    return first_untolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))
+
+
 @dataclass(slots=True)
 class FlavorAssigner:
     """Assigns flavors for one workload against one ClusterQueue in a snapshot."""
@@ -293,6 +305,10 @@ class FlavorAssigner:
             flavor = self.flavors.get(fq.name)
             if flavor is None:
                 reasons.append(f"flavor {fq.name} not found")
+                continue
+            taint = untolerated_flavor_taint(flavor, ps)
+            if taint is not None:
+                reasons.append(f"untolerated taint {taint.kueue_text()} in flavor {fq.name}")
                 continue
             if not flavor_matches(flavor, ps):
                 reasons.append(f"flavor {fq.name} doesn't match node affinity")

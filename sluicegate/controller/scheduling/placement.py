@@ -2,12 +2,16 @@
 
 A pod may go to a node that is Ready, has no pressure condition, carries
 every label of the flavors its pod set was assigned (and the pod set's node
-selector), and whose allocatable minus what is already requested there holds
-the pod's requests.  The workload is a gang: if any pod finds no node, no
+selector), whose NoSchedule and NoExecute taints the pod tolerates (its
+own tolerations plus those of its assigned flavors, which Kueue adds to
+admitted pods), and whose allocatable minus what is already requested there
+holds the pod's requests.  The workload is a gang: if any pod finds no node, no
 pod is bound.
 
-Nodes are chosen to pack: a node this workload already uses first, then the
-node with the least room left after the pod (best fit), then by name, so the
+Nodes are ranked, in this order: fewest PreferNoSchedule taints the pod
+does not tolerate (the scheduler's TaintToleration score, a soft
+preference), then to pack: a node this workload already uses, then the node
+with the least room left after the pod (best fit), then by name, so the
 same inputs always give the same placement.
 """
 
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 from sluicegate.model.names import FlavorName
 from sluicegate.model.objects import ResourceFlavor
+from sluicegate.model.taints import PREFER_NO_SCHEDULE, Taint, Toleration, first_untolerated, untolerated_count
 from sluicegate.model.workloads import PodSet
 from sluicegate.quantity import format_canonical
 
@@ -32,6 +37,7 @@ class NodeView:
     ready: bool = True
     # MemoryPressure, DiskPressure...: nothing new lands here while set.
     conditions: tuple[str, ...] = ()
+    taints: tuple[Taint, ...] = ()
 
     @property
     def schedulable(self) -> bool:
@@ -82,6 +88,23 @@ def labels_required(
     return required
 
 
+def tolerations_of(
+    pod_set: PodSet, flavors: Mapping[str, FlavorName], all_flavors: Mapping[FlavorName, ResourceFlavor]
+) -> tuple[Toleration, ...]:
+    """A pod's tolerations: its own, then those of the flavors its pod set was admitted with."""
+    out = list(pod_set.tolerations)
+    for flavor_name in sorted(set(flavors.values())):
+        flavor = all_flavors.get(flavor_name)
+        if flavor is not None:
+            out.extend(flavor.tolerations)
+    return tuple(out)
+
+
+def _untolerated_text(taint: Taint) -> str:
+    # kube-scheduler's TaintToleration filter message.
+    return f"{{{taint.key}: {taint.value}}}"
+
+
 def place(
     *,
     pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]],
@@ -100,16 +123,28 @@ def place(
     ordered = sorted(nodes, key=lambda n: n.name)
     for pod_set, count, assigned in pod_sets:
         required = labels_required(pod_set, assigned, flavors)
-        eligible = [n for n in ordered if n.schedulable and all(n.labels.get(k) == v for k, v in required.items())]
+        tolerations = tolerations_of(pod_set, assigned, flavors)
+        eligible: list[NodeView] = []
+        repelled: dict[str, int] = {}
+        for n in ordered:
+            if not n.schedulable or any(n.labels.get(k) != v for k, v in required.items()):
+                continue
+            taint = first_untolerated(n.taints, tolerations)
+            if taint is None:
+                eligible.append(n)
+            else:
+                repelled[_untolerated_text(taint)] = repelled.get(_untolerated_text(taint), 0) + 1
+        tainted = "".join(f"; {c} node(s) had untolerated taint {t}" for t, c in sorted(repelled.items()))
         if count > 0 and not eligible:
             selector = ",".join(f"{k}={v}" for k, v in sorted(required.items())) or "<any>"
             not_ready = sum(1 for n in ordered if not n.schedulable)
             return PlacementFailure(
                 f"no Ready node matches pod set {pod_set.name} (node labels {selector}); "
-                f"{len(ordered)} node(s) known, {not_ready} not ready or under pressure"
+                f"{len(ordered)} node(s) known, {not_ready} not ready or under pressure{tainted}"
             )
+        avoid = {n.name: untolerated_count(n.taints, tolerations, PREFER_NO_SCHEDULE) for n in eligible}
         for index in range(count):
-            best: tuple[tuple[int, int, int, str], NodeView] | None = None
+            best: tuple[tuple[int, int, int, int, str], NodeView] | None = None
             shortages: dict[str, int] = {}
             for n in eligible:
                 free = _free(n, used.get(n.name, {}))
@@ -123,7 +158,7 @@ def place(
                 # Best fit on the scarcest dimension we request: least cpu left, then memory.
                 left_cpu = free.get("cpu", 0) - pod_set.requests.get("cpu", 0)
                 left_mem = free.get("memory", 0) - pod_set.requests.get("memory", 0)
-                key = (0 if n.name in touched else 1, left_cpu, left_mem, n.name)
+                key = (avoid[n.name], 0 if n.name in touched else 1, left_cpu, left_mem, n.name)
                 if best is None or key < best[0]:
                     best = (key, n)
             if best is None:
@@ -131,7 +166,7 @@ def place(
                 want = ", ".join(f"{r}={format_canonical(r, q)}" for r, q in sorted(pod_set.requests.items()))
                 return PlacementFailure(
                     f"no node has room for pod {index} of pod set {pod_set.name} ({want}): "
-                    f"{len(eligible)} eligible node(s), {detail}; the gang is not started partially"
+                    f"{len(eligible)} eligible node(s), {detail}{tainted}; the gang is not started partially"
                 )
             node = best[1]
             touched.add(node.name)

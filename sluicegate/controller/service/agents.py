@@ -25,6 +25,7 @@ from sluicegate.controller.nodes import (
 from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
+from sluicegate.manifest.taints import read_taint_list
 from sluicegate.model.workloads import Container, SecurityContext
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
@@ -296,11 +297,18 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 f"it may not register as {info.name!r}",
             )
             return
+        try:
+            taints = read_taint_list([{"key": t.key, "value": t.value, "effect": t.effect} for t in info.taints],
+                                     where="register.node.taints")
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            return
         session = _StreamSession(info.name)
         yield self._registered(info.name)
         self.m.fleet.register(
             name=info.name,
             labels=dict(info.labels),
+            taints=taints,
             capacity=dict(info.capacity),
             allocatable=dict(info.allocatable),
             boot_id=info.boot_id,
@@ -378,6 +386,7 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
                     node=agent_pb2.NodeInfo(
                         name=n.name,
                         labels=n.labels,
+                        taints=[agent_pb2.Taint(key=t.key, value=t.value, effect=t.effect) for t in n.taints],
                         capacity=n.capacity,
                         allocatable=n.allocatable,
                         agent_version=n.agent_version,
