@@ -217,6 +217,16 @@ AGENT: dict[str, Setting] = {
                         "(none)"),
     "defaultPodUser": Setting("RULE", "The rule for namespaces not in `podUsers`.",
                               "`{user: 65534, group: 65534}` (nobody, never root)"),
+    "nvidiaGpus": Setting("bool", "Discover NVIDIA GPUs through NVML (the `[gpu]` extra, `nvidia-ml-py`): "
+                          "`nvidia.com/gpu` and GPU feature discovery's labels; `false`: no GPUs "
+                          "([gpus.md](gpus.md)).", attr("nvidia_gpus")),
+    "devices": Setting("list of `{resource, paths, env}`", "Generic devices: `resource` (`DOMAIN/NAME`), its "
+                       "device `paths` (one device each, handed to one pod at a time), and `env`, the variable "
+                       "that names a pod's paths (default `SLUICEGATE_DEVICES_<RESOURCE>`) ([gpus.md](gpus.md)).",
+                       "(none)"),
+    "deviceHealthInterval": Setting("duration", "How often GPU and device health is checked; a change of "
+                                    "allocatable is registered with the controller.",
+                                    attr("device_health_interval", duration)),
 }
 
 _KNOWN = re.compile(r"unknown setting \(known: (?P<keys>[^)]*)\)")

@@ -106,7 +106,7 @@ def report_to_proto(r: PodReport) -> agent_pb2.PodStatus:
         uid=r.uid, name=r.name, namespace=r.namespace, workload=r.workload, phase=r.phase, reason=r.reason,
         message=r.message, ready=r.ready, started_at=r.started_at, finished_at=r.finished_at, rss_bytes=r.rss_bytes,
         cpu_seconds=r.cpu_seconds, static=r.static, requests=dict(r.requests), priority=r.priority,
-        qos_class=r.qos_class,
+        qos_class=r.qos_class, gpu_memory_bytes=r.gpu_memory_bytes, gpu_utilization_percent=r.gpu_utilization_percent,
         containers=[agent_pb2.ContainerStatus(name=c.name, state=c.state, exit_code=c.exit_code, reason=c.reason,
                                               restart_count=c.restart_count, pid=c.pid, ready=c.ready)
                     for c in r.containers],
@@ -204,6 +204,9 @@ class ControllerLink:
         # Heartbeats sent on this stream and not acknowledged yet: seq -> when (the fencing clock).
         self._unacked: dict[int, float] = {}
         self._seq = 0
+        # Set when the node's allocatable or labels changed (a device's health): the
+        # session ends and the next one registers them, as every registration does.
+        self._register_again = asyncio.Event()
         node.on_readiness = self._readiness_changed
         # Static pods are admitted without a command from us: report each admission as it happens.
         node.on_admitted = self.send_pod
@@ -212,6 +215,10 @@ class ControllerLink:
     def address(self) -> str:
         """The controller this link talks to now (or tries next)."""
         return self.endpoints.current
+
+    def register_again(self) -> None:
+        """The node's allocatable or labels changed: register them anew (at once, without backoff)."""
+        self._register_again.set()
 
     def _readiness_changed(self, uid: str) -> None:
         if self.connected:
@@ -351,6 +358,7 @@ class ControllerLink:
         async with channel:
             stub = agent_pb2_grpc.AgentLinkStub(channel)
             out: asyncio.Queue[agent_pb2.AgentMessage | None] = asyncio.Queue()
+            self._register_again.clear()
             out.put_nowait(self._register())
             sent_at = self.fencing.clock() if self.fencing is not None else 0.0
             self._unacked.clear()
@@ -389,7 +397,10 @@ class ControllerLink:
             renew = (asyncio.create_task(self._renew_when_due(channel, node_creds), name="renew-certificate")
                      if node_creds is not None else None)
             stall = asyncio.create_task(self._stalled(), name="stall-watch") if self.endpoints.several else None
-            enders = {t for t in (renew, stall) if t is not None}
+            # Only a node with devices changes its resources (reading through asyncio.wait costs each message).
+            again = (asyncio.create_task(self._register_again.wait(), name="register-again")
+                     if self.node.devices is not None else None)
+            enders = {t for t in (renew, stall, again) if t is not None}
             try:
                 while True:
                     if not enders:
@@ -402,6 +413,10 @@ class ControllerLink:
                             call.cancel()
                             if stall is not None and stall.done():
                                 raise ConnectionError(stall.result())
+                            if again is not None and again.done():
+                                log.info("node resources changed (allocatable %s); registering again",
+                                         self.node.allocatable)
+                                return True
                             assert renew is not None
                             renew.result()  # a failed renewal is this session's error; the next one retries
                             return True

@@ -23,7 +23,9 @@ from typing import Final, Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import Metric
 
+from sluicegate.agent.devices import GPU_RESOURCE
 from sluicegate.agent.node import AgentNode
+from sluicegate.agent.nvml import MIB
 from sluicegate.common.metrics import ScrapeCollector, gauge_family, new_registry
 from sluicegate.quantity import MILLI_RESOURCES
 
@@ -143,6 +145,40 @@ class AgentMetrics:
         yield gauge_family("sluicegate_node_condition",
                            "1 while the node reports the condition, 0 otherwise.", ("condition",),
                            [((c,), 1.0 if c in node.conditions else 0.0) for c in _CONDITIONS] if node else [])
+        yield from _device_families(node)
         yield gauge_family("sluicegate_agent_controller_connected",
                            "1 while the agent's stream to the controller is up.", (),
                            [((), 1.0 if link.connected else 0.0)] if link is not None else [])
+
+
+_GPU_LABELS: Final = ("gpu", "UUID", "modelName", "Hostname", "namespace", "pod")
+
+
+def _device_families(node: AgentNode | None) -> Iterator[Metric]:
+    """Device health, and each GPU's use under DCGM exporter's names and labels (the pod holding it, if any)."""
+    devices = node.devices if node is not None else None
+    health: list[tuple[tuple[str, ...], float]] = []
+    util: list[tuple[tuple[str, ...], float]] = []
+    fb_used: list[tuple[tuple[str, ...], float]] = []
+    if node is not None and devices is not None:
+        holder = {(res, dev): node.meta[pod.uid] for pod in node.admitted_pods()
+                  for res, ids in node.meta[pod.uid].devices.items() for dev in ids}
+        for resource, devs in sorted(devices.by_resource.items()):
+            for d in devs:
+                health.append(((resource, d.id), 1.0 if d.healthy else 0.0))
+        nvml = devices.nvml
+        for uuid, gpu in sorted(devices.gpus.items(), key=lambda kv: kv[1].index):
+            usage = nvml.usage(uuid) if nvml is not None else None
+            if usage is None:
+                continue
+            m = holder.get((GPU_RESOURCE, uuid))
+            labels = (str(gpu.index), uuid, gpu.product, node.name, m.namespace if m else "", m.name if m else "")
+            util.append((labels, usage.utilization_percent))
+            fb_used.append((labels, usage.memory_used_bytes / MIB))
+    yield gauge_family("sluicegate_node_device_healthy",
+                       "1 while a device (GPU UUID, device path) of a device resource is healthy, 0 otherwise.",
+                       ("resource", "device"), health)
+    yield gauge_family("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %), with the pod that holds the GPU.",
+                       _GPU_LABELS, util)
+    yield gauge_family("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB), with the pod that holds the GPU.",
+                       _GPU_LABELS, fb_used)

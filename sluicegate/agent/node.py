@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sluicegate.agent.checkpoint import CheckpointError
+from sluicegate.agent.devices import GPU_RESOURCE, Devices, DeviceShortage
 from sluicegate.agent.monitor import Monitor, NodeReading
 from sluicegate.agent.pod import DEFAULT_POD_GRACE_SECONDS, Pod
 from sluicegate.agent.policy import (
@@ -92,6 +93,8 @@ class PodMeta:
     probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The user the pod runs as (None: the agent's own); held until the pod is forgotten.
     run_as_uid: int | None = None
+    # The devices the pod holds, by resource (GPU UUIDs, device paths); see sluicegate.agent.devices.
+    devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,10 @@ class PodReport:
     requests: Mapping[str, int]
     priority: int
     qos_class: str
+    devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The pod's GPUs now (it holds them alone): framebuffer bytes in use, mean busy percent.
+    gpu_memory_bytes: int = 0
+    gpu_utilization_percent: float = 0.0
 
 
 _META_FIELDS = tuple(f.name for f in fields(PodMeta))
@@ -141,6 +148,8 @@ def _qos_and_requests(pod: Pod) -> tuple[QOSClass, dict[str, int]]:
 
 # The kubelet's reason for a pod whose security settings cannot be honoured.
 SECURITY_REJECTED = "CreateContainerConfigError"
+# The kubelet's reason for a pod its device manager cannot give devices to.
+DEVICES_REJECTED = "UnexpectedAdmissionError"
 
 
 class NodeObserver(Protocol):
@@ -165,8 +174,11 @@ class AgentNode:
         allocatable: Mapping[str, int],
         clock: Any,
         pod_users: PodUserPolicies | None = None,
+        devices: Devices | None = None,
     ) -> None:
         self.name = name
+        # GPUs and declared devices (None: none); their resources are in capacity and allocatable.
+        self.devices = devices
         # Who pods run as, by namespace (the agent's own check; the controller checks its policy at creation).
         self.pod_users = pod_users if pod_users is not None else PodUserPolicies()
         # Per-pod uid ranges: where the next search starts (see _free_uid).
@@ -229,7 +241,9 @@ class AgentNode:
             if imported:
                 records = json.loads(legacy.read_text())
             if records:
-                self.meta = {m["uid"]: PodMeta(**{**m, "containers": tuple(m.get("containers", ()))}) for m in records}
+                self.meta = {m["uid"]: PodMeta(**{
+                    **m, "containers": tuple(m.get("containers", ())),
+                    "devices": {r: tuple(ids) for r, ids in m.get("devices", {}).items()}}) for m in records}
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.error("cannot read %s (%s); pods will be reported without controller metadata",
                       legacy if imported else self.runtime.checkpoint_path, exc)
@@ -320,6 +334,24 @@ class AgentNode:
             out.append(self._pod_info(m))
         return out
 
+    def held_devices(self, *, besides: frozenset[str] = frozenset()) -> dict[str, set[str]]:
+        """The device ids admitted pods hold, by resource (``besides``: pods not to count)."""
+        held: dict[str, set[str]] = {}
+        for pod in self.admitted_pods():
+            m = self.meta[pod.uid]
+            if pod.uid in besides:
+                continue
+            for resource, ids in m.devices.items():
+                held.setdefault(resource, set()).update(ids)
+        return held
+
+    def devices_changed(self) -> None:
+        """Device health changed: allocatable counts the healthy devices now (the caller reports it)."""
+        if self.devices is None:
+            return
+        self.capacity.update(self.devices.capacity())
+        self.allocatable.update(self.devices.allocatable())
+
     def _pod_info(self, m: PodMeta) -> PodInfo:
         return PodInfo(
             uid=m.uid, namespace=m.namespace, name=m.name, priority=m.priority, qos=QOSClass(m.qos),
@@ -366,8 +398,18 @@ class AgentNode:
                 self._put_meta(replace(meta, reason=decision.reason, message=decision.message, rejected=True))
                 self._flush_meta()  # reported as soon as we return
                 return False
-            self._put_meta(replace(meta, run_as_uid=run_as.uid if run_as is not None else None))
             victims = list(decision.victims)
+            assigned: dict[str, tuple[str, ...]] = {}
+            if self.devices is not None:
+                try:
+                    assigned = self.devices.assign(
+                        requests, self.held_devices(besides=frozenset(v.uid for v in victims)))
+                except DeviceShortage as exc:
+                    log.warning("pod %s rejected: %s: %s", wish.name, DEVICES_REJECTED, exc)
+                    self._put_meta(replace(meta, reason=DEVICES_REJECTED, message=str(exc), rejected=True))
+                    self._flush_meta()  # reported as soon as we return
+                    return False
+            self._put_meta(replace(meta, run_as_uid=run_as.uid if run_as is not None else None, devices=assigned))
         if victims:
             self._flush_meta()  # reported at once, next
             if self.on_admitted is not None:
@@ -389,6 +431,13 @@ class AgentNode:
                 log.error("could not stop %s to admit %s: %s", v.name, wish.name, exc)
         # The one copy a pod gets on its way to the runtime: the user it runs as, the grace it was admitted with.
         runnable = replace(wish, run_as=run_as, termination_grace_seconds=grace)
+        if self.devices is not None:
+            # Every pod of a node with devices is denied the device files it was not given (cgroup v1).
+            extra = self.devices.env(assigned)
+            deny = self.devices.deny_rules(assigned)
+            if extra or deny:
+                runnable = replace(runnable, containers=tuple(replace(c, env=c.env + extra, device_deny=deny)
+                                                              for c in wish.containers))
         probes = {c.name: c.readiness_probe.to_json() for c in wish.containers if c.readiness_probe is not None}
         if probes:
             self._put_meta(replace(self.meta[wish.uid], probes=probes))
@@ -532,12 +581,14 @@ class AgentNode:
             if term is not None:
                 finished_at = max(finished_at, term.finished_at)
         rss, cpu = 0, 0.0
+        gpu_memory, gpu_busy = 0, 0.0
         if with_usage and not st.finished:
             try:
                 reading = self.runtime.usage(st.uid)
                 rss, cpu = reading.working_set_bytes, reading.cpu_seconds
             except PodRuntimeError:
                 pass
+            gpu_memory, gpu_busy = self._gpu_usage(m)
         phase = str(st.phase.value if hasattr(st.phase, "value") else st.phase)
         reason = st.reason or ""
         message = st.message or ""
@@ -558,7 +609,20 @@ class AgentNode:
             started_at=min(started) if started else 0.0, finished_at=finished_at if st.finished else 0.0,
             rss_bytes=rss, cpu_seconds=cpu, static=m.static if m else False,
             requests=dict(m.requests) if m else {}, priority=m.priority if m else 0, qos_class=m.qos if m else "",
+            devices=dict(m.devices) if m else {}, gpu_memory_bytes=gpu_memory, gpu_utilization_percent=gpu_busy,
         )
+
+    def _gpu_usage(self, m: PodMeta | None) -> tuple[int, float]:
+        """(framebuffer bytes in use, mean busy percent) of the pod's GPUs: it holds them alone, so theirs is its."""
+        uuids = m.devices.get(GPU_RESOURCE, ()) if m is not None else ()
+        nvml = self.devices.nvml if self.devices is not None else None
+        if not uuids or nvml is None:
+            return 0, 0.0
+        readings = [u for uuid in uuids if (u := nvml.usage(uuid)) is not None]
+        if not readings:
+            return 0, 0.0
+        return (sum(u.memory_used_bytes for u in readings),
+                sum(u.utilization_percent for u in readings) / len(readings))
 
     def reports(self, *, with_usage: bool = False) -> list[PodReport]:
         out = []
@@ -588,7 +652,10 @@ class AgentNode:
             {"uid": r.uid, "name": r.name, "namespace": r.namespace, "workload": r.workload, "phase": r.phase,
              "reason": r.reason, "message": r.message, "qosClass": r.qos_class, "priority": r.priority,
              "static": r.static, "requests": dict(r.requests), "rssBytes": r.rss_bytes, "cpuSeconds": r.cpu_seconds,
-             "containers": [asdict(c) for c in r.containers]}
+             "containers": [asdict(c) for c in r.containers],
+             "devices": {res: list(ids) for res, ids in r.devices.items()},
+             **({"gpuMemoryUsedBytes": r.gpu_memory_bytes, "gpuUtilizationPercent": r.gpu_utilization_percent}
+                if GPU_RESOURCE in r.devices else {})}
             for r in self.reports(with_usage=True)
         ]
 

@@ -70,6 +70,8 @@ class Container:
     limits: Mapping[str, int] = field(default_factory=dict)
     readiness_probe: ProbeSpec | None = None
     security: RequestedSecurity | None = None
+    # cgroup v1 devices.deny rules: other pods' device files (see sluicegate.agent.devices).
+    device_deny: tuple[str, ...] = ()
 
     @property
     def cpu_limit_millicores(self) -> int | None:
@@ -96,6 +98,7 @@ class Container:
             cpu_limit_millicores=limit,
             cpu_request_millicores=request if request is not None else limit,
             memory_limit_bytes=self.limits.get("memory"),
+            device_deny=self.device_deny,
         )
 
 

@@ -25,12 +25,14 @@ import grpc
 
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent import credentials
-from sluicegate.agent.cgroups import NoCgroups, detect
+from sluicegate.agent.cgroups import CgroupDriver, CgroupV1, NoCgroups, detect
+from sluicegate.agent.devices import Devices
 from sluicegate.agent.fencing import SelfFencing
 from sluicegate.agent.link import Backoff, ControllerLink, join
 from sluicegate.agent.metrics import AgentMetrics
 from sluicegate.agent.monitor import Monitor, read_boot_id
 from sluicegate.agent.node import AgentNode
+from sluicegate.agent.nvml import open_nvml
 from sluicegate.agent.policy import EvictionConfigError, Threshold, parse_eviction_config
 from sluicegate.agent.pressure import PressureLoop
 from sluicegate.agent.runtime import DEFAULT_PATH, PodRuntime, RuntimeConfig
@@ -78,6 +80,36 @@ def node_resources(settings: AgentSettings, monitor: Monitor) -> tuple[dict[str,
     return capacity, allocatable
 
 
+def node_devices(settings: AgentSettings) -> Devices | None:
+    """The node's GPUs (NVML, unless ``nvidiaGpus: false``) and declared devices; None when it has neither."""
+    nvml, gpus = open_nvml() if settings.nvidia_gpus else (None, [])
+    if nvml is None and not settings.devices:
+        return None
+    return Devices(gpus=gpus, nvml=nvml, declared=settings.devices)
+
+
+def isolate_devices(devices: Devices, cgroups: CgroupDriver) -> None:
+    """Deny pods the device files they were not given where the cgroup driver can (v1's devices cgroup)."""
+    devices.isolate = isinstance(cgroups, CgroupV1) and cgroups.controls_devices
+    if devices.isolate:
+        log.info("devices %s: each handed to one pod at a time, named in its environment; the others' device "
+                 "files are denied through the cgroup v1 devices controller", devices.capacity())
+    else:
+        # cgroup v2 would need a BPF device program, which the agent does not load.
+        log.warning("devices %s: each handed to one pod at a time, named in its environment only; access to the "
+                    "others' device files is NOT denied (cgroup driver %s: no devices cgroup)", devices.capacity(),
+                    cgroups.kind)
+
+
+async def watch_devices(devices: Devices, node: AgentNode, link: ControllerLink, interval: float) -> None:
+    """Re-check device health every ``interval``; a change of allocatable is registered with the controller."""
+    while True:
+        await asyncio.sleep(interval)
+        if await asyncio.to_thread(devices.check_health):
+            node.devices_changed()
+            link.register_again()
+
+
 def eviction_thresholds(settings: AgentSettings) -> tuple[Threshold, ...]:
     try:
         return parse_eviction_config(hard=settings.eviction_hard, soft=settings.eviction_soft,
@@ -112,7 +144,10 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     monitor = Monitor()
-    cgroups = detect(root=Path(settings.cgroup_root), base=settings.cgroup_base)
+    devices = node_devices(settings)
+    cgroups = detect(root=Path(settings.cgroup_root), base=settings.cgroup_base, devices=devices is not None)
+    if devices is not None:
+        isolate_devices(devices, cgroups)
     runtime = PodRuntime(data_dir=data_dir, cgroups=cgroups, monitor=monitor,
                          config=RuntimeConfig(default_grace_seconds=settings.default_grace_seconds,
                                               backoff_base_seconds=settings.restart_backoff_base,
@@ -139,8 +174,9 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
         log.warning("pod %s container %s could not be re-adopted: %s", lost.uid, lost.container, lost.why)
     capacity, allocatable = node_resources(settings, monitor)
     node = AgentNode(name=settings.node_name, data_dir=data_dir, runtime=runtime, monitor=monitor,
-                     pod_users=settings.pod_users,
+                     pod_users=settings.pod_users, devices=devices,
                      capacity=capacity, allocatable=allocatable, clock=time.time)
+    node.devices_changed()
     if previous is not None and previous.boot_id != read_boot_id():
         # Its pods died with the machine: a fault of the node, which the controller
         # answers by requeueing their workloads (not by failing them).
@@ -166,7 +202,9 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     boot_id = read_boot_id()
     fencing = SelfFencing(node=node, data_dir=data_dir, boot_id=boot_id)
     link = ControllerLink(
-        address=settings.controller, node=node, labels=settings.labels, taints=settings.taints, boot_id=boot_id,
+        address=settings.controller, node=node, taints=settings.taints, boot_id=boot_id,
+        # Discovered GPU labels first: a label the settings name wins.
+        labels={**(devices.labels() if devices is not None else {}), **settings.labels},
         health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
         pki_dir=settings.pki_path if tls else None, fencing=fencing, epoch_file=data_dir / "controller-epoch",
     )
@@ -216,6 +254,8 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
         }
         if static is not None:
             tasks["static-pods"] = static.run()
+        if devices is not None:
+            tasks["device-health"] = watch_devices(devices, node, link, settings.device_health_interval)
         period = watchdog_interval()
         if period is not None:
             tasks["watchdog"] = watchdog_task(notifier, period=period, healthy=lambda: True)
@@ -223,6 +263,8 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     finally:
         await runtime.close()
         await health.stop()
+        if devices is not None:
+            devices.close()
 
 
 async def _main(ns: argparse.Namespace) -> int:

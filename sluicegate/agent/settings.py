@@ -29,6 +29,10 @@
       team-b: {uidRange: {min: 20000, max: 20999}, group: 20000}   # a uid of its own per pod
       ops: {user: root, allowRoot: true}
     defaultPodUser: {user: nobody, group: nogroup}   # the default: 65534/65534
+    nvidiaGpus: true                  # discover NVIDIA GPUs through NVML (the [gpu] extra); false: none
+    devices:                          # generic devices, each handed to one pod at a time (docs/gpus.md)
+      - {resource: example.com/fpga, paths: [/dev/fpga0, /dev/fpga1], env: FPGA_DEVICES}
+    deviceHealthInterval: 10s         # how often GPU and device health is checked
 
 Once the node has joined (``pkiDir`` holds ``node.pem``) the agent connects
 with mutual TLS and its node name is the one in its certificate.  Without
@@ -38,6 +42,7 @@ controller unless ``insecure: true``.
 
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,6 +59,65 @@ from sluicegate.security.podsecurity import PodUserPolicies, PolicyError, parse_
 
 class SettingsError(Exception):
     """A setting is wrong; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSpec:
+    """A generic device resource (``devices:``): its name, its device files, the variable naming a pod's share."""
+
+    resource: str
+    paths: tuple[str, ...]
+    env: str
+
+
+# The resource NVML discovery owns; settings cannot declare it.
+GPU_RESOURCE = "nvidia.com/gpu"
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def default_device_env(resource: str) -> str:
+    """``example.com/fpga`` -> ``SLUICEGATE_DEVICES_EXAMPLE_COM_FPGA``."""
+    return "SLUICEGATE_DEVICES_" + re.sub(r"[^A-Za-z0-9]", "_", resource).upper()
+
+
+def _devices(value: Any, where: str) -> tuple[DeviceSpec, ...]:
+    if not isinstance(value, list):
+        raise SettingsError(f"{where}: expected a list of {{resource, paths, env}}, got {value!r}")
+    out: list[DeviceSpec] = []
+    seen_paths: dict[str, str] = {}
+    for i, item in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise SettingsError(f"{at}: expected a mapping {{resource, paths, env}}, got {item!r}")
+        unknown = set(item) - {"resource", "paths", "env"}
+        if unknown:
+            raise SettingsError(f"{at}.{sorted(unknown)[0]}: unknown field (known: env, paths, resource)")
+        resource = item.get("resource")
+        if not isinstance(resource, str) or not _RESOURCE_NAME.match(resource):
+            raise SettingsError(f"{at}.resource: expected an extended resource name DOMAIN/NAME "
+                                f"(e.g. example.com/fpga), got {resource!r}")
+        if resource == GPU_RESOURCE or resource.split("/", 1)[0].endswith("kubernetes.io"):
+            raise SettingsError(f"{at}.resource: {resource} is not for declaring here "
+                                f"({GPU_RESOURCE} comes from NVML; kubernetes.io names are the system's)")
+        if any(d.resource == resource for d in out):
+            raise SettingsError(f"{at}.resource: {resource} is declared twice")
+        paths = item.get("paths")
+        if not isinstance(paths, list) or not paths:
+            raise SettingsError(f"{at}.paths: expected a non-empty list of absolute paths, got {paths!r}")
+        for j, path in enumerate(paths):
+            if not isinstance(path, str) or not path.startswith("/") or "," in path:
+                raise SettingsError(f"{at}.paths[{j}]: expected an absolute path without commas, got {path!r}")
+            if path in seen_paths:
+                raise SettingsError(f"{at}.paths[{j}]: {path} is already a device of {seen_paths[path]}")
+            seen_paths[path] = resource
+        env = item.get("env", default_device_env(resource))
+        if not isinstance(env, str) or not _ENV_NAME.match(env):
+            raise SettingsError(f"{at}.env: expected an environment variable name, got {env!r}")
+        if any(d.env == env for d in out):
+            raise SettingsError(f"{at}.env: {env} already names another resource's devices")
+        out.append(DeviceSpec(resource=resource, paths=tuple(paths), env=env))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +153,9 @@ class AgentSettings:
     pod_users: PodUserPolicies = field(default_factory=PodUserPolicies)
     pki_dir: str = ""
     insecure: bool = False
+    nvidia_gpus: bool = True
+    devices: tuple[DeviceSpec, ...] = ()
+    device_health_interval: float = 10.0
 
     @property
     def pki_path(self) -> Path:
@@ -171,6 +238,14 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
             if not isinstance(value, bool):
                 raise SettingsError(f"{where}: expected true or false, got {value!r}")
             values["insecure"] = value
+        elif key == "nvidiaGpus":
+            if not isinstance(value, bool):
+                raise SettingsError(f"{where}: expected true or false, got {value!r}")
+            values["nvidia_gpus"] = value
+        elif key == "devices":
+            values["devices"] = _devices(value, where)
+        elif key == "deviceHealthInterval":
+            values["device_health_interval"] = _duration(value, where)
         elif key == "defaultGracePeriod":
             values["default_grace_seconds"] = _duration(value, where)
         elif key == "reconnectBackoff":
@@ -183,7 +258,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         else:
             known = sorted([*_STRINGS, "labels", "taints", "systemReserved", "allocatable", "evictionInterval",
                             "defaultGracePeriod", "reconnectBackoff", "evictionPressureTransitionPeriod",
-                            "staticPodSyncInterval", "restartBackoff", "insecure", "podUsers", "defaultPodUser"])
+                            "staticPodSyncInterval", "restartBackoff", "insecure", "podUsers", "defaultPodUser",
+                            "nvidiaGpus", "devices", "deviceHealthInterval"])
             raise SettingsError(f"{where}: unknown setting (known: {', '.join(known)})")
     if pod_user_raw:
         try:
@@ -204,7 +280,8 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> AgentSettings:
         raise SettingsError(f"cgroupBase: must be one directory name, got {s.cgroup_base!r}")
     if s.restart_backoff_base <= 0 or s.restart_backoff_cap < s.restart_backoff_base:
         raise SettingsError("restartBackoff: need 0 < base <= cap")
-    intervals = (("evictionInterval", s.eviction_interval), ("staticPodSyncInterval", s.static_pod_sync_interval))
+    intervals = (("evictionInterval", s.eviction_interval), ("staticPodSyncInterval", s.static_pod_sync_interval),
+                 ("deviceHealthInterval", s.device_health_interval))
     for key, seconds in intervals:
         if seconds <= 0:
             raise SettingsError(f"{key}: must be a positive duration, got {seconds:g}s")

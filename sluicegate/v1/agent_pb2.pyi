@@ -145,7 +145,7 @@ class ContainerStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., restart_count: _Optional[int] = ..., pid: _Optional[int] = ..., ready: _Optional[bool] = ...) -> None: ...
 
 class PodStatus(_message.Message):
-    __slots__ = ("uid", "name", "namespace", "workload", "phase", "reason", "message", "containers", "ready", "started_at", "finished_at", "rss_bytes", "cpu_seconds", "static", "requests", "priority", "qos_class")
+    __slots__ = ("uid", "name", "namespace", "workload", "phase", "reason", "message", "containers", "ready", "started_at", "finished_at", "rss_bytes", "cpu_seconds", "static", "requests", "priority", "qos_class", "gpu_memory_bytes", "gpu_utilization_percent")
     class RequestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +170,8 @@ class PodStatus(_message.Message):
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     QOS_CLASS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTILIZATION_PERCENT_FIELD_NUMBER: _ClassVar[int]
     uid: str
     name: str
     namespace: str
@@ -187,7 +189,9 @@ class PodStatus(_message.Message):
     requests: _containers.ScalarMap[str, int]
     priority: int
     qos_class: str
-    def __init__(self, uid: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., static: _Optional[bool] = ..., requests: _Optional[_Mapping[str, int]] = ..., priority: _Optional[int] = ..., qos_class: _Optional[str] = ...) -> None: ...
+    gpu_memory_bytes: int
+    gpu_utilization_percent: float
+    def __init__(self, uid: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., containers: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., ready: _Optional[bool] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., static: _Optional[bool] = ..., requests: _Optional[_Mapping[str, int]] = ..., priority: _Optional[int] = ..., qos_class: _Optional[str] = ..., gpu_memory_bytes: _Optional[int] = ..., gpu_utilization_percent: _Optional[float] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
     __slots__ = ("name", "labels", "capacity", "allocatable", "agent_version", "boot_id", "health_address", "taints")

@@ -8,7 +8,8 @@ picks one when the agent starts:
   ``memory.events`` for OOM kills, ``cgroup.kill``);
 * ``CgroupV1``: one hierarchy per controller (``memory.limit_in_bytes``,
   ``memory.oom_control``, ``cpu.cfs_quota_us``...), each container placed in
-  the same relative path in every hierarchy;
+  the same relative path in every hierarchy; on a node with devices also the
+  devices hierarchy (``devices.deny``: the device files a pod was not given);
 * ``NoCgroups``: nothing is writable; the runtime then enforces memory
   limits by polling RSS through the monitor, and CPU limits are not enforced.
 

@@ -98,6 +98,7 @@ def detect(
     base: str = DEFAULT_BASE,
     parent: str = PARENT_ROOT,
     shell: str = "/bin/sh",
+    devices: bool = False,
 ) -> CgroupDriver:
     """Pick the cgroup driver for this node: v2 if delegated, else v1, else none.
 
@@ -120,7 +121,7 @@ def detect(
             log.info("using %s", driver_v2.describe())
             return driver_v2
     try:
-        driver_v1 = CgroupV1.setup(root=root, parent=parent, base=base, shell=shell)
+        driver_v1 = CgroupV1.setup(root=root, parent=parent, base=base, shell=shell, devices=devices)
     except CgroupUnavailable as exc:
         reasons.append(f"v1: {exc.path}: {exc.detail}")
     else:

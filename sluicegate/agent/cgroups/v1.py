@@ -66,6 +66,11 @@ class CgroupV1(TreeDriver):
     def kind(self) -> str:
         return "v1"
 
+    @property
+    def controls_devices(self) -> bool:
+        """Whether containers get a devices cgroup (``setup(devices=True)`` with the hierarchy writable)."""
+        return any(name == "devices" for name, _ in self._bases)
+
     def describe(self) -> str:
         parts = ", ".join(f"{name}={base}" for name, base in self._bases)
         how = "from a thread inside their cgroups" if self._placer is not None else f"through {self._shell}"
@@ -79,6 +84,7 @@ class CgroupV1(TreeDriver):
         parent: str = PARENT_ROOT,
         base: str = DEFAULT_BASE,
         shell: str = "/bin/sh",
+        devices: bool = False,
     ) -> CgroupV1:
         memory_mount = root / "memory"
         if not (memory_mount / "memory.limit_in_bytes").exists():
@@ -88,7 +94,8 @@ class CgroupV1(TreeDriver):
         bases: list[tuple[str, Path]] = []
         seen: dict[str, Path] = {}
         hierarchies: list[tuple[str, Path]] = []
-        for controller in V1_CONTROLLERS:
+        # The devices hierarchy only where pods hold devices: one more directory per container.
+        for controller in (*V1_CONTROLLERS, "devices") if devices else V1_CONTROLLERS:
             mount = root / controller
             if not (mount / "cgroup.procs").exists():
                 continue
@@ -157,6 +164,14 @@ class CgroupV1(TreeDriver):
             write_value(cpu / "cpu.cfs_quota_us", str(quota), operation="set CPU limit")
         if cpu is not None:
             write_value(cpu / "cpu.shares", str(cpu_shares(limits.cpu_request_millicores)), operation="set CPU shares")
+        if limits.device_deny:
+            devices = handle.dir_for("devices")
+            if devices is None:
+                raise CgroupError(path=str(memory), operation="limit",
+                                  detail="denying device files needs the v1 devices hierarchy, which is not "
+                                         "mounted or not writable")
+            for rule in limits.device_deny:
+                write_value(devices / "devices.deny", rule, operation="deny a device")
 
     def working_set_bytes(self, handle: CgroupHandle | None) -> int | None:
         memory = None if handle is None else handle.dir_for("memory")

@@ -98,6 +98,8 @@ class CgroupLimits:
     cpu_limit_millicores: int | None = None
     cpu_request_millicores: int | None = None
     memory_limit_bytes: int | None = None
+    # cgroup v1 devices.deny rules ("c 195:1 rwm"): device files this container may not open.
+    device_deny: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ def spec_to_json(spec: Pod) -> ckpt.JSONObject:
                 "workingDir": container.working_dir,
                 "limits": _resources_json(container.cpu_limit_millicores, container.memory_limit_bytes),
                 "requests": _resources_json(container.cpu_request_millicores, container.memory_request_bytes),
+                # Only where there are rules: checkpoints of pods without devices stay as they were.
+                **({"deviceDeny": list(container.device_deny)} if container.device_deny else {}),
             }
         )
     return {
@@ -68,6 +70,7 @@ def spec_from_json(obj: ckpt.JSONObject, *, path: str) -> Pod:
                 working_dir=item.get_opt_str("workingDir"),
                 limits=_resources_from(limits),
                 requests=_resources_from(requests),
+                device_deny=item.get_str_list("deviceDeny") if item.has("deviceDeny") else (),
             )
         )
     policy_text = reader.get_str("restartPolicy")

@@ -10,6 +10,7 @@ import pytest
 
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import NoCgroups
+from sluicegate.agent.devices import Devices
 from sluicegate.agent.monitor import Monitor
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.runtime import PodRuntime, RuntimeConfig
@@ -35,7 +36,7 @@ async def make_node(tmp_path: Path) -> AsyncIterator[MakeNode]:
     runtimes: list[PodRuntime] = []
 
     async def make(*, name: str = "node-1", allocatable: Mapping[str, int] | None = None,
-                   pod_users: PodUserPolicies | None = None) -> AgentNode:
+                   pod_users: PodUserPolicies | None = None, devices: Devices | None = None) -> AgentNode:
         directory = tmp_path / "agent"
         directory.mkdir(parents=True, exist_ok=True)
         for old in runtimes:
@@ -46,8 +47,10 @@ async def make_node(tmp_path: Path) -> AsyncIterator[MakeNode]:
         await runtime.adopt(ckpt.load(ckpt.path_for(directory)))
         runtimes.append(runtime)
         alloc = dict(allocatable or {"cpu": 4000, "memory": 4 << 30, "pods": 110})
-        return AgentNode(name=name, data_dir=directory, runtime=runtime, monitor=monitor, capacity=alloc,
-                         allocatable=alloc, clock=time.time, pod_users=pod_users)
+        node = AgentNode(name=name, data_dir=directory, runtime=runtime, monitor=monitor, capacity=alloc,
+                         allocatable=alloc, clock=time.time, pod_users=pod_users, devices=devices)
+        node.devices_changed()  # as the agent does at start: the devices' counts join capacity and allocatable
+        return node
 
     yield make
     for runtime in runtimes:
