@@ -42,6 +42,7 @@ from sluicegate.controller.decide_api import (
     stored as decide_stored,
 )
 from sluicegate.controller.decide_pods import released_at_once
+from sluicegate.controller.effects import Effects, Enqueue
 from sluicegate.controller.errors import AlreadyExists, ControllerError, FailedPrecondition, InvalidArgument, NotFound
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import due_eviction, evict, released
@@ -82,6 +83,7 @@ from sluicegate.controller.timers import (
     AFS_SAMPLE,
     BACKOFF,
     EVICTION,
+    PROTECTION,
     RETENTION,
     Deadlines,
     afs_sampled,
@@ -155,7 +157,8 @@ class Manager:
         self._halted = False
         self.scheduler = Scheduler(self.cache, self.commit, self.fleet, clock=clock,
                                    preemptor=preemptor or DefaultPreemptor(), placement=placement,
-                                   observer=observer)
+                                   observer=observer,
+                                   retry_at=lambda key, at: self.deadlines.arm(PROTECTION, key, at))
         self.commit.attach(self.fleet, enqueue=self.queueing.enqueue, track=self.track_deadlines,
                            settle=lambda wl: self.fleet.apply(self.fleet.settle(wl)),
                            apply_object=self.apply_to_cache, evict=self._act_on_eviction)
@@ -621,6 +624,9 @@ class Manager:
                 later.append(wl)
                 return
             self.commit.commit(retention_over(wl))
+        elif kind == PROTECTION and not c.holds_quota(key):
+            # A minimum runtime it waited on ended: try it again although no quota changed.
+            self.commit.commit(Effects(cache=(Enqueue(wl),), wake=True))
 
     def weighted_share(self, name: str, *, cohort: bool) -> float | None:
         """The fair-sharing share of a queue or cohort (None when fair sharing is off)."""

@@ -69,8 +69,11 @@ class CycleObserver(Protocol):
 
 class Scheduler:
     def __init__(self, cache: Cache, commit: Committer, fleet: Fleet, *, clock: Callable[[], float],
-                 preemptor: Preemptor, placement: bool, observer: CycleObserver | None = None) -> None:
+                 preemptor: Preemptor, placement: bool, observer: CycleObserver | None = None,
+                 retry_at: Callable[[WorkloadKey, float], None] | None = None) -> None:
         self.cache = cache
+        # Arms a timer that queues a parked workload again at a time (a minimum runtime ending).
+        self.retry_at = retry_at
         self.observer = observer
         self.commit = commit
         self.fleet = fleet
@@ -150,6 +153,8 @@ class Scheduler:
         stats.entries = entries
         decided: dict[WorkloadKey, Workload] = {}
         for e in entries:
+            if e.retry_at is not None and self.retry_at is not None and e.status is not EntryStatus.ASSUMED:
+                self.retry_at(e.key, e.retry_at)
             new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
             if new is not None:
                 decided[e.key] = new

@@ -28,8 +28,11 @@ BACKOFF, EVICTION, RETENTION = "backoff", "eviction", "retention"
 # usageSamplingInterval.
 AFS_SAMPLE = "afs-sample"
 AFS_KEY = WorkloadKey("")
-# The order a tick fires what is due: backoffs, then evictions, then retention, then the usage sample.
-KIND_ORDER = {BACKOFF: 0, EVICTION: 1, RETENTION: 2, AFS_SAMPLE: 3}
+# A pending workload waits for the minimum runtime of the workloads it could preempt to end.
+PROTECTION = "protection"
+# The order a tick fires what is due: backoffs, then evictions, then retention, then the usage
+# sample, then minimum-runtime retries.
+KIND_ORDER = {BACKOFF: 0, EVICTION: 1, RETENTION: 2, AFS_SAMPLE: 3, PROTECTION: 4}
 
 
 class Deadlines:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from sluicegate.manifest.dialect import Dialect, Meta
+from sluicegate.manifest.dialect import SLUICEGATE_V1BETA2, Dialect, Meta
 from sluicegate.manifest.reader import Amount, Fields, Problems, index, join, read_quantity
 from sluicegate.manifest.syntax import (
     dns_subdomain_problem,
@@ -12,7 +12,7 @@ from sluicegate.manifest.syntax import (
     qualified_name_problem,
     show,
 )
-from sluicegate.manifest.timefmt import parse_rfc3339
+from sluicegate.manifest.timefmt import parse_duration, parse_rfc3339
 from sluicegate.model import (
     AdmissionFairSharingStatus,
     AdmissionMode,
@@ -49,6 +49,7 @@ MAX_COVERED_TOTAL = 256
 MIN_POSITIVE_WEIGHT = Fraction(1, 10**9)
 
 QUEUEING_STRATEGIES = {s.value: s for s in QueueingStrategy}
+KUEUE_QUEUEING_STRATEGIES = {s.value: s for s in QueueingStrategy if s is not QueueingStrategy.BACKFILL}
 STOP_POLICIES = {s.value: s for s in StopPolicy}
 WITHIN_CLUSTER_QUEUE = {p.value: p for p in PreemptionPolicy}
 RECLAIM_WITHIN_COHORT = {p.value: p for p in ReclaimPolicy}
@@ -70,6 +71,12 @@ CLUSTER_QUEUE_UNSUPPORTED = {
 }
 LOCAL_QUEUE_UNSUPPORTED = {
     "wallTimePolicy": "wall-time budgets are not implemented",
+}
+# sluicegate extensions of the ClusterQueue spec, read only with our own apiVersion.
+NATIVE_CLUSTER_QUEUE_FIELDS = ("minAdmitDuration",)
+NATIVE_ONLY = {
+    "minAdmitDuration": f"a sluicegate extension (minimum runtime before reclaim or fair-sharing preemption), "
+    f"only read with apiVersion {SLUICEGATE_V1BETA2}",
 }
 STATUS_UNSUPPORTED = "status is computed by the controller; remove it from the manifest"
 # A LocalQueue's status as the controller stores it: only the Admission Fair Sharing usage is durable state;
@@ -101,8 +108,9 @@ def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueu
             "stopPolicy",
             "fairSharing",
             "admissionScope",
+            *(NATIVE_CLUSTER_QUEUE_FIELDS if dialect.native else ()),
         ),
-        unsupported=unsupported,
+        unsupported={**unsupported, **({} if dialect.native else NATIVE_ONLY)},
     )
     if spec is None:
         return ClusterQueueSpec(name=ClusterQueueName(meta.name))
@@ -121,14 +129,13 @@ def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueu
         resource_groups=groups,
         cohort=CohortName(cohort) if cohort else None,
         namespace_selector=selector,
-        queueing_strategy=spec.choice(
-            "queueingStrategy", QUEUEING_STRATEGIES, default=QueueingStrategy.BEST_EFFORT_FIFO
-        ),
+        queueing_strategy=read_queueing_strategy(spec, dialect),
         preemption=read_preemption(spec),
         flavor_fungibility=read_fungibility(spec, dialect),
         fair_sharing_weight=read_weight(spec),
         stop_policy=spec.choice("stopPolicy", STOP_POLICIES, default=StopPolicy.NONE),
         admission_mode=read_admission_scope(spec),
+        min_admit_duration=read_min_admit_duration(spec) if dialect.native else None,
     )
 
 
@@ -138,6 +145,35 @@ def read_admission_scope(spec: Fields) -> AdmissionMode | None:
     if scope is None:
         return None
     return scope.choice("admissionMode", ADMISSION_MODES, default=AdmissionMode.NO_ADMISSION_SCOPE, required=True)
+
+
+def read_queueing_strategy(spec: Fields, dialect: Dialect) -> QueueingStrategy:
+    if spec.get("queueingStrategy") == QueueingStrategy.BACKFILL.value and not dialect.native:
+        spec.error("queueingStrategy", f"Backfill is a sluicegate extension, only read with apiVersion "
+                                       f"{SLUICEGATE_V1BETA2}; {dialect.api_version} has StrictFIFO and "
+                                       "BestEffortFIFO")
+        return QueueingStrategy.BEST_EFFORT_FIFO
+    options = QUEUEING_STRATEGIES if dialect.native else KUEUE_QUEUEING_STRATEGIES
+    return spec.choice("queueingStrategy", options, default=QueueingStrategy.BEST_EFFORT_FIFO)
+
+
+def read_min_admit_duration(spec: Fields) -> float | None:
+    """``minAdmitDuration`` (a Go duration): the protection from reclaim and fair-sharing preemption."""
+    value = spec.get("minAdmitDuration")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        spec.error("minAdmitDuration", f'must be a duration string such as "5m" or "90s", got {show(value)}')
+        return None
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        spec.error("minAdmitDuration", str(exc))
+        return None
+    if seconds < 0:
+        spec.error("minAdmitDuration", f"must be non-negative, got {show(value)}")
+        return None
+    return seconds or None
 
 
 def read_cohort(doc: Fields, meta: Meta, dialect: Dialect) -> CohortSpec:

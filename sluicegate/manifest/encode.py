@@ -227,6 +227,8 @@ def _cluster_queue_spec(cq: ClusterQueueSpec) -> Doc:
     spec["stopPolicy"] = cq.stop_policy.value
     if cq.admission_mode is not None:
         spec["admissionScope"] = {"admissionMode": cq.admission_mode.value}
+    if cq.min_admit_duration is not None:
+        spec["minAdmitDuration"] = format_duration(cq.min_admit_duration)
     return spec
 
 

@@ -15,6 +15,10 @@ from sluicegate.model.resources import FlavorResource
 class QueueingStrategy(enum.Enum):
     STRICT_FIFO = "StrictFIFO"
     BEST_EFFORT_FIFO = "BestEffortFIFO"
+    # A sluicegate extension (sluicegate.io/v1beta2 only): BestEffortFIFO
+    # that holds a reservation for a blocked head and lets later workloads
+    # run ahead only where they cannot delay it (scheduling/backfill.py).
+    BACKFILL = "Backfill"
 
 
 class StopPolicy(enum.Enum):
@@ -123,6 +127,10 @@ class ClusterQueueSpec:
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     fair_sharing_weight: Fraction = Fraction(1)
     stop_policy: StopPolicy = StopPolicy.NONE
+    # A sluicegate extension (sluicegate.io/v1beta2 only): for this many
+    # seconds after its quota reservation, a workload admitted here is no
+    # candidate for reclaim or fair-sharing preemption (None: no protection).
+    min_admit_duration: float | None = None
     # spec.admissionScope.admissionMode (None: no admissionScope).
     admission_mode: AdmissionMode | None = None
 

@@ -17,7 +17,7 @@ Nothing here performs I/O: the caller acts on the returned decisions.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -70,6 +70,11 @@ class NominationOracle(PreemptionOracle, Protocol):
 
     def get_targets(self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment) -> list[Target]: ...
 
+    def shielded(self, key: WorkloadKey) -> Mapping[WorkloadKey, float]:
+        """Candidates a search for ``key`` found nothing without, passed over for their
+        minimum runtime: their keys and when their protection ends."""
+        ...
+
 
 class Preemptor(Protocol):
     """Finds the workloads to preempt so that an assignment fits."""
@@ -101,6 +106,9 @@ class Entry:
     message: str = ""
     # Kept for the next attempt (None: start from the first flavor again).
     last_tried: tuple[dict[str, int], ...] | None = None
+    # When to look at it again although nothing else changes: the end of the
+    # minimum runtime protecting the workloads it could otherwise preempt.
+    retry_at: float | None = None
 
     @property
     def workload(self) -> Workload:
@@ -191,10 +199,24 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor) ->
             e.assignment, e.targets = get_assignment(head, snapshot, oracle)
             e.message = e.assignment.message()
             e.last_tried = tuple(e.assignment.last_tried())
+            if not e.targets and e.assignment.mode() is not Mode.FIT:
+                note_protection(e, snapshot, oracle.shielded(head.workload.key))
             entries.append(e)
             continue
         inadmissible.append(e)
     return entries, inadmissible
+
+
+def note_protection(entry: Entry, snapshot: Snapshot, shielded: Mapping[WorkloadKey, float]) -> None:
+    """Say that preemption would have helped but for minimum runtimes, and when to try again."""
+    if not shielded:
+        return
+    first = min(shielded.values())
+    entry.retry_at = first
+    entry.message = (
+        f"{entry.message}. {len(shielded)} workload(s) it could preempt are within their ClusterQueue's "
+        f"minimum runtime (minAdmitDuration); the first protection ends in {max(0.0, first - snapshot.now):.0f}s"
+    )
 
 
 def get_assignment(head: Head, snapshot: Snapshot, oracle: NominationOracle) -> tuple[Assignment, list[Target]]:

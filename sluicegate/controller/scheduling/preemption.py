@@ -23,8 +23,8 @@ targets backwards and put back every one the preemptor can do without.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 from sluicegate.controller.scheduling.cycle import (
@@ -59,6 +59,22 @@ from sluicegate.model.workloads import Workload
 __all__ = ["Preemptor", "flavor_resources_needing_preemption"]
 
 
+def protected_until(candidate: AdmittedWorkload, snapshot: Snapshot) -> float | None:
+    """When the candidate's minimum runtime ends, if it has not yet (None: it may be preempted).
+
+    A sluicegate extension (ClusterQueue ``minAdmitDuration``, after the
+    proposal in kubernetes-sigs/kueue KEP-9876, not merged): counted from
+    the quota reservation, it shields the workload from preemption by other
+    ClusterQueues (reclaim, fair sharing) only; its own queue's priority
+    preemption is unchanged.
+    """
+    spec = snapshot.cluster_queues.get(candidate.cluster_queue)
+    if spec is None or spec.min_admit_duration is None:
+        return None
+    until = candidate.admitted_at + spec.min_admit_duration
+    return until if snapshot.now < until else None
+
+
 def flavor_resources_needing_preemption(assignment: Assignment) -> frozenset[FlavorResource]:
     """Only the flavors and resources assigned in Preempt mode may take victims."""
     return frozenset(
@@ -80,6 +96,9 @@ class _Context:
     node: QuotaNode
     requests: dict[FlavorResource, int]
     frs: frozenset[FlavorResource]
+    # Candidates passed over because they are within their ClusterQueue's
+    # minAdmitDuration: key -> when their protection ends.
+    shielded: dict[WorkloadKey, float] = field(default_factory=dict)
 
     @property
     def view(self) -> UsageOverlay:
@@ -113,6 +132,14 @@ class _Context:
         return candidate.uses_any(self.frs) and satisfies_policy(
             preemptor=self.workload, candidate=candidate.workload, policy=policy, requeuing=self.requeuing
         )
+
+    def unprotected(self, candidate: AdmittedWorkload) -> bool:
+        """Not shielded from cross-queue preemption by its queue's minimum runtime (noted if it is)."""
+        until = protected_until(candidate, self.snapshot)
+        if until is None:
+            return True
+        self.shielded[candidate.key] = until
+        return False
 
     def is_borrowing(self, node: QuotaNode) -> bool:
         """A ClusterQueue borrows in some resource needing preemption (cqIsBorrowing)."""
@@ -228,6 +255,8 @@ class _ClassicCandidates:
             return None
         if same:
             return _Variant.WITHIN_CQ
+        if not ctx.unprotected(victim):
+            return None
         if advantage:
             return _Variant.HIERARCHICAL_RECLAIM
         if preemption.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER:
@@ -368,7 +397,7 @@ def _fair_candidates(ctx: _Context) -> list[AdmittedWorkload]:
             out.extend(
                 v
                 for v in ctx.snapshot.admitted_in(ClusterQueueName(other.name)).values()
-                if ctx.allowed(v, preemption.reclaim_within_cohort)
+                if ctx.allowed(v, preemption.reclaim_within_cohort) and ctx.unprotected(v)
             )
     return sort_candidates(out, ctx.cq)
 
@@ -508,13 +537,20 @@ class _Oracle:
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
         self._searched: dict[_SearchKey, list[Target]] = {}
+        # Per preemptor: candidates passed over for their minimum runtime in a search that found nothing.
+        self._shielded: dict[WorkloadKey, dict[WorkloadKey, float]] = {}
 
     def _find(self, ctx: _Context) -> list[Target]:
         key = (ctx.cq, ctx.workload.key, frozenset(ctx.requests.items()), ctx.frs)
         found = self._searched.get(key)
         if found is None:
             found = self._searched[key] = _find(ctx)
+            if not found and ctx.shielded:
+                self._shielded.setdefault(ctx.workload.key, {}).update(ctx.shielded)
         return list(found)
+
+    def shielded(self, key: WorkloadKey) -> Mapping[WorkloadKey, float]:
+        return self._shielded.get(key, {})
 
     def get_targets(self, *, workload: Workload, cq: ClusterQueueName, assignment: Assignment) -> list[Target]:
         return self._find(_targets_context(snapshot=self._snapshot, workload=workload, cq=cq, assignment=assignment))
