@@ -229,6 +229,8 @@ class QueuePlan:
     borrowing_limit_m: int | None
     reclaim_within_cohort: str
     within_cluster_queue: str
+    # ClusterQueue minAdmitDuration (a sluicegate extension), seconds; None: not set.
+    min_admit_duration_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

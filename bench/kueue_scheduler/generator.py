@@ -55,16 +55,18 @@ def _queue(q: QueuePlan) -> list[dict[str, object]]:
     if q.borrowing_limit_m is not None:
         quota["borrowingLimit"] = _cpu(q.borrowing_limit_m)
     labels = {CLASS_LABEL: q.class_name, CLEANUP_LABEL: "true"}
+    spec: dict[str, object] = {
+        "cohortName": q.cohort,
+        "namespaceSelector": {},
+        "preemption": {"reclaimWithinCohort": q.reclaim_within_cohort, "withinClusterQueue": q.within_cluster_queue},
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}],
+    }
+    if q.min_admit_duration_s is not None:
+        spec["minAdmitDuration"] = f"{q.min_admit_duration_s:g}s"
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": q.name, "labels": {CLEANUP_LABEL: "true"}}},
         {
-            "apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": q.name, "labels": labels},
-            "spec": {
-                "cohortName": q.cohort,
-                "namespaceSelector": {},
-                "preemption": {"reclaimWithinCohort": q.reclaim_within_cohort, "withinClusterQueue": q.within_cluster_queue},
-                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}],
-            },
+            "apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": q.name, "labels": labels}, "spec": spec,
         },
         {"apiVersion": API, "kind": "LocalQueue", "metadata": {"name": q.name, "namespace": q.name},
          "spec": {"clusterQueue": q.name}},

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -326,6 +327,9 @@ def table(result: dict[str, Any]) -> str:
         if d is not None and c is not None:
             rows.append((f"avg admitted->pod started / pod ended->Finished, {cls} (s)", f"{d / 1000:.2f} / {c / 1000:.2f}",
                          "-", "controller-stamped; ideal 0 / 0"))
+    if result["config"].get("minAdmitDurationS") is not None:
+        rows.append(("ClusterQueue minAdmitDuration (s)", f"{result['config']['minAdmitDurationS']:g}", "-",
+                     "reclaim waits for it; compare the medium class's time to admission"))
     rows.append(("controller CPU (user+sys s) / peak RSS (MiB)",
                  f"{(cmd['userMs'] + cmd['sysMs']) / 1000:.1f} / {cmd['maxrss'] / 1024:.0f}", "-", "-"))
     head = ("metric", "sluicegate", "Kueue published", "ideal / note")
@@ -351,6 +355,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scale", type=float, default=1.0, help="multiply every workload set's count (0.1: a tenth)")
     p.add_argument("--queue-scale", type=float, default=1.0, help="multiply every queue set's count")
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply runtimes and creation intervals")
+    p.add_argument("--min-admit-duration", type=float, default=None, metavar="SECONDS",
+                   help="give every ClusterQueue this minAdmitDuration (minimum runtime before reclaim or "
+                        "fair-sharing preemption; scaled by --time-scale)")
     p.add_argument("--nodes", type=int, default=0, help="fake nodes (0: enough for 1.5x the total nominal quota, at least 4)")
     p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per fake node")
     p.add_argument("--concurrency", type=int, default=0,
@@ -384,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     full_size = ns.scale == 1 and ns.queue_scale == 1 and ns.time_scale == 1
     cfg = scaled(base, count_scale=ns.scale, queue_scale=ns.queue_scale, time_scale=ns.time_scale)
     plan = expand(cfg)
+    if ns.min_admit_duration is not None:
+        guard = ns.min_admit_duration * ns.time_scale
+        plan = dataclasses.replace(plan, queues=tuple(dataclasses.replace(q, min_admit_duration_s=guard)
+                                                      for q in plan.queues))
     bound = ideal_bound(plan)
     concurrency = ns.concurrency or min(256, sum(len(q.workloads_sets) * q.count * c.count
                                                  for c in cfg.cohorts for q in c.queues_sets))
@@ -461,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": {"name": name, "path": str(path), "scale": ns.scale, "queueScale": ns.queue_scale,
                        "timeScale": ns.time_scale, "fullSize": full_size, "clusterQueues": len(plan.queues),
                        "workloads": len(plan.workloads), "fakeNodes": nodes, "nodeCpu": ns.node_cpu,
-                       "createConcurrency": concurrency},
+                       "createConcurrency": concurrency, "minAdmitDurationS": ns.min_admit_duration},
             "machine": {"cpus": os.cpu_count(), "memoryGiB": round(psutil.virtual_memory().total / 2**30),
                         "cpuModel": _cpu_model(), "python": platform.python_version(), "kernel": platform.release()},
             "cmdStats": cmd_stats,
