@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sluicegate.controller.scheduling.backfill import BackfillState, Planner
 from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner, Mode, PreemptionOracle
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot, queue_order_timestamp
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
@@ -109,6 +110,8 @@ class Entry:
     # When to look at it again although nothing else changes: the end of the
     # minimum runtime protecting the workloads it could otherwise preempt.
     retry_at: float | None = None
+    # Backfill: why it was admitted ahead of a reservation (empty otherwise).
+    backfill_note: str = ""
 
     @property
     def workload(self) -> Workload:
@@ -366,6 +369,59 @@ def process_entry(
     entry.mark_assumed()
 
 
+def reservation_need(entry: Entry, snapshot: Snapshot) -> dict[FlavorResource, int]:
+    """The quota a blocked head would take: its assignment's flavors, or each group's first flavor."""
+    assert entry.assignment is not None
+    spec = snapshot.cluster_queues[entry.cluster_queue]
+    need: dict[FlavorResource, int] = {}
+    for ps in entry.assignment.pod_sets:
+        for res, amount in ps.requests.items():
+            choice = ps.flavors.get(res)
+            if choice is not None:
+                flavor = choice.flavor
+            else:
+                group = spec.group_for(res)
+                if group is None or not group.flavors:
+                    return {}  # the queue does not cover it: no amount of waiting helps
+                flavor = group.flavors[0].name
+            fr = FlavorResource(flavor, res)
+            need[fr] = need.get(fr, 0) + amount
+    return need
+
+
+def process_backfill_entry(
+    entry: Entry,
+    snapshot: Snapshot,
+    preempted: dict[WorkloadKey, AdmittedWorkload],
+    placer: Placer | None,
+    planner: Planner,
+) -> None:
+    """``process_entry``, for a cycle where Backfill queues hold reservations (scheduling/backfill.py)."""
+    assert entry.assignment is not None
+    wl, cq = entry.workload, entry.cluster_queue
+    verdict = planner.judge(wl, cq, entry.assignment.mode(), entry.assignment.usage)
+    if not verdict.admit:
+        entry.requeue_reason = RequeueReason.NO_FIT
+        entry.message = verdict.message
+        return
+    # What process_entry holds back in this cycle for a preemptor without victims: the
+    # head's own hold, not usage that stays, when its reservation is computed.
+    held: dict[FlavorResource, int] = {}
+    if entry.assignment.mode() is Mode.PREEMPT and not entry.targets and not can_always_reclaim(snapshot, cq):
+        held = resources_to_reserve(entry, snapshot)
+    process_entry(entry, snapshot, preempted, placer)
+    if entry.status is EntryStatus.ASSUMED:
+        planner.admitted(wl, cq, entry.assignment.usage)
+        entry.backfill_note = verdict.message
+    elif entry.status is EntryStatus.PREEMPTING:
+        planner.settled(wl, cq)
+    elif entry.requeue_reason is not RequeueReason.NO_PLACEMENT:
+        with snapshot.view.simulate_removal([(snapshot.node(cq), held)]):
+            note = planner.blocked(wl, cq, reservation_need(entry, snapshot))
+        if note:
+            entry.message = f"{entry.message}. {note}" if entry.message else note
+
+
 def run_cycle(
     heads: Sequence[Head],
     snapshot: Snapshot,
@@ -373,16 +429,25 @@ def run_cycle(
     preemptor: Preemptor,
     ordering: Ordering | None = None,
     placer: Placer | None = None,
+    backfill: BackfillState | None = None,
 ) -> list[Entry]:
-    """Run one cycle over ``heads``; return every entry with its decision."""
+    """Run one cycle over ``heads``; return every entry with its decision.
+
+    ``backfill``: the reservations of Backfill queues, kept between cycles
+    (updated in place); None when no queue uses the strategy.
+    """
     # 3. Nominate.
     entries, inadmissible = nominate(heads, snapshot, preemptor)
     # 4. Order.
     order = ordering if ordering is not None else classical_order
     # 5. Walk, recording tentative usage in the snapshot's overlay.
     preempted: dict[WorkloadKey, AdmittedWorkload] = {}
+    planner = Planner(snapshot, backfill) if backfill is not None else None
     for entry in order(entries, snapshot):
-        process_entry(entry, snapshot, preempted, placer)
+        if planner is None:
+            process_entry(entry, snapshot, preempted, placer)
+        else:
+            process_backfill_entry(entry, snapshot, preempted, placer, planner)
     # 6. Requeue reasons for whatever was not admitted.
     for entry in entries:
         if entry.status is EntryStatus.SKIPPED and entry.requeue_reason is RequeueReason.GENERIC:
