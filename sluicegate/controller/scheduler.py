@@ -20,12 +20,14 @@ from sluicegate.controller.commit import Committer
 from sluicegate.controller.decide_cycle import cycle_effects, heads_back
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
-from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Preemptor, run_cycle
+from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
+from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Head, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
 from sluicegate.controller.store import StoreError
 from sluicegate.model.conditions import set_condition
-from sluicegate.model.names import FlavorName, WorkloadKey
+from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
+from sluicegate.model.queues import QueueingStrategy
 from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,8 @@ class Scheduler:
         self.cache = cache
         # Arms a timer that queues a parked workload again at a time (a minimum runtime ending).
         self.retry_at = retry_at
+        # Reservations of blocked heads in Backfill queues, kept between cycles.
+        self.backfill = BackfillState()
         self.observer = observer
         self.commit = commit
         self.fleet = fleet
@@ -143,13 +147,18 @@ class Scheduler:
         now = self.clock()
         snapshot = c.snapshot(now)
         placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
+        backfill = self._backfill_for(heads)
+        before = dict(self.backfill.reservations)
         entries = run_cycle(
             heads,
             snapshot,
             preemptor=self.preemptor,
             ordering=order_for(snapshot),
             placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
+            backfill=backfill,
         )
+        if backfill is not None:
+            self._reservations_changed(before)
         stats.entries = entries
         decided: dict[WorkloadKey, Workload] = {}
         for e in entries:
@@ -183,6 +192,33 @@ class Scheduler:
             self.cycles_admitting += 1
         return stats
 
+    def _backfill_for(self, heads: list[Head]) -> BackfillState | None:
+        """The reservations, checked against the cache, when a Backfill queue has a head (else None)."""
+        c = self.cache
+        state = self.backfill
+        for cq, r in list(state.reservations.items()):
+            # The holder was admitted, deleted or moved meanwhile: the promise goes with it.
+            key = r.workload
+            if key not in c.workloads or c.holds_quota(key) or c.queues.cluster_queue_of(key) != cq:
+                del state.reservations[cq]
+        if any((spec := c.cluster_queues.get(h.cluster_queue)) is not None
+               and spec.queueing_strategy is QueueingStrategy.BACKFILL for h in heads):
+            return state
+        return None
+
+    def _reservations_changed(self, before: dict[ClusterQueueName, Reservation]) -> None:
+        """A reservation went, changed hands or moved later: workloads parked behind it may be
+        admitted now, though no quota was released."""
+        after = self.backfill.reservations
+        moved = [cq for cq, r in before.items()
+                 if (new := after.get(cq)) is None or new.workload != r.workload or new.start > r.start]
+        if not moved:
+            return
+        tree = self.cache.tree.cluster_queues
+        names = {ClusterQueueName(n.name) for cq in moved if cq in tree
+                 for n in tree[cq].root().subtree_cluster_queues()}
+        self.cache.queues.queue_inadmissible(sorted(names))
+
     def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
         assert e.assignment is not None
         specs = {ps.name: ps for ps in e.workload.pod_sets}
@@ -209,8 +245,11 @@ class Scheduler:
                     for ps in e.assignment.pod_sets
                 ),
             )
+            reserved = f"Quota reserved in ClusterQueue {e.cluster_queue}"
+            if e.backfill_note:
+                reserved = f"{reserved}; {e.backfill_note}"
             conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
-                                  message=f"Quota reserved in ClusterQueue {e.cluster_queue}", now=now)
+                                  message=reserved, now=now)
             conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
                                   message="The workload is admitted", now=now)
             for t in ("Evicted", "Preempted"):

@@ -25,6 +25,7 @@ Pure: everything is computed on the cycle's snapshot and usage overlay.
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -91,7 +92,10 @@ def is_backfill(snapshot: Snapshot, cq: ClusterQueueName) -> bool:
 
 
 def fmt_time(t: float, now: float) -> str:
-    return "never" if t == INF else f"t={t:.0f} (in {max(0.0, t - now):.0f}s)"
+    if t == INF:
+        return "never"
+    stamp = datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{stamp} (in {max(0.0, t - now):.0f}s)"
 
 
 class Timeline:
