@@ -338,6 +338,10 @@ def describe_workload(o: dict[str, Any], position: dict[str, Any] | None = None)
             flv = ", ".join(f"{r}={f}" for r, f in sorted((psa.get("flavors") or {}).items()))
             use = ", ".join(f"{r}={q}" for r, q in sorted((psa.get("resourceUsage") or {}).items()))
             out.append(f"  {psa.get('name')}: count={psa.get('count')} flavors[{flv}] usage[{use}]")
+        reserved_msg = (cond(o, "QuotaReserved") or {}).get("message", "")
+        if "backfilled: " in reserved_msg:
+            # A Backfill queue admitted it ahead of a blocked head's reservation: why that was safe.
+            out.append(f"Backfilled:    {reserved_msg.split('backfilled: ', 1)[1]}")
     else:
         qr = cond(o, "QuotaReserved")
         out.append("Admission:     <none>")
@@ -345,6 +349,11 @@ def describe_workload(o: dict[str, Any], position: dict[str, Any] | None = None)
             out.append(position_line(position))
         if qr and qr.get("status") == "False":
             out.append(f"Pending:       {qr.get('reason', '')}: {qr.get('message', '')}")
+            msg = qr.get("message", "")
+            if "reserved: expected to start at " in msg:
+                # The head of a Backfill queue: when its reservation says it will start.
+                start = msg.split("reserved: expected to start at ", 1)[1].split(",", 1)[0]
+                out.append(f"Expected start: {start} (reservation, from running workloads' time limits)")
     pods = (st.get("extra") or {}).get("pods") or []
     if pods:
         out.append("Pods:")

@@ -3,7 +3,8 @@
 The documents are loaded through the same path a restarting controller
 uses (an in-memory store, then :meth:`Manager.load`), so workloads that
 carry ``status.admission`` and a true QuotaReserved condition hold quota,
-and everything else waits in its queue.  Then exactly one cycle runs.
+and everything else waits in its queue.  Then exactly one cycle runs; the
+reservations Backfill queues hold after it are listed too.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from sluicegate.manifest.decode import decode
 from sluicegate.manifest.encode import encode
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.manifest.timefmt import format_rfc3339
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.podgroups import PodGroup
 from sluicegate.model.workloads import Workload
+from sluicegate.quantity import format_canonical
 
 _RESULT = {
     EntryStatus.ASSUMED: "Admitted",
@@ -92,4 +95,18 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
             }
         )
     decisions.sort(key=lambda d: d["workload"])
-    return {"decisions": decisions}
+    out: dict[str, Any] = {"decisions": decisions}
+    reservations = manager.scheduler.backfill.reservations
+    if reservations:
+        # Backfill queues: what each blocked head was promised, and when.
+        out["reservations"] = [
+            {
+                "clusterQueue": r.cq,
+                "workload": r.workload,
+                "start": format_rfc3339(r.start),
+                "durationSeconds": None if r.duration == float("inf") else r.duration,
+                "quota": {f"{fr.flavor}/{fr.resource}": format_canonical(fr.resource, v) for fr, v in r.need.items()},
+            }
+            for r in sorted(reservations.values(), key=lambda r: r.cq)
+        ]
+    return out

@@ -91,11 +91,11 @@ def is_backfill(snapshot: Snapshot, cq: ClusterQueueName) -> bool:
     return spec is not None and spec.queueing_strategy is QueueingStrategy.BACKFILL
 
 
-def fmt_time(t: float, now: float) -> str:
+def fmt_time(t: float) -> str:
+    """A moment as messages show it (UTC, whole seconds): stable from cycle to cycle, unlike "in N s"."""
     if t == INF:
         return "never"
-    stamp = datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{stamp} (in {max(0.0, t - now):.0f}s)"
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Timeline:
@@ -246,7 +246,7 @@ class Planner:
                 r = shared[0]
                 return Verdict(False, (
                     f"waits behind the reservation of {r.workload} (ClusterQueue {r.cq}, expected to start "
-                    f"at {fmt_time(r.start, now)}): it has no time limit (maximumExecutionTimeSeconds) and needs "
+                    f"at {fmt_time(r.start)}): it has no time limit (maximumExecutionTimeSeconds) and needs "
                     "quota the reservation needs"))
         tl = self.timeline(cq)
         candidate = Hold(cq, usage, now, end)
@@ -261,19 +261,19 @@ class Planner:
                     if not tl.fits_over(self.snapshot.node(r.cq), r.need, r.start, r.duration, earlier):
                         return Verdict(False, (
                             f"waits behind the reservation of {r.workload} (ClusterQueue {r.cq}, expected to "
-                            f"start at {fmt_time(r.start, now)}): admitted now it would end at "
-                            f"{fmt_time(end, now)} and needs quota the reservation needs"))
+                            f"start at {fmt_time(r.start)}): admitted now it would end at "
+                            f"{fmt_time(end)} and needs quota the reservation needs"))
             finally:
                 view.remove_all(node, usage)
         finally:
             tl.running.pop()
         first = min(binding, key=lambda r: r.start)
         if end <= first.start:
-            why = (f"backfilled: ends by {fmt_time(end, now)}, before the reservation of {first.workload} "
-                   f"(ClusterQueue {first.cq}) at {fmt_time(first.start, now)}")
+            why = (f"backfilled: ends by {fmt_time(end)}, before the reservation of {first.workload} "
+                   f"(ClusterQueue {first.cq}) at {fmt_time(first.start)}")
         else:
             why = (f"backfilled: uses only quota the reservation of {first.workload} (ClusterQueue {first.cq}, "
-                   f"at {fmt_time(first.start, now)}) does not need")
+                   f"at {fmt_time(first.start)}) does not need")
         return Verdict(True, why)
 
     # -- after a decision -----------------------------------------------------
@@ -303,9 +303,8 @@ class Planner:
         self.state.reservations.pop(cq, None)
         duration = time_limit(wl)
         start = self._earliest(cq, need, duration, before=None)
-        now = self.snapshot.now
         if start is None:
             return ("no reservation: the quota it needs is held by workloads without a time limit "
                     "(maximumExecutionTimeSeconds), so no start time can be promised")
         self.state.reservations[cq] = Reservation(cq, wl.key, dict(need), duration, start, rank)
-        return f"reserved: expected to start at {fmt_time(start, now)}, when admitted workloads reach their time limits"
+        return f"reserved: expected to start at {fmt_time(start)}, when admitted workloads reach their time limits"

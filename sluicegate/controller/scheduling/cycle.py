@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sluicegate.controller.scheduling.backfill import BackfillState, Planner
+from sluicegate.controller.scheduling.backfill import BackfillState, Planner, fmt_time
 from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner, Mode, PreemptionOracle
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot, queue_order_timestamp
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
@@ -218,7 +218,7 @@ def note_protection(entry: Entry, snapshot: Snapshot, shielded: Mapping[Workload
     entry.retry_at = first
     entry.message = (
         f"{entry.message}. {len(shielded)} workload(s) it could preempt are within their ClusterQueue's "
-        f"minimum runtime (minAdmitDuration); the first protection ends in {max(0.0, first - snapshot.now):.0f}s"
+        f"minimum runtime (minAdmitDuration); the first protection ends at {fmt_time(first)}"
     )
 
 
