@@ -148,7 +148,7 @@ class Scheduler:
         snapshot = c.snapshot(now)
         placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
         backfill = self._backfill_for(heads)
-        before = dict(self.backfill.reservations)
+        before = list(self.backfill.reservations)
         entries = run_cycle(
             heads,
             snapshot,
@@ -196,22 +196,20 @@ class Scheduler:
         """The reservations, checked against the cache, when a Backfill queue has a head (else None)."""
         c = self.cache
         state = self.backfill
-        for cq, r in list(state.reservations.items()):
-            # The holder was admitted, deleted or moved meanwhile: the promise goes with it.
-            key = r.workload
-            if key not in c.workloads or c.holds_quota(key) or c.queues.cluster_queue_of(key) != cq:
-                del state.reservations[cq]
+        # A holder admitted, deleted or moved meanwhile: the promise goes with it.
+        state.reservations = [r for r in state.reservations
+                              if r.workload in c.workloads and not c.holds_quota(r.workload)
+                              and c.queues.cluster_queue_of(r.workload) == r.cq]
         if any((spec := c.cluster_queues.get(h.cluster_queue)) is not None
                and spec.queueing_strategy is QueueingStrategy.BACKFILL for h in heads):
             return state
         return None
 
-    def _reservations_changed(self, before: dict[ClusterQueueName, Reservation]) -> None:
+    def _reservations_changed(self, before: list[Reservation]) -> None:
         """A reservation went, changed hands or moved later: workloads parked behind it may be
         admitted now, though no quota was released."""
-        after = self.backfill.reservations
-        moved = [cq for cq, r in before.items()
-                 if (new := after.get(cq)) is None or new.workload != r.workload or new.start > r.start]
+        after = {r.workload: r for r in self.backfill.reservations}
+        moved = [r.cq for r in before if (new := after.get(r.workload)) is None or new.start > r.start]
         if not moved:
             return
         tree = self.cache.tree.cluster_queues

@@ -98,7 +98,7 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
     out: dict[str, Any] = {"decisions": decisions}
     reservations = manager.scheduler.backfill.reservations
     if reservations:
-        # Backfill queues: what each blocked head was promised, and when.
+        # Backfill queues: what each blocked workload was promised, and when (in precedence order).
         out["reservations"] = [
             {
                 "clusterQueue": r.cq,
@@ -107,6 +107,6 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
                 "durationSeconds": None if r.duration == float("inf") else r.duration,
                 "quota": {f"{fr.flavor}/{fr.resource}": format_canonical(fr.resource, v) for fr, v in r.need.items()},
             }
-            for r in sorted(reservations.values(), key=lambda r: r.cq)
+            for r in reservations
         ]
     return out

@@ -40,6 +40,9 @@ from sluicegate.model.resources import FlavorResource
 from sluicegate.model.workloads import Workload
 
 INF = math.inf
+# Like Slurm's limit on the jobs a backfill pass plans for: each queue's best-ranked
+# blocked workloads hold reservations, so planning costs stay bounded.
+MAX_RESERVATIONS_PER_QUEUE = 8
 
 
 def time_limit(wl: Workload) -> float:
@@ -159,12 +162,19 @@ class Verdict:
 
 @dataclass(slots=True)
 class BackfillState:
-    """The reservations held between cycles (the scheduler keeps one; a cycle updates it)."""
+    """The reservations held between cycles (the scheduler keeps one; a cycle updates it).
 
-    reservations: dict[ClusterQueueName, Reservation] = field(default_factory=dict)
+    In precedence order: each reservation is planned around the ones before
+    it; within one queue, better-ranked workloads come first.
+    """
 
-    def drop(self, cq: ClusterQueueName) -> Reservation | None:
-        return self.reservations.pop(cq, None)
+    reservations: list[Reservation] = field(default_factory=list)
+
+    def held_by(self, key: WorkloadKey) -> Reservation | None:
+        return next((r for r in self.reservations if r.workload == key), None)
+
+    def release(self, key: WorkloadKey) -> None:
+        self.reservations = [r for r in self.reservations if r.workload != key]
 
 
 class Planner:
@@ -174,18 +184,13 @@ class Planner:
         self.snapshot = snapshot
         self.state = state
         self._timelines: dict[str, Timeline] = {}
-        # Refresh every reservation's start in the order they were made:
-        # releases may have come early, quota changed, earlier ones went.
-        for cq, r in list(state.reservations.items()):
-            if cq not in snapshot.cluster_queues or cq not in snapshot.tree.cluster_queues or not is_backfill(
-                    snapshot, cq):
-                del state.reservations[cq]
-                continue
-            start = self._earliest(r.cq, r.need, r.duration, before=r)
-            if start is None:
-                del state.reservations[cq]
-            else:
-                state.reservations[cq] = Reservation(r.cq, r.workload, r.need, r.duration, start, r.rank)
+        # Refresh every start in precedence order: releases may have come
+        # early, quota changed, earlier reservations went.
+        kept = [r for r in state.reservations
+                if r.cq in snapshot.cluster_queues and r.cq in snapshot.tree.cluster_queues
+                and is_backfill(snapshot, r.cq)]
+        state.reservations = kept
+        self._replan(0)
 
     def _root(self, cq: ClusterQueueName) -> QuotaNode:
         return self.snapshot.node(cq).root()
@@ -201,34 +206,36 @@ class Planner:
             tl = self._timelines[root.name] = Timeline(self.snapshot, running)
         return tl
 
-    def _in_tree(self, cq: ClusterQueueName, *, before: Reservation | None = None,
-                 skip: ClusterQueueName | None = None) -> list[Reservation]:
-        """Reservations in ``cq``'s cohort tree (only those made before ``before``, if given)."""
-        root = self._root(cq)
-        out: list[Reservation] = []
-        for r in self.state.reservations.values():
-            if before is not None and r is before:
-                break
-            if r.cq != skip and self._root(r.cq) is root:
-                out.append(r)
-        return out
+    def _before(self, index: int) -> list[Hold]:
+        """The holds of the reservations that take precedence over the one at ``index``, in its tree."""
+        rs = self.state.reservations
+        root = self._root(rs[index].cq) if index < len(rs) else None
+        return [r.hold for r in rs[:index] if root is None or self._root(r.cq) is root]
 
-    def _earliest(self, cq: ClusterQueueName, need: Mapping[FlavorResource, int], duration: float,
-                  *, before: Reservation | None) -> float | None:
-        reserved = [r.hold for r in self._in_tree(cq, before=before)]
-        return self.timeline(cq).earliest_start(self.snapshot.node(cq), need, duration, reserved)
+    def _replan(self, first: int) -> None:
+        """Recompute the starts from ``first`` on; a reservation that can no longer be promised goes."""
+        rs = self.state.reservations
+        i = first
+        while i < len(rs):
+            r = rs[i]
+            start = self.timeline(r.cq).earliest_start(self.snapshot.node(r.cq), r.need, r.duration, self._before(i))
+            if start is None:
+                del rs[i]
+                continue
+            rs[i] = Reservation(r.cq, r.workload, r.need, r.duration, start, r.rank)
+            i += 1
 
     # -- candidates ------------------------------------------------------------
 
-    def _binding(self, wl: Workload, cq: ClusterQueueName) -> list[Reservation]:
-        """The reservations a workload of ``cq`` must not delay."""
+    def _binding(self, wl: Workload, cq: ClusterQueueName) -> list[int]:
+        """Indexes of the reservations a workload of ``cq`` must not delay: every one in its
+        cohort tree but its own and those of workloads behind it in its own queue."""
         if not is_backfill(self.snapshot, cq):
             return []
-        own = self.state.reservations.get(cq)
-        skip = None
-        if own is not None and (own.workload == wl.key or queue_rank(wl, self.snapshot) < own.rank):
-            skip = cq  # it is the head (or a new one, ordered before): its own queue's reservation is its own
-        return self._in_tree(cq, skip=skip)
+        rank = queue_rank(wl, self.snapshot)
+        root = self._root(cq)
+        return [i for i, r in enumerate(self.state.reservations)
+                if r.workload != wl.key and self._root(r.cq) is root and not (r.cq == cq and r.rank > rank)]
 
     def judge(self, wl: Workload, cq: ClusterQueueName, mode: Mode, usage: Mapping[FlavorResource, int]) -> Verdict:
         """May this workload, about to be admitted with ``usage``, go ahead of the reservations?"""
@@ -237,11 +244,12 @@ class Planner:
         binding = self._binding(wl, cq)
         if not binding:
             return Verdict(True)
+        rs = self.state.reservations
         now = self.snapshot.now
         limit = time_limit(wl)
         end = now + limit
         if limit == INF:
-            shared = [r for r in binding if any(fr in r.need for fr in usage)]
+            shared = [rs[i] for i in binding if any(fr in rs[i].need for fr in usage)]
             if shared:
                 r = shared[0]
                 return Verdict(False, (
@@ -249,25 +257,22 @@ class Planner:
                     f"at {fmt_time(r.start)}): it has no time limit (maximumExecutionTimeSeconds) and needs "
                     "quota the reservation needs"))
         tl = self.timeline(cq)
-        candidate = Hold(cq, usage, now, end)
-        tl.running.append(candidate)
         view = self.snapshot.view
         node = self.snapshot.node(cq)
+        tl.running.append(Hold(cq, usage, now, end))
+        view.add_all(node, usage)
         try:
-            view.add_all(node, usage)
-            try:
-                for r in binding:
-                    earlier = [x.hold for x in self._in_tree(r.cq, before=r)]
-                    if not tl.fits_over(self.snapshot.node(r.cq), r.need, r.start, r.duration, earlier):
-                        return Verdict(False, (
-                            f"waits behind the reservation of {r.workload} (ClusterQueue {r.cq}, expected to "
-                            f"start at {fmt_time(r.start)}): admitted now it would end at "
-                            f"{fmt_time(end)} and needs quota the reservation needs"))
-            finally:
-                view.remove_all(node, usage)
+            for i in binding:
+                r = rs[i]
+                if not tl.fits_over(self.snapshot.node(r.cq), r.need, r.start, r.duration, self._before(i)):
+                    return Verdict(False, (
+                        f"waits behind the reservation of {r.workload} (ClusterQueue {r.cq}, expected to "
+                        f"start at {fmt_time(r.start)}): admitted now it would end at "
+                        f"{fmt_time(end)} and needs quota the reservation needs"))
         finally:
+            view.remove_all(node, usage)
             tl.running.pop()
-        first = min(binding, key=lambda r: r.start)
+        first = min((rs[i] for i in binding), key=lambda r: r.start)
         if end <= first.start:
             why = (f"backfilled: ends by {fmt_time(end)}, before the reservation of {first.workload} "
                    f"(ClusterQueue {first.cq}) at {fmt_time(first.start)}")
@@ -282,29 +287,32 @@ class Planner:
         """Admitted this cycle (its usage is in the overlay): it runs until its limit."""
         now = self.snapshot.now
         self.timeline(cq).running.append(Hold(cq, usage, now, now + time_limit(wl)))
-        own = self.state.reservations.get(cq)
-        if own is not None and own.workload == wl.key:
-            del self.state.reservations[cq]
+        self.settled(wl)
 
-    def settled(self, wl: Workload, cq: ClusterQueueName) -> None:
-        """Preempting its way in: its reservation is no longer needed."""
-        own = self.state.reservations.get(cq)
-        if own is not None and own.workload == wl.key:
-            del self.state.reservations[cq]
+    def settled(self, wl: Workload) -> None:
+        """Admitted or preempting its way in: its reservation is no longer needed."""
+        if self.state.held_by(wl.key) is not None:
+            self.state.release(wl.key)
 
     def blocked(self, wl: Workload, cq: ClusterQueueName, need: Mapping[FlavorResource, int]) -> str:
-        """A head of a Backfill queue cannot be admitted: reserve for it; returns what to tell it."""
+        """A workload of a Backfill queue cannot be admitted now: reserve for it (the best-ranked
+        ``MAX_RESERVATIONS_PER_QUEUE`` of each queue get one); returns what to tell it."""
         if not is_backfill(self.snapshot, cq) or not need:
             return ""
-        own = self.state.reservations.get(cq)
+        self.state.release(wl.key)
+        rs = self.state.reservations
         rank = queue_rank(wl, self.snapshot)
-        if own is not None and own.workload != wl.key and rank > own.rank:
-            return ""  # a later workload that could not be backfilled: the head keeps the reservation
-        self.state.reservations.pop(cq, None)
-        duration = time_limit(wl)
-        start = self._earliest(cq, need, duration, before=None)
-        if start is None:
+        own = [i for i, r in enumerate(rs) if r.cq == cq]
+        worse = [i for i in own if rs[i].rank > rank]
+        if len(own) >= MAX_RESERVATIONS_PER_QUEUE and not worse:
+            return ""
+        at = worse[0] if worse else len(rs)
+        rs.insert(at, Reservation(cq, wl.key, dict(need), time_limit(wl), INF, rank))
+        if len(own) >= MAX_RESERVATIONS_PER_QUEUE:
+            del rs[worse[-1] + 1]  # the worst-ranked of the queue gives its place up
+        self._replan(at)
+        mine = self.state.held_by(wl.key)
+        if mine is None:
             return ("no reservation: the quota it needs is held by workloads without a time limit "
                     "(maximumExecutionTimeSeconds), so no start time can be promised")
-        self.state.reservations[cq] = Reservation(cq, wl.key, dict(need), duration, start, rank)
-        return f"reserved: expected to start at {fmt_time(start)}, when admitted workloads reach their time limits"
+        return f"reserved: expected to start at {fmt_time(mine.start)}, when admitted workloads reach their time limits"

@@ -403,6 +403,10 @@ def process_backfill_entry(
     if not verdict.admit:
         entry.requeue_reason = RequeueReason.NO_FIT
         entry.message = verdict.message
+        # It waits too: it gets a reservation of its own behind the ones it yields to.
+        note = planner.blocked(wl, cq, entry.assignment.usage)
+        if note:
+            entry.message = f"{entry.message}. {note}"
         return
     # What process_entry holds back in this cycle for a preemptor without victims: the
     # head's own hold, not usage that stays, when its reservation is computed.
@@ -414,7 +418,7 @@ def process_backfill_entry(
         planner.admitted(wl, cq, entry.assignment.usage)
         entry.backfill_note = verdict.message
     elif entry.status is EntryStatus.PREEMPTING:
-        planner.settled(wl, cq)
+        planner.settled(wl)
     elif entry.requeue_reason is not RequeueReason.NO_PLACEMENT:
         with snapshot.view.simulate_removal([(snapshot.node(cq), held)]):
             note = planner.blocked(wl, cq, reservation_need(entry, snapshot))

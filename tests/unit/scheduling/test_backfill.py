@@ -25,7 +25,7 @@ from sluicegate.controller.scheduling.cycle import EntryStatus, RequeueReason, r
 from sluicegate.controller.scheduling.flavors import Mode
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
-from sluicegate.model import ClusterQueueName, FlavorName, FlavorResource, QueueingStrategy, Workload
+from sluicegate.model import ClusterQueueName, FlavorName, FlavorResource, QueueingStrategy, Workload, WorkloadKey
 from tests.builders import cluster_queue, workload
 from tests.unit.scheduling_preemption.builders import admitted, head, snapshot
 
@@ -99,7 +99,7 @@ def test_backfilled_workloads_never_delay_the_reservation(
     state = BackfillState()
     planner = Planner(snap, state)
     planner.blocked(limited(workload("head", requests={"cpu": need}), duration), A, {CPU: need * M})
-    reservation = state.reservations.get(A)
+    reservation = state.held_by(WorkloadKey("default/head"))
     assert reservation is not None
     assert reservation.start == expected
 
@@ -123,6 +123,14 @@ def test_backfilled_workloads_never_delay_the_reservation(
         holds.append((cpu, NOW, end))
     # The plain simulation, with everything let through: the head still starts on time.
     assert plain_earliest(capacity, holds, need, duration, horizon) == reservation.start
+    # Refused candidates hold reservations too: all of them can be kept at once, in precedence order.
+    booked = list(holds)
+    for r in state.reservations:
+        cpu = r.need[CPU] // M
+        assert plain_earliest(capacity, booked, cpu, r.duration, horizon) <= r.start
+        span = range(int(r.start), int(min(r.start + r.duration, horizon)))
+        assert all(sum(c for c, s0, e0 in booked if s0 <= t < e0) + cpu <= capacity for t in span)
+        booked.append((cpu, r.start, r.start + r.duration))
 
 
 def test_without_limits_nobody_runs_ahead_and_the_head_still_gets_an_honest_answer() -> None:
@@ -130,7 +138,7 @@ def test_without_limits_nobody_runs_ahead_and_the_head_still_gets_an_honest_answ
     state = BackfillState()
     planner = Planner(snap, state)
     message = planner.blocked(limited(workload("head", requests={"cpu": 2}), 10), A, {CPU: 2 * M})
-    assert A not in state.reservations
+    assert state.reservations == []
     assert "no reservation" in message
 
 
@@ -150,7 +158,7 @@ def test_cycle_reserves_for_the_blocked_head_then_backfills_only_what_cannot_del
     (e,) = run_cycle([head(wide, "a")], _cycle_snapshot(), preemptor=Preemptor(), backfill=state)
     assert (e.status, e.requeue_reason) == (EntryStatus.NOT_NOMINATED, RequeueReason.PREEMPTION_NO_CANDIDATES)
     assert "reserved: expected to start at 1970-01-01T00:02:40Z" in e.message
-    assert state.reservations[A].start == 160.0
+    assert [(r.workload, r.start) for r in state.reservations] == [("default/wide", 160.0)]
 
     # The next cycles pop later workloads (BestEffortFIFO popping): each is judged against the reservation.
     short = limited(workload("short", requests={"cpu": 2}, created=2.0), 60)
@@ -164,8 +172,10 @@ def test_cycle_reserves_for_the_blocked_head_then_backfills_only_what_cannot_del
     assert (e.status, e.requeue_reason) == (EntryStatus.NOT_NOMINATED, RequeueReason.NO_FIT)
     assert e.message == ("waits behind the reservation of default/wide (ClusterQueue a, expected to start at "
                          "1970-01-01T00:02:40Z): admitted now it would end at 1970-01-01T00:02:41Z and needs quota the "
-                         "reservation needs")
-    assert state.reservations[A].workload == "default/wide"  # a refused later workload does not take it over
+                         "reservation needs. reserved: expected to start at 1970-01-01T00:04:20Z, when admitted "
+                         "workloads reach their time limits")
+    # A refused later workload waits too, with a reservation of its own behind the head's.
+    assert [r.workload for r in state.reservations] == ["default/wide", "default/long"]
 
     unlimited = workload("unlimited", requests={"cpu": 1}, created=4.0)
     (e,) = run_cycle([head(unlimited, "a")], _cycle_snapshot(), preemptor=Preemptor(), backfill=state)
@@ -176,7 +186,7 @@ def test_cycle_reserves_for_the_blocked_head_then_backfills_only_what_cannot_del
     urgent = limited(workload("urgent", requests={"cpu": 4}, priority=5, created=5.0), 10)
     (e,) = run_cycle([head(urgent, "a")], _cycle_snapshot(), preemptor=Preemptor(), backfill=state)
     assert e.status is EntryStatus.NOT_NOMINATED
-    assert state.reservations[A].workload == "default/urgent"
+    assert state.reservations[0].workload == "default/urgent"
 
     # Once the head itself fits, it is admitted and the reservation goes.
     state = BackfillState()
@@ -185,4 +195,4 @@ def test_cycle_reserves_for_the_blocked_head_then_backfills_only_what_cannot_del
     free.now = 160.0
     (e,) = run_cycle([head(wide, "a")], free, preemptor=Preemptor(), backfill=state)
     assert e.status is EntryStatus.ASSUMED
-    assert state.reservations == {}
+    assert state.reservations == []
