@@ -313,6 +313,9 @@ class Planner:
         self._replan(at)
         mine = self.state.held_by(wl.key)
         if mine is None:
+            if time_limit(wl) == INF:
+                return ("no reservation: it has no time limit (maximumExecutionTimeSeconds), so it needs the quota "
+                        "for good, and no moment from which it stays free can be promised")
             return ("no reservation: the quota it needs is held by workloads without a time limit "
                     "(maximumExecutionTimeSeconds), so no start time can be promised")
         return f"reserved: expected to start at {fmt_time(mine.start)}, when admitted workloads reach their time limits"
