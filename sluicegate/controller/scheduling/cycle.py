@@ -339,7 +339,9 @@ def process_entry(
         return
     if mode is Mode.PREEMPT and not entry.targets:
         entry.requeue_reason = RequeueReason.PREEMPTION_NO_CANDIDATES
-        if not can_always_reclaim(snapshot, cq):
+        # A queue that may reclaim anything gets it back anyway, unless minimum runtimes
+        # shield what it would reclaim (KEP-9876 notes the same about CanAlwaysReclaim).
+        if not can_always_reclaim(snapshot, cq) or entry.retry_at is not None:
             view.add_all(node, resources_to_reserve(entry, snapshot))
         return
     if any(t.victim.key in preempted for t in entry.targets):
@@ -411,7 +413,8 @@ def process_backfill_entry(
     # What process_entry holds back in this cycle for a preemptor without victims: the
     # head's own hold, not usage that stays, when its reservation is computed.
     held: dict[FlavorResource, int] = {}
-    if entry.assignment.mode() is Mode.PREEMPT and not entry.targets and not can_always_reclaim(snapshot, cq):
+    if entry.assignment.mode() is Mode.PREEMPT and not entry.targets and (
+            not can_always_reclaim(snapshot, cq) or entry.retry_at is not None):
         held = resources_to_reserve(entry, snapshot)
     process_entry(entry, snapshot, preempted, placer)
     if entry.status is EntryStatus.ASSUMED:

@@ -119,3 +119,28 @@ def test_protection_window_is_half_open(now: float, expected: float | None) -> N
     snap.now = now
     victim = admitted("v", "q", {"cpu": 1}, admitted_at=0.0)
     assert protected_until(victim, snap) == expected
+
+
+@pytest.mark.parametrize(("protect", "third"), [(None, EntryStatus.ASSUMED), (5 * MINUTE, EntryStatus.SKIPPED)],
+                         ids=["unprotected-reclaim-any-holds-nothing", "protected-the-reclaimer-holds-its-quota"])
+def test_a_reclaimer_held_back_by_protection_keeps_its_nominal_quota_in_the_cycle(
+    protect: float | None, third: EntryStatus
+) -> None:
+    """reclaimWithinCohort Any normally needs no capacity held back in the cycle (Kueue's
+    CanAlwaysReclaim); while minimum runtimes block the reclaim it does, or another queue
+    would take the owner's free nominal quota in the meantime."""
+    snap = snapshot(
+        cqs=[
+            cluster_queue("owner", cohort="co", quota={"default": {"cpu": 4}}, reclaim="Any"),
+            _guarded(cluster_queue("borrower", cohort="co", quota={"default": {"cpu": 2}}), protect),
+            cluster_queue("third", cohort="co", quota={"default": {"cpu": 2}}),
+        ],
+        admitted=[admitted("b", "borrower", {"cpu": 5}, admitted_at=100.0)],
+    )
+    snap.now = 110.0
+    heads = [head(workload("own", requests={"cpu": 4}, created=1.0), "owner"),
+             head(workload("other", requests={"cpu": 2}, created=2.0), "third")]
+    entries = {e.workload.name: e for e in run_cycle(heads, snap, preemptor=Preemptor(), ordering=order_for(snap))}
+    if protect is None:
+        assert reasons(entries["own"].targets) == {("b", IN_COHORT_RECLAMATION)}
+    assert entries["other"].status is third
