@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from sluicegate.controller.queues import QueueManager, quota_needs
 from sluicegate.controller.scheduling import afs
-from sluicegate.controller.scheduling.quota import QuotaTree
+from sluicegate.controller.scheduling.quota import QuotaTree, potential_available
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
@@ -80,7 +80,7 @@ class Cache:
         )
         self.admitted.setdefault(spec.name, {})
         q = self.queues.ensure_queue(spec.name, spec.queueing_strategy, active=self.inactive_reason(spec.name) is None)
-        q.set_fair_sharing(self.afs_usage if self.uses_afs(spec.name) else None)
+        q.set_fair_sharing(self.afs_usage if self.orders_by_local_queue(spec.name) else None)
         if old is None or old.resource_groups != spec.resource_groups:
             q.reset_last_tried()
 
@@ -90,6 +90,22 @@ class Cache:
         """Whether Admission Fair Sharing orders ``cq``: the configuration has it and the queue asks for it."""
         spec = self.cluster_queues.get(cq)
         return self.config.admission_fair_sharing is not None and spec is not None and spec.usage_based_admission
+
+    def orders_by_local_queue(self, cq: ClusterQueueName) -> bool:
+        """Whether ``cq``'s pending workloads go by their LocalQueue's usage (AFS, or current dominant share)."""
+        spec = self.cluster_queues.get(cq)
+        return self.uses_afs(cq) or (spec is not None and spec.dominant_share_admission)
+
+    def _capacity(self, cq: ClusterQueueName) -> dict[str, float]:
+        """The most ``cq`` could hold of each resource: its flavors' quota plus what it may borrow."""
+        spec = self.cluster_queues.get(cq)
+        node = self.tree.cluster_queues.get(cq)
+        out: dict[str, float] = {}
+        if spec is None or node is None:
+            return out
+        for fr in spec.quotas():
+            out[fr.resource] = out.get(fr.resource, 0.0) + potential_available(node, fr)
+        return out
 
     def set_local_queue(self, lq: LocalQueueSpec) -> None:
         """Hold a LocalQueue; its stored usage seeds the ledger the first time it is seen (a start or takeover)."""
@@ -104,12 +120,19 @@ class Cache:
         return lq if status is None else replace(lq, admission_fair_sharing_status=status)
 
     def afs_usage(self, lq: tuple[str, str]) -> float:
-        """A LocalQueue's Admission Fair Sharing usage: its weighted decayed consumption over its weight."""
+        """A LocalQueue's Admission Fair Sharing usage: its weighted decayed consumption over its weight.
+
+        In a ``DominantResourceShare`` ClusterQueue: its current dominant share over its weight (kube-batch's DRF).
+        """
+        spec = self.local_queues.get(lq)
+        cq_spec = self.cluster_queues.get(spec.cluster_queue) if spec is not None else None
+        if spec is not None and cq_spec is not None and cq_spec.dominant_share_admission:
+            return afs.dominant_share(self.afs_admitted.get(lq, {}), self._capacity(spec.cluster_queue),
+                                      spec.fair_sharing_weight)
         cfg = self.config.admission_fair_sharing
         if cfg is None:
             return 0.0
         status = self.afs.get(lq)
-        spec = self.local_queues.get(lq)
         # A LocalQueue not yet charged nor sampled has consumed nothing (a weight of 0 still puts it last).
         return afs.usage(status.consumed_resources if status is not None else {},
                          spec.fair_sharing_weight if spec is not None else 1, cfg.resource_weights)
@@ -250,9 +273,8 @@ class Cache:
             self.tree.live.remove_all(node, old.usage)
             self.tree.live.add_all(node, new_usage)
         self.admitted[cq][wl.key] = AdmittedWorkload(wl, cq, new_usage, old.admitted_at)
-        if self.config.admission_fair_sharing is not None:
-            self._afs_count(wl, old.usage, -1)
-            self._afs_count(wl, new_usage, 1)
+        self._afs_count(wl, old.usage, -1)
+        self._afs_count(wl, new_usage, 1)
         return cq
 
     def add_admitted(self, wl: Workload, admitted_at: float) -> AdmittedWorkload:
@@ -264,8 +286,7 @@ class Cache:
         node = self.tree.cluster_queues.get(cq)
         if node is not None:
             self.tree.live.add_all(node, info.usage)
-        if self.config.admission_fair_sharing is not None:
-            self._afs_count(wl, info.usage, 1)
+        self._afs_count(wl, info.usage, 1)
         return info
 
     def update_admitted(self, wl: Workload) -> None:
@@ -286,7 +307,7 @@ class Cache:
         node = self.tree.cluster_queues.get(cq)
         if info is not None and node is not None:
             self.tree.live.remove_all(node, info.usage)
-        if info is not None and self.config.admission_fair_sharing is not None:
+        if info is not None:
             self._afs_count(info.workload, info.usage, -1)
         return cq
 

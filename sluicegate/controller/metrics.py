@@ -400,7 +400,7 @@ class ControllerMetrics:
                            ("name", "namespace", "cluster_queue", "replica_role"),
                            [((name, ns, str(c.local_queues[(ns, name)].cluster_queue), role),
                              c.afs_usage((ns, name)))
-                            for ns, name in lqs if c.uses_afs(c.local_queues[(ns, name)].cluster_queue)]
+                            for ns, name in lqs if c.orders_by_local_queue(c.local_queues[(ns, name)].cluster_queue)]
                            if c is not None else [])
         yield gauge_family("sluicegate_workloads", "Workloads known to the controller (any state).", (),
                            [((), float(len(c.workloads)))] if c is not None else [])

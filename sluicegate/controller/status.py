@@ -112,6 +112,10 @@ def _local_queue_fair_sharing(cache: Cache, lq: LocalQueueSpec) -> dict[str, Any
     usage (consumedResources, lastUpdate).  The weighted usage it is ordered by is the
     kueue_local_queue_admission_fair_sharing_usage metric."""
     key = (lq.namespace, lq.name)
+    cq = cache.cluster_queues.get(lq.cluster_queue)
+    if cq is not None and cq.dominant_share_admission:
+        # The sluicegate extension: the current dominant share over the weight it is ordered by.
+        return {"fairSharing": {"weightedShare": cache.afs_usage(key)}}
     if not cache.uses_afs(lq.cluster_queue):
         return {}
     afs = cache.afs.get(key) or AdmissionFairSharingStatus({}, 0.0)

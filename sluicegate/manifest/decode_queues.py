@@ -57,6 +57,7 @@ BORROW_WITHIN_COHORT = {p.value: p for p in BorrowWithinCohortPolicy}
 FUNGIBILITY = {p.value: p for p in FlavorFungibilityPolicy}
 PREFERENCES = {p.value: p for p in FungibilityPreference}
 ADMISSION_MODES = {m.value: m for m in AdmissionMode}
+KUEUE_ADMISSION_MODES = {m.value: m for m in AdmissionMode if m is not AdmissionMode.DOMINANT_RESOURCE_SHARE}
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 CLUSTER_QUEUE_UNSUPPORTED = {
@@ -134,17 +135,26 @@ def read_cluster_queue(doc: Fields, meta: Meta, dialect: Dialect) -> ClusterQueu
         flavor_fungibility=read_fungibility(spec, dialect),
         fair_sharing_weight=read_weight(spec),
         stop_policy=spec.choice("stopPolicy", STOP_POLICIES, default=StopPolicy.NONE),
-        admission_mode=read_admission_scope(spec),
+        admission_mode=read_admission_scope(spec, dialect),
         min_admit_duration=read_min_admit_duration(spec) if dialect.native else None,
     )
 
 
-def read_admission_scope(spec: Fields) -> AdmissionMode | None:
-    """spec.admissionScope: admissionMode is required when the scope is given (Kueue's CRD)."""
+def read_admission_scope(spec: Fields, dialect: Dialect) -> AdmissionMode | None:
+    """spec.admissionScope: admissionMode is required when the scope is given (Kueue's CRD).
+
+    ``DominantResourceShare`` is a sluicegate extension, read only with our own apiVersion.
+    """
     scope = spec.mapping("admissionScope", known=("admissionMode",))
     if scope is None:
         return None
-    return scope.choice("admissionMode", ADMISSION_MODES, default=AdmissionMode.NO_ADMISSION_SCOPE, required=True)
+    if scope.get("admissionMode") == AdmissionMode.DOMINANT_RESOURCE_SHARE.value and not dialect.native:
+        scope.error("admissionMode", f"DominantResourceShare is a sluicegate extension, only read with apiVersion "
+                                     f"{SLUICEGATE_V1BETA2}; {dialect.api_version} has UsageBasedAdmissionFairSharing "
+                                     f"and NoAdmissionScope")
+        return None
+    options = ADMISSION_MODES if dialect.native else KUEUE_ADMISSION_MODES
+    return scope.choice("admissionMode", options, default=AdmissionMode.NO_ADMISSION_SCOPE, required=True)
 
 
 def read_queueing_strategy(spec: Fields, dialect: Dialect) -> QueueingStrategy:

@@ -53,6 +53,9 @@ class AdmissionMode(enum.Enum):
 
     USAGE_BASED_ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
     NO_ADMISSION_SCOPE = "NoAdmissionScope"
+    # A sluicegate extension (sluicegate.io/v1beta2 only): kube-batch's DRF
+    # order of LocalQueues by their current dominant share, no history.
+    DOMINANT_RESOURCE_SHARE = "DominantResourceShare"
 
 
 class FlavorFungibilityPolicy(enum.Enum):
@@ -138,6 +141,11 @@ class ClusterQueueSpec:
     def usage_based_admission(self) -> bool:
         """Whether Admission Fair Sharing orders this queue's pending workloads (given the configuration has it)."""
         return self.admission_mode is AdmissionMode.USAGE_BASED_ADMISSION_FAIR_SHARING
+
+    @property
+    def dominant_share_admission(self) -> bool:
+        """Whether pending workloads here go by their LocalQueue's current dominant share (needs no configuration)."""
+        return self.admission_mode is AdmissionMode.DOMINANT_RESOURCE_SHARE
 
     def quotas(self) -> dict[FlavorResource, ResourceQuota]:
         return quotas_of(self.resource_groups)

@@ -82,6 +82,25 @@ def usage(consumed: Mapping[str, float], weight: Fraction | float,
     return total / float(weight)
 
 
+def dominant_share(admitted: Mapping[str, float], capacity: Mapping[str, float], weight: Fraction | float) -> float:
+    """A LocalQueue's current dominant share over its weight (kube-batch's drf plugin, no history).
+
+    The share of a resource is what the LocalQueue's admitted workloads hold
+    of it over what the ClusterQueue could hold; the dominant share is the
+    largest.  Holding a resource the queue has no capacity for counts as
+    infinite, and so does a weight of 0 or less (the queue goes last).
+    """
+    if weight <= 0:
+        return math.inf
+    share = 0.0
+    for res, held in admitted.items():
+        if held <= 0:
+            continue
+        cap = capacity.get(res, 0.0)
+        share = max(share, held / cap if cap > 0 else math.inf)
+    return share / float(weight)
+
+
 def total_requests(wl: Workload) -> dict[str, float]:
     """The quota a workload asks for, summed over its pod sets (its admitted counts when it holds quota)."""
     out: dict[str, float] = {}
