@@ -126,8 +126,11 @@ def test_restarting_an_agent_keeps_its_pods_running_and_readopts_them(cluster) -
     c, a, b = cluster
     s = c.address
     marker = f"sg-{uuid.uuid4().hex[:8]}"
+    # The pod ends when the test says so, not after a fixed time: an agent restart on a busy
+    # machine may take longer than any sleep.  The wait inside the pod is bounded (60 s).
+    go = Path(f"/tmp/{marker}-go")
     sluicectl(s, "run", "--queue", "default", "--name", "steady", "--cpu", "1", "--",
-              "sh", "-c", f"sleep 4; echo finished # {marker}")
+              "sh", "-c", f"for i in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; echo finished # {marker}")
     wait_for("running", lambda: [p.get("phase") for p in pods_of(s, "steady")] == ["Running"], timeout=20)
     node = pods_of(s, "steady")[0]["node"]
     agent = a if node == "node-a" else b
@@ -138,6 +141,7 @@ def test_restarting_an_agent_keeps_its_pods_running_and_readopts_them(cluster) -
         agent.start()
         pid_after = next(p["containers"][0]["pid"] for p in agent.pods() if p["workload"] == "steady")
         assert pid_after == pid_before
+        go.touch()
         wait_for("finished normally", lambda: workload_states(s).get("steady") == "Finished", timeout=30)
         finished = next(x for x in get_json(s, "workload", "steady")["status"]["conditions"] if x["type"] == "Finished")
         # The agent re-adopted the process but is no longer its parent: the exit code is unknowable,
@@ -146,6 +150,7 @@ def test_restarting_an_agent_keeps_its_pods_running_and_readopts_them(cluster) -
         assert "Evicted" not in {x["type"] for x in get_json(s, "workload", "steady")["status"]["conditions"]}
         assert sluicectl(s, "logs", "steady").stdout == "finished\n"
     finally:
+        go.unlink(missing_ok=True)
         kill_marked_processes(marker)
 
 
