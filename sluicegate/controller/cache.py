@@ -358,7 +358,15 @@ class Cache:
             inactive=self.inactive_queues(),
             namespace_labels=self.namespace_labels,
             now=now,
+            local_queue_usage=self._local_queue_usage_of,
         )
+
+    def _local_queue_usage_of(self, wl: Workload) -> float | None:
+        """The usage preemption orders ``wl`` by: its LocalQueue's, where its ClusterQueue orders by it."""
+        adm = wl.status.admission
+        if adm is None or not self.orders_by_local_queue(adm.cluster_queue):
+            return None
+        return self.afs_usage((wl.namespace, wl.queue_name))
 
 
 class ReleaseBudget:

@@ -8,13 +8,22 @@ allow evicting it (``common/preemption_policy.go``)?
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, queue_order_timestamp
 from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.queues import PreemptionPolicy, ReclaimPolicy
 from sluicegate.model.workloads import Workload
 
-CandidateKey = tuple[bool, bool, int, float, str, str]
+CandidateKey = tuple[bool, bool, float, int, float, str, str]
+
+LocalQueueUsage = Callable[[Workload], float | None]
+"""A workload's LocalQueue usage where its ClusterQueue orders by it (Admission Fair Sharing), else None."""
+
+
+def _no_usage(wl: Workload) -> float | None:
+    return None
 
 
 def is_evicted(wl: Workload) -> bool:
@@ -22,7 +31,9 @@ def is_evicted(wl: Workload) -> bool:
     return wl.status.is_true("Evicted")
 
 
-def candidate_order_key(victim: AdmittedWorkload, preemptor_cq: ClusterQueueName) -> CandidateKey:
+def candidate_order_key(
+    victim: AdmittedWorkload, preemptor_cq: ClusterQueueName, usage: LocalQueueUsage = _no_usage
+) -> CandidateKey:
     """Sort key for preemption candidates, cheapest victim first.
 
     In order:
@@ -30,14 +41,21 @@ def candidate_order_key(victim: AdmittedWorkload, preemptor_cq: ClusterQueueName
     1. workloads already being evicted (preempting them again costs nothing);
     2. workloads of other ClusterQueues before those of the preemptor's own
        queue (reclaiming borrowed quota is preferred to hurting oneself);
-    3. lower priority first;
-    4. most recently admitted first (the least work is lost);
-    5. uid, then key, so that the order never depends on dict iteration.
+    3. in the preemptor's own queue when it uses Admission Fair Sharing: the
+       workloads of the LocalQueue with the higher usage first (Kueue compares
+       it for two candidates of one ClusterQueue and different LocalQueues;
+       candidates of other queues are left to the next criteria here);
+    4. lower priority first;
+    5. most recently admitted first (the least work is lost);
+    6. uid, then key, so that the order never depends on dict iteration.
     """
     wl = victim.workload
+    own = victim.cluster_queue == preemptor_cq
+    lq_usage = usage(wl) if own else None
     return (
         not is_evicted(wl),
-        victim.cluster_queue == preemptor_cq,
+        own,
+        -lq_usage if lq_usage is not None else 0.0,
         wl.priority,
         -victim.admitted_at,
         wl.uid,
@@ -45,8 +63,10 @@ def candidate_order_key(victim: AdmittedWorkload, preemptor_cq: ClusterQueueName
     )
 
 
-def sort_candidates(candidates: list[AdmittedWorkload], preemptor_cq: ClusterQueueName) -> list[AdmittedWorkload]:
-    return sorted(candidates, key=lambda v: candidate_order_key(v, preemptor_cq))
+def sort_candidates(
+    candidates: list[AdmittedWorkload], preemptor_cq: ClusterQueueName, usage: LocalQueueUsage = _no_usage
+) -> list[AdmittedWorkload]:
+    return sorted(candidates, key=lambda v: candidate_order_key(v, preemptor_cq, usage))
 
 
 def satisfies_policy(

@@ -244,7 +244,9 @@ class _ClassicCandidates:
 
     def _sorted(self, group: list[_Candidate]) -> list[_Candidate]:
         by_key = {c.victim.key: c for c in group}
-        return [by_key[v.key] for v in sort_candidates([c.victim for c in group], self._ctx.cq)]
+        ctx = self._ctx
+        ordered = sort_candidates([c.victim for c in group], ctx.cq, ctx.snapshot.local_queue_usage)
+        return [by_key[v.key] for v in ordered]
 
     def _classify(self, victim: AdmittedWorkload, *, advantage: bool) -> _Variant | None:
         ctx = self._ctx
@@ -399,7 +401,7 @@ def _fair_candidates(ctx: _Context) -> list[AdmittedWorkload]:
                 for v in ctx.snapshot.admitted_in(ClusterQueueName(other.name)).values()
                 if ctx.allowed(v, preemption.reclaim_within_cohort) and ctx.unprotected(v)
             )
-    return sort_candidates(out, ctx.cq)
+    return sort_candidates(out, ctx.cq, ctx.snapshot.local_queue_usage)
 
 
 @dataclass(slots=True)

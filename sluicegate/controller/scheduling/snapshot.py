@@ -55,6 +55,8 @@ class Snapshot:
     namespace_labels: Callable[[str], Mapping[str, str]] = lambda ns: {"kubernetes.io/metadata.name": ns}
     now: float = 0.0
     view: UsageOverlay = field(default_factory=UsageOverlay)
+    # A workload's LocalQueue usage where its ClusterQueue orders by it (Admission Fair Sharing).
+    local_queue_usage: Callable[[Workload], float | None] = lambda wl: None
 
     def node(self, cq: ClusterQueueName) -> QuotaNode:
         return self.tree.cluster_queues[cq]

@@ -100,3 +100,24 @@ def test_satisfies_policy(
         preemptor=preemptor, candidate=candidate, policy=policy, requeuing=RequeuingTimestamp.EVICTION
     )
     assert got is want
+
+
+def test_admission_fair_sharing_puts_the_busier_local_queue_first_in_the_preemptors_queue() -> None:
+    """Kueue's CandidatesOrdering criterion 2: with Admission Fair Sharing, two candidates of one
+    ClusterQueue and different LocalQueues go by LocalQueue usage, higher first, before priority."""
+    from dataclasses import replace
+
+    def in_lq(c: AdmittedWorkload, lq: str) -> AdmittedWorkload:
+        return replace(c, workload=replace(c.workload, queue_name=lq))
+
+    usage = {"busy": 5.0, "quiet": 1.0}
+    candidates = [
+        in_lq(admitted("quiet-low", "preemptor", priority=-10), "quiet"),
+        in_lq(admitted("busy-high", "preemptor", priority=10), "busy"),
+        in_lq(admitted("other-queue", "other", priority=10), "busy"),
+    ]
+    got = sort_candidates(candidates, PREEMPTOR_CQ, lambda wl: usage[wl.queue_name])
+    assert [c.workload.name for c in got] == ["other-queue", "busy-high", "quiet-low"]
+    # Without the usage (no Admission Fair Sharing), priority decides as before.
+    assert [c.workload.name for c in sort_candidates(candidates, PREEMPTOR_CQ)] == [
+        "other-queue", "quiet-low", "busy-high"]
