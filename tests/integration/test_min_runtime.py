@@ -12,7 +12,9 @@ from .harness import Agent, Controller, get_json, kill_marked_processes, sluicec
 
 pytestmark = pytest.mark.integration
 
-PROTECTION_S = 4.0
+# Long enough that submitting the reclaiming workload and reading its message (two CLI
+# round trips, several seconds on a loaded 2-core machine) happen well inside it.
+PROTECTION_S = 12.0
 
 QUEUES = f"""
 apiVersion: sluicegate.io/v1beta2
@@ -93,7 +95,7 @@ def test_borrowed_workload_survives_reclaim_until_its_minimum_runtime_ends(tmp_p
         assert phases(s, "borrowed") == ["Running"]
 
         # Once protection ends the timer retries it: the borrowed workload is reclaimed, not earlier.
-        wait_for("borrowed preempted", lambda: "Preempted" in conditions(s, "borrowed"), timeout=30)
+        wait_for("borrowed preempted", lambda: "Preempted" in conditions(s, "borrowed"), timeout=PROTECTION_S + 30)
         # (It may already be re-admitted: then the condition is history, "Previously: ...".)
         assert "reclamation within the cohort" in conditions(s, "borrowed")["Preempted"]["message"]
         wait_for("owner-job finished", lambda: conditions(s, "owner-job").get("Finished", {}).get("status") == "True",
