@@ -148,7 +148,7 @@ class Recorder:
             self.quiet_events[what] += 1
         st.pending_message, st.pod_phases = ob.pending_message, ob.pod_phases
         if holds != st.holds_quota:
-            self.queues[st.spec.cluster_queue].event(at, st.spec.request_m if holds else -st.spec.request_m)
+            self.queues[st.spec.cluster_queue].event(at, st.spec.total_request_m if holds else -st.spec.total_request_m)
         st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds
 
     # ------------------------------------------------------------- summary
