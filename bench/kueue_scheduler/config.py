@@ -309,10 +309,11 @@ def _template(r: _Reader, t: Mapping[str, object], tk: str, priority: int,
     elif constraint is not None:
         raise r.fail(f"{tk}.tasLevel", f"required when tasConstraint is {constraint!r}")
     if constraint == "balanced":
-        # Kueue's validation: podset-slice-size must be set with podset-slice-required-topology, 1..podCount.
-        if slice_size is None or not 1 <= slice_size <= pod_count:
-            raise r.fail(f"{tk}.sliceSize", f"a balanced template needs a slice size from 1 to podCount ({pod_count}), "
-                                            f"got {slice_size!r}")
+        # Kueue's validation: podset-slice-size must be set with podset-slice-required-topology, 1..podCount;
+        # the controller also wants whole slices.
+        if slice_size is None or not 1 <= slice_size <= pod_count or pod_count % slice_size:
+            raise r.fail(f"{tk}.sliceSize", f"a balanced template needs a slice size from 1 to podCount ({pod_count}) "
+                                            f"that divides it, got {slice_size!r}")
     elif slice_size is not None:
         raise r.fail(f"{tk}.sliceSize", "only a balanced template is sliced")
     assert constraint is None or isinstance(constraint, str)

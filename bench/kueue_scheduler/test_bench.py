@@ -150,13 +150,14 @@ TK = "cohorts[0].queuesSets[0].workloadsSets[0].workloads[0]"
         (tas_file(podCount=2, tasConstraint="required", tasLevel=BLOCK), f"{TK}.tasLevel"),
         (tas_file(podCount=2, tasConstraint="balanced", tasLevel=RACK), f"{TK}.sliceSize"),
         (tas_file(podCount=2, tasConstraint="balanced", tasLevel=RACK, sliceSize=3), f"{TK}.sliceSize"),
+        (tas_file(podCount=6, tasConstraint="balanced", tasLevel=RACK, sliceSize=4), f"{TK}.sliceSize"),
         (tas_file(podCount=2, tasConstraint="spread", tasLevel=RACK), f"{TK}.tasConstraint"),
         (tas_file(podCount=2, tasConstraint="required"), f"{TK}.tasLevel"),
         (one_queue() | {"resourceFlavor": {"name": "f", "nodeLabel": "g", "topologyName": "t"}}, "resourceFlavor.topologyName"),
         ({**tas_file(), "resourceFlavor": {"name": "f", "topologyName": "t"}}, "resourceFlavor.nodeLabel"),
     ],
     ids=["unknown-field", "bad-quantity", "negative-count", "no-cohorts", "level-not-in-topology", "balanced-without-slice",
-         "slice-larger-than-pods", "unknown-constraint", "constraint-without-level", "flavor-names-missing-topology",
+         "slice-larger-than-pods", "slice-not-dividing-pods", "unknown-constraint", "constraint-without-level", "flavor-names-missing-topology",
          "tas-flavor-without-node-label"],
 )
 def test_bad_config_names_the_field(raw: object, key: str) -> None:
