@@ -188,7 +188,8 @@ def observation(wl: dict[str, Any]) -> Observation:
                        admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
                        stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion,
                        pending_message="" if reserved else conds.get("QuotaReserved", {}).get("message", ""),
-                       pod_phases=tuple(p.get("phase", "") for p in pods))
+                       pod_phases=tuple(p.get("phase", "") for p in pods),
+                       pod_nodes=tuple(str(p.get("node", "")) for p in pods) if finished else ())
 
 
 @dataclass(slots=True)
@@ -296,6 +297,8 @@ def targets(name: str | None, full_size: bool, result: dict[str, Any]) -> dict[s
         return out
     if name == "tas":
         ideal = result["ideal"]["wallS"]
+        violations = sum(int(c["violations"]) for per_level in (result.get("placement") or {}).values()
+                         for c in per_level.values())
         kueue_s = PUBLISHED["tas"]["wall_s"]
         return {
             f"wall <= {TAS_IDEAL_FACTOR:g} x ideal": {"limit_s": round(TAS_IDEAL_FACTOR * ideal, 1), "measured_s": round(wall_s, 1),
@@ -305,6 +308,8 @@ def targets(name: str | None, full_size: bool, result: dict[str, Any]) -> dict[s
                                                 "met": wall_s <= kueue_s / TAS_SPEEDUP},
             "all workloads finished": {"met": all_done},
             "topology constraints applied": {"met": not result["config"]["withoutTas"]},
+            "no required/balanced placement broke its rack constraint": {
+                "violations": violations, "met": not result["config"]["withoutTas"] and violations == 0},
         }
     if name == "large-scale":
         rss_mib = cmd["maxrss"] / 1024
@@ -354,6 +359,12 @@ def table(result: dict[str, Any]) -> str:
         if d is not None and c is not None:
             rows.append((f"avg admitted->pod started / pod ended->Finished, {cls} (s)", f"{d / 1000:.2f} / {c / 1000:.2f}",
                          "-", "controller-stamped; ideal 0 / 0"))
+    for level, per_class in (result.get("placement") or {}).items():
+        short = level.rsplit("/", 1)[-1]
+        for cls, c in per_class.items():
+            if c["checked"]:
+                rows.append((f"{short} domains per workload, {cls} (avg / max)", f"{c['averageDomains']:.2f} / {c['maxDomains']}",
+                             "-", f"{c['violations']} violations of {c['constraint']} in {c['checked']}"))
     if result["config"].get("topology"):
         rows.append(("topology", result["config"]["topology"], "-",
                      "constraints off (--without-tas)" if result["config"]["withoutTas"] else "-"))
@@ -549,6 +560,10 @@ def main(argv: list[str] | None = None) -> int:
             },
             "kueuePublished": PUBLISHED.get(name or "") if full_size else None,
         }
+        if topology_nodes and plan.topology is not None:
+            levels = {w.tas_level for w in plan.workloads if w.tas_level is not None} or {plan.topology.node_labels[-2]}
+            result["placement"] = {level: recorder.placement({n.name: n.labels[level] for n in topology_nodes})
+                                   for level in sorted(levels)}
         stats_file = out / "fakenodes.json"
         if stats_file.exists():
             result["fakeNodes"] = json.loads(stats_file.read_text())

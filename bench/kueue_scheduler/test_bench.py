@@ -220,3 +220,30 @@ def test_summary_matches_kueue_recorder(events: list[tuple[float, Observation]],
     got_cq = {k: v for k, v in summary["clusterQueueClasses"]["cq"].items() if k in cq}  # type: ignore[index]
     got_small = {k: v for k, v in summary["workloadClasses"]["small"].items() if k in small}  # type: ignore[index]
     assert (got_cq, got_small) == (cq, small)
+
+
+def test_placement_check_counts_domains_and_broken_constraints() -> None:
+    """required: pods in more than one rack break it; balanced: a rack holding part of a slice breaks it."""
+    raw = tas_file(podCount=4, tasConstraint="required", tasLevel=RACK)
+    raw["cohorts"][0]["queuesSets"][0]["workloadsSets"].append(  # type: ignore[index]
+        {"count": 2, "creationIntervalMs": 100, "workloads": [
+            {"className": "bal", "runtimeMs": 100, "request": 1, "podCount": 4, "tasConstraint": "balanced",
+             "tasLevel": RACK, "sliceSize": 2}]})
+    raw["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["count"] = 2  # type: ignore[index]
+    plan = expand(parse_config(raw, source="t"))
+    rack_of = {n.name: n.labels[RACK] for n in plan.nodes}
+    assert sorted(rack_of.values()) == ["rack-0", "rack-0", "rack-1", "rack-1"]
+    r0, r1 = sorted(n for n, r in rack_of.items() if r == "rack-0"), sorted(n for n, r in rack_of.items() if r == "rack-1")
+    rec = Recorder(plan)
+    placed = {
+        "small-0-0-0": (r0[0], r0[1], r0[0], r0[1]),  # one rack: fine
+        "small-0-1-0": (r0[0], r0[0], r0[0], r1[0]),  # two racks: broken
+        "bal-1-0-0": (r0[0], r0[1], r1[0], r1[1]),  # a slice per rack: fine
+        "bal-1-1-0": (r0[0], r0[0], r0[0], r1[0]),  # 3 + 1: a slice split
+    }
+    for name, nodes in placed.items():
+        rec.observe(Observation(namespace="cq-0-0-cohort-0", name=name, quota_reserved=True, admitted=True, evicted=False,
+                                finished=True, pod_nodes=nodes), 1.0)
+    got = rec.placement(rack_of)
+    assert {c: (v["checked"], v["averageDomains"], v["maxDomains"], v["violations"]) for c, v in got.items()} == {
+        "small": (2, 1.5, 2, 1), "bal": (2, 2.0, 2, 1)}
