@@ -165,8 +165,12 @@ class Recorder:
         for cls in sorted({w.class_name for w in self.plan.workloads if w.tas_constraint is not None}):
             states = [s for s in self.workloads.values() if s.spec.class_name == cls and s.finished and s.pod_nodes]
             spans: list[int] = []
-            violations = unknown = 0
+            violations = unknown = mismatched = 0
             for st in states:
+                if len(st.pod_nodes) != st.spec.pod_count:
+                    # Not one pod per member of the pod set: nothing to judge the slices by.
+                    mismatched += 1
+                    continue
                 per_domain: dict[str, int] = {}
                 for node in st.pod_nodes:
                     domain = domain_of.get(node)
@@ -182,7 +186,8 @@ class Recorder:
                     violations += 1
             out[cls] = {
                 "constraint": states[0].spec.tas_constraint if states else None,
-                "checked": len(states),
+                "checked": len(states) - mismatched,
+                "podListMismatch": mismatched,
                 "averageDomains": round(sum(spans) / len(spans), 3) if spans else None,
                 "maxDomains": max(spans, default=0),
                 "violations": violations,

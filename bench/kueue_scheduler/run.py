@@ -189,7 +189,7 @@ def observation(wl: dict[str, Any]) -> Observation:
                        stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion,
                        pending_message="" if reserved else conds.get("QuotaReserved", {}).get("message", ""),
                        pod_phases=tuple(p.get("phase", "") for p in pods),
-                       pod_nodes=tuple(str(p.get("node", "")) for p in pods) if finished else ())
+                       pod_nodes=tuple(str(p.get("node", "")) for p in pods if not p.get("replaced")) if finished else ())
 
 
 @dataclass(slots=True)
@@ -364,7 +364,8 @@ def table(result: dict[str, Any]) -> str:
         for cls, c in per_class.items():
             if c["checked"]:
                 rows.append((f"{short} domains per workload, {cls} (avg / max)", f"{c['averageDomains']:.2f} / {c['maxDomains']}",
-                             "-", f"{c['violations']} violations of {c['constraint']} in {c['checked']}"))
+                             "-", f"{c['violations']} violations of {c['constraint']} in {c['checked']}"
+                             + (f" ({c['podListMismatch']} not judged: pod list != pod count)" if c["podListMismatch"] else "")))
     if result["config"].get("topology"):
         rows.append(("topology", result["config"]["topology"], "-",
                      "constraints off (--without-tas)" if result["config"]["withoutTas"] else "-"))

@@ -241,9 +241,16 @@ def test_placement_check_counts_domains_and_broken_constraints() -> None:
         "bal-1-0-0": (r0[0], r0[1], r1[0], r1[1]),  # a slice per rack: fine
         "bal-1-1-0": (r0[0], r0[0], r0[0], r1[0]),  # 3 + 1: a slice split
     }
+
     for name, nodes in placed.items():
         rec.observe(Observation(namespace="cq-0-0-cohort-0", name=name, quota_reserved=True, admitted=True, evicted=False,
                                 finished=True, pod_nodes=nodes), 1.0)
     got = rec.placement(rack_of)
     assert {c: (v["checked"], v["averageDomains"], v["maxDomains"], v["violations"]) for c, v in got.items()} == {
         "small": (2, 1.5, 2, 1), "bal": (2, 2.0, 2, 1)}
+    # A finished workload whose pod list does not have one pod per member is not judged.
+    short = Observation(namespace="cq-0-0-cohort-0", name="small-0-1-0", quota_reserved=True, admitted=True, evicted=False,
+                        finished=True, pod_nodes=(r0[0], r1[0]))
+    rec2 = Recorder(plan)
+    rec2.observe(short, 1.0)
+    assert (rec2.placement(rack_of)["small"]["checked"], rec2.placement(rack_of)["small"]["podListMismatch"]) == (0, 1)
