@@ -15,6 +15,10 @@ This plays the part of the fake job controller in Kueue's runner
 (``test/performance/scheduler/runner/controller``), but through the same
 path real pods take: placement, RunPod, pod status, settle.
 
+For a topology (Kueue's TAS configuration) the bench passes ``--node-file``:
+a JSON list of ``{"name", "labels", "allocatable"}``, one per node, so each
+node registers with its block, rack and hostname labels.
+
 Run on its own (the bench starts it as a separate process so that its
 work does not share a GIL with the generator and the recorder)::
 
@@ -48,6 +52,7 @@ from sluicegate.v1 import agent_pb2, agent_pb2_grpc  # noqa: E402
 log = logging.getLogger("fakenode")
 
 RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"
+FAKE_NODE_LABEL = "sluicegate.io/fake-node"
 KILLED_EXIT_CODE = 137
 # Reconnects per node before the node gives up: a bench run that keeps losing
 # its streams is measuring something else, and must say so.
@@ -108,6 +113,7 @@ class FakeNode:
     name: str
     address: str
     allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
     pods: dict[str, FakePod] = field(default_factory=dict)
     stats: NodeStats = field(default_factory=NodeStats)
@@ -128,7 +134,7 @@ class FakeNode:
 
     def _register(self) -> agent_pb2.AgentMessage:
         return agent_pb2.AgentMessage(register=agent_pb2.Register(
-            node=agent_pb2.NodeInfo(name=self.name, labels={"sluicegate.io/fake-node": "true"}, capacity=self.allocatable,
+            node=agent_pb2.NodeInfo(name=self.name, labels={**self.labels, FAKE_NODE_LABEL: "true"}, capacity=self.allocatable,
                                     allocatable=self.allocatable, agent_version="bench-fakenode", boot_id=self.boot_id),
             pods=[p.status() for p in self.pods.values()],
         ))
@@ -263,8 +269,22 @@ def total_stats(nodes: list[FakeNode]) -> dict[str, float]:
     return out
 
 
+def load_node_file(path: Path, address: str) -> list[FakeNode]:
+    """Nodes as the bench wrote them: a JSON list of {"name", "labels", "allocatable"}."""
+    raw = json.loads(path.read_text())
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{path}: expected a non-empty JSON list of nodes")
+    fleet = []
+    for i, n in enumerate(raw):
+        if not isinstance(n, dict) or not isinstance(n.get("name"), str) or not isinstance(n.get("allocatable"), dict):
+            raise ValueError(f"{path}: [{i}]: expected {{\"name\": str, \"labels\": {{}}, \"allocatable\": {{}}}}")
+        fleet.append(FakeNode(name=n["name"], address=address, labels={str(k): str(v) for k, v in n.get("labels", {}).items()},
+                              allocatable={str(k): int(v) for k, v in n["allocatable"].items()}))
+    return fleet
+
+
 async def serve(*, controller: str, nodes: int, node_cpu: int, prefix: str, ready_file: Path | None,
-                stats_file: Path | None) -> int:
+                stats_file: Path | None, node_file: Path | None = None) -> int:
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[str] = loop.create_future()
 
@@ -276,7 +296,10 @@ async def serve(*, controller: str, nodes: int, node_cpu: int, prefix: str, read
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
     allocatable = {"cpu": node_cpu * 1000, "memory": node_cpu * (4 << 30)}
-    fleet = [FakeNode(name=f"{prefix}-{i}", address=controller, allocatable=dict(allocatable)) for i in range(nodes)]
+    if node_file is not None:
+        fleet = load_node_file(node_file, controller)
+    else:
+        fleet = [FakeNode(name=f"{prefix}-{i}", address=controller, allocatable=dict(allocatable)) for i in range(nodes)]
     tasks = [asyncio.create_task(n.run(), name=f"node-{n.name}") for n in fleet]
     try:
         registered = asyncio.gather(*(n.registered.wait() for n in fleet))
@@ -312,13 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per node (memory: 4 GiB per CPU)")
     p.add_argument("--prefix", default="fake")
+    p.add_argument("--node-file", type=Path, help="JSON list of {name, labels, allocatable}; replaces --nodes/--node-cpu")
     p.add_argument("--ready-file", type=Path, help="written once every node is registered")
     p.add_argument("--stats-file", type=Path, help="JSON counters written on exit")
     p.add_argument("--log-level", default="WARNING")
     ns = p.parse_args(argv)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return asyncio.run(serve(controller=ns.controller, nodes=ns.nodes, node_cpu=ns.node_cpu, prefix=ns.prefix,
-                             ready_file=ns.ready_file, stats_file=ns.stats_file))
+                             ready_file=ns.ready_file, stats_file=ns.stats_file, node_file=ns.node_file))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bench.kueue_scheduler.config import Plan, QueuePlan, WorkloadPlan
+from bench.kueue_scheduler.config import TAS_NODE_GROUP_VALUE, Plan, QueuePlan, WorkloadPlan
 from sluicegate.client import Client, Document
 from sluicegate.quantity import format_canonical
 
@@ -25,6 +25,11 @@ FLAVOR = "rf"
 RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 CLEANUP_LABEL = "kueue.x-k8s.io/performance-scheduler-cleanup"
+# Kueue's TAS podset annotations (kueue.x-k8s.io/v1beta2 constants.go), as a Job's pod template carries them.
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 
 
 def priority_class_name(priority: int) -> str:
@@ -35,22 +40,46 @@ def _cpu(m: int) -> str:
     return format_canonical("cpu", m)
 
 
+def flavor_name(plan: Plan) -> str:
+    return plan.flavor.name if plan.flavor is not None else FLAVOR
+
+
+def topology_documents(plan: Plan) -> list[dict[str, object]]:
+    """The Topology (when the flavor names one) and the ResourceFlavor, as Kueue's generateTopologyResource
+    and generateResourceFlavor write them."""
+    docs: list[dict[str, object]] = []
+    flavor: dict[str, object] = {"apiVersion": API, "kind": "ResourceFlavor",
+                                 "metadata": {"name": flavor_name(plan), "labels": {CLEANUP_LABEL: "true"}}}
+    spec: dict[str, object] = {}
+    f = plan.flavor
+    if f is not None and f.node_label is not None:
+        spec["nodeLabels"] = {f.node_label: TAS_NODE_GROUP_VALUE}
+    if f is not None and f.topology_name is not None:
+        assert plan.topology is not None and plan.topology.name == f.topology_name
+        docs.append({"apiVersion": API, "kind": "Topology",
+                     "metadata": {"name": plan.topology.name, "labels": {CLEANUP_LABEL: "true"}},
+                     "spec": {"levels": [{"nodeLabel": label} for label in plan.topology.node_labels]}})
+        spec["topologyName"] = f.topology_name
+    if spec:
+        flavor["spec"] = spec
+    return [*docs, flavor]
+
+
 def queue_documents(plan: Plan) -> list[dict[str, object]]:
-    """ResourceFlavor, Cohorts, WorkloadPriorityClasses, then per queue: Namespace, ClusterQueue, LocalQueue."""
-    docs: list[dict[str, object]] = [
-        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR, "labels": {CLEANUP_LABEL: "true"}}},
-    ]
+    """Topology, ResourceFlavor, Cohorts, WorkloadPriorityClasses, then per queue: Namespace, ClusterQueue,
+    LocalQueue."""
+    docs = topology_documents(plan)
     for cohort in sorted({q.cohort for q in plan.queues}):
         docs.append({"apiVersion": API, "kind": "Cohort", "metadata": {"name": cohort, "labels": {CLEANUP_LABEL: "true"}}})
     for p in plan.priorities:
         docs.append({"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": priority_class_name(p)},
                      "value": p, "description": "scheduler performance test"})
     for q in plan.queues:
-        docs.extend(_queue(q))
+        docs.extend(_queue(q, flavor_name(plan)))
     return docs
 
 
-def _queue(q: QueuePlan) -> list[dict[str, object]]:
+def _queue(q: QueuePlan, flavor: str) -> list[dict[str, object]]:
     quota: dict[str, object] = {"name": "cpu", "nominalQuota": _cpu(q.nominal_m)}
     if q.borrowing_limit_m is not None:
         quota["borrowingLimit"] = _cpu(q.borrowing_limit_m)
@@ -59,7 +88,7 @@ def _queue(q: QueuePlan) -> list[dict[str, object]]:
         "cohortName": q.cohort,
         "namespaceSelector": {},
         "preemption": {"reclaimWithinCohort": q.reclaim_within_cohort, "withinClusterQueue": q.within_cluster_queue},
-        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [quota]}]}],
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": flavor, "resources": [quota]}]}],
     }
     if q.min_admit_duration_s is not None:
         spec["minAdmitDuration"] = f"{q.min_admit_duration_s:g}s"
@@ -73,7 +102,29 @@ def _queue(q: QueuePlan) -> list[dict[str, object]]:
     ]
 
 
+def topology_annotations(w: WorkloadPlan) -> dict[str, str]:
+    """The pod template's TAS annotations for the workload's constraint, as Kueue's generator sets the
+    podset topology request: required and preferred at the level; "balanced" is its
+    SliceRequiredTopologyRequest at the level plus SliceSizeTopologyRequest."""
+    if w.tas_constraint is None or w.tas_level is None:
+        return {}
+    if w.tas_constraint == "required":
+        return {REQUIRED_TOPOLOGY: w.tas_level}
+    if w.tas_constraint == "preferred":
+        return {PREFERRED_TOPOLOGY: w.tas_level}
+    if w.tas_constraint == "balanced":
+        return {SLICE_REQUIRED_TOPOLOGY: w.tas_level, SLICE_SIZE: str(w.slice_size)}
+    raise ValueError(f"workload {w.namespace}/{w.name}: unknown TAS constraint {w.tas_constraint!r}")
+
+
 def workload_document(w: WorkloadPlan) -> str:
+    template: dict[str, object] = {"spec": {
+        # Never executed: the fake nodes only pretend to run it.
+        "containers": [{"name": "main", "command": ["true"], "resources": {"requests": {"cpu": _cpu(w.request_m)}}}],
+    }}
+    annotations = topology_annotations(w)
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
     return json.dumps({
         "apiVersion": API, "kind": "Workload",
         "metadata": {"name": w.name, "namespace": w.namespace,
@@ -82,10 +133,7 @@ def workload_document(w: WorkloadPlan) -> str:
             "queueName": w.cluster_queue,
             "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
                                  "name": priority_class_name(w.priority)},
-            "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                # Never executed: the fake nodes only pretend to run it.
-                "containers": [{"name": "main", "command": ["true"], "resources": {"requests": {"cpu": _cpu(w.request_m)}}}],
-            }}}],
+            "podSets": [{"name": "main", "count": w.pod_count, "template": template}],
         },
     }, separators=(",", ":"))
 

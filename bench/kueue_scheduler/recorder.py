@@ -73,6 +73,8 @@ class WorkloadState:
     completion_ms: float | None = None
     pending_message: str = ""
     pod_phases: tuple[str, ...] = ()
+    # The nodes its pods ran on in the run that finished (one entry per pod).
+    pod_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ class Observation:
     # Only to tell apart the events that change no condition status.
     pending_message: str = ""
     pod_phases: tuple[str, ...] = ()
+    pod_nodes: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -140,6 +143,7 @@ class Recorder:
                 st.dispatch_ms = ob.dispatch_s * 1000
             if ob.completion_s is not None:
                 st.completion_ms = ob.completion_s * 1000
+            st.pod_nodes = ob.pod_nodes
             self.finished += 1
         holds = ob.quota_reserved and not ob.finished
         if not first and (ob.admitted, ob.evicted, ob.finished, holds) == (st.admitted, st.evicted, st.finished, st.holds_quota):
@@ -148,8 +152,48 @@ class Recorder:
             self.quiet_events[what] += 1
         st.pending_message, st.pod_phases = ob.pending_message, ob.pod_phases
         if holds != st.holds_quota:
-            self.queues[st.spec.cluster_queue].event(at, st.spec.request_m if holds else -st.spec.request_m)
+            self.queues[st.spec.cluster_queue].event(at, st.spec.total_request_m if holds else -st.spec.total_request_m)
         st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds
+
+    def placement(self, domain_of: Mapping[str, str]) -> dict[str, dict[str, object]]:
+        """Per TAS workload class, where the finished workloads' pods ran, in the domains of the class's
+        level (``domain_of``: node name -> its value of that level): how many domains a workload spanned,
+        and how many broke the constraint.  required: more than one domain; balanced: a domain holding
+        a count of pods that is not whole slices (a slice split across domains); preferred has no
+        violation, only spread."""
+        out: dict[str, dict[str, object]] = {}
+        for cls in sorted({w.class_name for w in self.plan.workloads if w.tas_constraint is not None}):
+            states = [s for s in self.workloads.values() if s.spec.class_name == cls and s.finished and s.pod_nodes]
+            spans: list[int] = []
+            violations = unknown = mismatched = 0
+            for st in states:
+                if len(st.pod_nodes) != st.spec.pod_count:
+                    # Not one pod per member of the pod set: nothing to judge the slices by.
+                    mismatched += 1
+                    continue
+                per_domain: dict[str, int] = {}
+                for node in st.pod_nodes:
+                    domain = domain_of.get(node)
+                    if domain is None:
+                        unknown += 1
+                        continue
+                    per_domain[domain] = per_domain.get(domain, 0) + 1
+                spans.append(len(per_domain))
+                if st.spec.tas_constraint == "required" and len(per_domain) > 1:
+                    violations += 1
+                size = st.spec.slice_size or 1
+                if st.spec.tas_constraint == "balanced" and any(n % size for n in per_domain.values()):
+                    violations += 1
+            out[cls] = {
+                "constraint": states[0].spec.tas_constraint if states else None,
+                "checked": len(states) - mismatched,
+                "podListMismatch": mismatched,
+                "averageDomains": round(sum(spans) / len(spans), 3) if spans else None,
+                "maxDomains": max(spans, default=0),
+                "violations": violations,
+                "podsOnUnknownNodes": unknown,
+            }
+        return out
 
     # ------------------------------------------------------------- summary
 

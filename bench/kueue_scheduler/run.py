@@ -15,6 +15,8 @@ cqStates.csv, wlStates.csv).  Not a test: it prints figures.
     .venv/bin/python bench/kueue_scheduler/run.py --config baseline --scale 0.1 --time-scale 0.5
     .venv/bin/python bench/kueue_scheduler/run.py --config baseline
     .venv/bin/python bench/kueue_scheduler/run.py --config large-scale --profile py-spy --output /tmp/ls
+    .venv/bin/python bench/kueue_scheduler/run.py --config tas --output /tmp/tasrun
+    .venv/bin/python bench/kueue_scheduler/run.py --config tas --without-tas   # the same load, no constraints
 """
 
 from __future__ import annotations
@@ -55,19 +57,28 @@ from bench.kueue_scheduler.config import (  # noqa: E402
     ideal_bound,
     load_config,
     scaled,
+    without_tas,
 )
 from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
 from bench.kueue_scheduler.recorder import Observation, Recorder, condition_flags  # noqa: E402
 from sluicegate.client import Client  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-CONFIGS = {"baseline": HERE / "configs/baseline/generator.yaml", "large-scale": HERE / "configs/large-scale/generator.yaml"}
+CONFIGS = {name: HERE / "configs" / name / "generator.yaml" for name in ("baseline", "large-scale", "tas")}
 
-# Kueue's published means for the full-size configurations (issue 7), seconds and percent.
+# Kueue's published means for the full-size configurations, seconds and percent: issue 7 for baseline and
+# large-scale; the TAS file's from the comments of Kueue's configs/tas/rangespec.yaml (mean of 10 CI runs).
 PUBLISHED: dict[str, dict[str, Any]] = {
     "baseline": {"wall_s": 351.0, "usage_pct": 55.9, "admission_s": {"large": 16.5, "medium": 76.8, "small": 215.0}},
     "large-scale": {"wall_s": 1179.0},
+    "tas": {"wall_s": 401.472, "usage_pct": 62.41, "admission_s": {
+        "large-balanced-rack": 37.862, "large-preferred-rack": 39.573, "large-required-rack": 39.625,
+        "medium-balanced-rack": 106.303, "medium-preferred-rack": 106.324, "medium-required-rack": 107.071,
+        "small-balanced-rack": 237.846, "small-preferred-rack": 246.090, "small-required-rack": 246.755}},
 }
+# Issue 18's TAS targets: wall within this factor of the ideal bound, and this many times faster than Kueue.
+TAS_IDEAL_FACTOR = 1.3
+TAS_SPEEDUP = 5.0
 STARTUP_TIMEOUT = 60.0
 
 
@@ -177,7 +188,8 @@ def observation(wl: dict[str, Any]) -> Observation:
                        admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
                        stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion,
                        pending_message="" if reserved else conds.get("QuotaReserved", {}).get("message", ""),
-                       pod_phases=tuple(p.get("phase", "") for p in pods))
+                       pod_phases=tuple(p.get("phase", "") for p in pods),
+                       pod_nodes=tuple(str(p.get("node", "")) for p in pods if not p.get("replaced")) if finished else ())
 
 
 @dataclass(slots=True)
@@ -283,6 +295,22 @@ def targets(name: str | None, full_size: bool, result: dict[str, Any]) -> dict[s
                 "limit_s": round(pub / 3, 2), "measured_s": round(got, 2), "controller_stamped_s": round(stamped, 2),
                 "met": max(got, stamped) < pub / 3}
         return out
+    if name == "tas":
+        ideal = result["ideal"]["wallS"]
+        violations = sum(int(c["violations"]) for per_level in (result.get("placement") or {}).values()
+                         for c in per_level.values())
+        kueue_s = PUBLISHED["tas"]["wall_s"]
+        return {
+            f"wall <= {TAS_IDEAL_FACTOR:g} x ideal": {"limit_s": round(TAS_IDEAL_FACTOR * ideal, 1), "measured_s": round(wall_s, 1),
+                                                     "met": wall_s <= TAS_IDEAL_FACTOR * ideal},
+            f"wall <= Kueue / {TAS_SPEEDUP:g}": {"limit_s": round(kueue_s / TAS_SPEEDUP, 1), "measured_s": round(wall_s, 1),
+                                                "speedup": round(kueue_s / wall_s, 2) if wall_s else None,
+                                                "met": wall_s <= kueue_s / TAS_SPEEDUP},
+            "all workloads finished": {"met": all_done},
+            "topology constraints applied": {"met": not result["config"]["withoutTas"]},
+            "no required/balanced placement broke its rack constraint": {
+                "violations": violations, "met": not result["config"]["withoutTas"] and violations == 0},
+        }
     if name == "large-scale":
         rss_mib = cmd["maxrss"] / 1024
         return {
@@ -310,6 +338,10 @@ def table(result: dict[str, Any]) -> str:
     rows.append(("wall time, command (s)", f"{wall:.1f}", kueue(pub.get("wall_s"), "{:.0f}"),
                  f"ideal {ideal['wallS']:.1f} ({wall / ideal['wallS']:.2f}x)" if ideal["wallS"] else "-"))
     rows.append(("wall time, first create to last finish (s)", f"{result['run']['runWallS']:.1f}", "-", "-"))
+    n_wl = result["config"]["workloads"]
+    rows.append(("throughput (workloads / command wall s)", f"{n_wl / wall:.1f}" if wall else "-",
+                 kueue(n_wl / pub["wall_s"] if pub.get("wall_s") else None, "{:.1f}"),
+                 f"ideal {n_wl / ideal['wallS']:.1f}" if ideal["wallS"] else "-"))
     for cls, s in result["summary"]["clusterQueueClasses"].items():
         rows.append((f"CPU usage, ClusterQueue class {cls} (%)", f"{s['usagePercent']:.1f}",
                      kueue(pub.get("usage_pct") if cls == "cq" else None, "{:.1f}"),
@@ -327,6 +359,16 @@ def table(result: dict[str, Any]) -> str:
         if d is not None and c is not None:
             rows.append((f"avg admitted->pod started / pod ended->Finished, {cls} (s)", f"{d / 1000:.2f} / {c / 1000:.2f}",
                          "-", "controller-stamped; ideal 0 / 0"))
+    for level, per_class in (result.get("placement") or {}).items():
+        short = level.rsplit("/", 1)[-1]
+        for cls, c in per_class.items():
+            if c["checked"]:
+                rows.append((f"{short} domains per workload, {cls} (avg / max)", f"{c['averageDomains']:.2f} / {c['maxDomains']}",
+                             "-", f"{c['violations']} violations of {c['constraint']} in {c['checked']}"
+                             + (f" ({c['podListMismatch']} not judged: pod list != pod count)" if c["podListMismatch"] else "")))
+    if result["config"].get("topology"):
+        rows.append(("topology", result["config"]["topology"], "-",
+                     "constraints off (--without-tas)" if result["config"]["withoutTas"] else "-"))
     if result["config"].get("minAdmitDurationS") is not None:
         rows.append(("ClusterQueue minAdmitDuration (s)", f"{result['config']['minAdmitDurationS']:g}", "-",
                      "reclaim waits for it; compare the medium class's time to admission"))
@@ -339,7 +381,7 @@ def table(result: dict[str, Any]) -> str:
     t = result.get("targets") or {}
     if t:
         lines.append("")
-        lines.append("issue 7 targets:")
+        lines.append(f"issue {18 if name == 'tas' else 7} targets:")
         for k, v in t.items():
             detail = ", ".join(f"{a}={b}" for a, b in v.items() if a != "met")
             lines.append(f"  [{'met' if v['met'] else 'MISSED'}] {k}" + (f" ({detail})" if detail else ""))
@@ -358,8 +400,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--min-admit-duration", type=float, default=None, metavar="SECONDS",
                    help="give every ClusterQueue this minAdmitDuration (minimum runtime before reclaim or "
                         "fair-sharing preemption; scaled by --time-scale)")
-    p.add_argument("--nodes", type=int, default=0, help="fake nodes (0: enough for 1.5x the total nominal quota, at least 4)")
-    p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per fake node")
+    p.add_argument("--nodes", type=int, default=0, help="fake nodes (0: enough for 1.5x the total nominal quota, at least 4; "
+                                                         "a file with a topology brings its own nodes)")
+    p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per fake node (not with a topology)")
+    p.add_argument("--without-tas", action="store_true",
+                   help="drop the topology constraints (flavor without topologyName, no podset annotations) but keep "
+                        "the labelled nodes: the same load without TAS")
     p.add_argument("--concurrency", type=int, default=0,
                    help="workload creations in flight at once (0: one per workload set, as Kueue's generator, at most 256)")
     p.add_argument("--heartbeat-interval", type=float, default=1.0, help="controller's --agent-heartbeat-interval (s)")
@@ -390,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     full_size = ns.scale == 1 and ns.queue_scale == 1 and ns.time_scale == 1
     cfg = scaled(base, count_scale=ns.scale, queue_scale=ns.queue_scale, time_scale=ns.time_scale)
+    if ns.without_tas:
+        cfg = without_tas(cfg)
     plan = expand(cfg)
     if ns.min_admit_duration is not None:
         guard = ns.min_admit_duration * ns.time_scale
@@ -398,11 +446,21 @@ def main(argv: list[str] | None = None) -> int:
     bound = ideal_bound(plan)
     concurrency = ns.concurrency or min(256, sum(len(q.workloads_sets) * q.count * c.count
                                                  for c in cfg.cohorts for q in c.queues_sets))
-    nodes = ns.nodes or max(4, math.ceil(plan.total_nominal_m * 1.5 / (ns.node_cpu * 1000)))
-    if ns.nodes == 0 and nodes * ns.node_cpu * 1000 < plan.total_nominal_m:
+    topology_nodes = plan.nodes
+    if topology_nodes and ns.nodes:
+        print("error: --nodes: the generator file's topology sets the nodes", file=sys.stderr)
+        return 2
+    nodes = len(topology_nodes) or ns.nodes or max(4, math.ceil(plan.total_nominal_m * 1.5 / (ns.node_cpu * 1000)))
+    node_cpu = topology_nodes[0].cpu_m / 1000 if topology_nodes else ns.node_cpu
+    if ns.nodes == 0 and nodes * node_cpu * 1000 < plan.total_nominal_m:
         raise SystemExit("internal: too few nodes for the quota")
+    topology_text = ""
+    if plan.topology is not None:
+        topology_text = " x ".join(f"{lv.count} {lv.name}" for lv in plan.topology.levels) + f" ({plan.topology.name})"
     print(f"{path.name} ({name or 'custom'}): {len(plan.queues)} ClusterQueues, {len(plan.workloads)} workloads, "
-          f"ideal wall {bound.wall_s:.1f}s; {nodes} fake nodes x {ns.node_cpu} CPUs", file=sys.stderr)
+          f"ideal wall {bound.wall_s:.1f}s; {nodes} fake nodes x {node_cpu:g} CPUs"
+          + (f"; topology {topology_text}" + (" (constraints off)" if ns.without_tas else "") if topology_text else ""),
+          file=sys.stderr)
 
     with tempfile.TemporaryDirectory(prefix="kueue-sched-") as tmp_s:
         tmp = Path(tmp_s)
@@ -436,9 +494,15 @@ def main(argv: list[str] | None = None) -> int:
                     spy = subprocess.Popen([ns.py_spy, "record", "--pid", str(ctl.popen.pid), "--rate", "100", "--format",
                                             "raw", "--threads", "--idle", "-o", str(out / "controller.pyspy.txt")],
                                            stdout=subprocess.DEVNULL, stderr=spy_log)
+            node_argv = ["--nodes", str(nodes), "--node-cpu", str(ns.node_cpu)]
+            if topology_nodes:
+                (tmp / "nodes.json").write_text(json.dumps([
+                    {"name": n.name, "labels": dict(n.labels), "allocatable": {"cpu": n.cpu_m, "memory": n.memory}}
+                    for n in topology_nodes]))
+                node_argv = ["--node-file", str(tmp / "nodes.json")]
             nodes_proc = spawn("fake nodes", [sys.executable, str(HERE / "fakenode.py"), "--controller", ctl.info["grpc"],
-                                              "--nodes", str(nodes), "--node-cpu", str(ns.node_cpu),
-                                              "--ready-file", str(tmp / "n.ready"), "--stats-file", str(out / "fakenodes.json")],
+                                              *node_argv, "--ready-file", str(tmp / "n.ready"),
+                                              "--stats-file", str(out / "fakenodes.json")],
                                log=out / "fakenodes.log", ready=tmp / "n.ready")
             procs.append(nodes_proc)
             recorder = Recorder(plan)
@@ -471,8 +535,9 @@ def main(argv: list[str] | None = None) -> int:
             "controller": {"source": str(ns.controller_src), "revision": _revision(ns.controller_src)},
             "config": {"name": name, "path": str(path), "scale": ns.scale, "queueScale": ns.queue_scale,
                        "timeScale": ns.time_scale, "fullSize": full_size, "clusterQueues": len(plan.queues),
-                       "workloads": len(plan.workloads), "fakeNodes": nodes, "nodeCpu": ns.node_cpu,
-                       "createConcurrency": concurrency, "minAdmitDurationS": ns.min_admit_duration},
+                       "workloads": len(plan.workloads), "fakeNodes": nodes, "nodeCpu": node_cpu,
+                       "createConcurrency": concurrency, "minAdmitDurationS": ns.min_admit_duration,
+                       "topology": topology_text or None, "withoutTas": ns.without_tas},
             "machine": {"cpus": os.cpu_count(), "memoryGiB": round(psutil.virtual_memory().total / 2**30),
                         "cpuModel": _cpu_model(), "python": platform.python_version(), "kernel": platform.release()},
             "cmdStats": cmd_stats,
@@ -496,6 +561,10 @@ def main(argv: list[str] | None = None) -> int:
             },
             "kueuePublished": PUBLISHED.get(name or "") if full_size else None,
         }
+        if topology_nodes and plan.topology is not None:
+            levels = {w.tas_level for w in plan.workloads if w.tas_level is not None} or {plan.topology.node_labels[-2]}
+            result["placement"] = {level: recorder.placement({n.name: n.labels[level] for n in topology_nodes})
+                                   for level in sorted(levels)}
         stats_file = out / "fakenodes.json"
         if stats_file.exists():
             result["fakeNodes"] = json.loads(stats_file.read_text())

@@ -7,6 +7,7 @@ Not part of the suite (tests/ is); run explicitly:
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -14,7 +15,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.kueue_scheduler.config import ConfigError, expand, ideal_bound, load_config, parse_config, scaled  # noqa: E402
+from bench.kueue_scheduler.config import (  # noqa: E402
+    ConfigError,
+    expand,
+    ideal_bound,
+    load_config,
+    parse_config,
+    scaled,
+    without_tas,
+)
+from bench.kueue_scheduler.generator import queue_documents, workload_document  # noqa: E402
 from bench.kueue_scheduler.recorder import Observation, Recorder  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -36,8 +46,11 @@ def one_queue(*, count: int = 1, runtime_ms: int = 1000, request: object = 1) ->
         ("baseline", 30, 15_000, 66.0, 66.0, 61.0),
         # 100 CQs x (35x1x0.15 + 11x5x0.35 + 4x20x0.7) = 8,050 CPU-s on 2,000 CPUs; last medium at 3.3 s + 0.35 s.
         ("large-scale", 1_000, 50_000, 4.025, 4.025, 3.65),
+        # Per pod x pods: 6 CQs x (350x(2x0.5)x0.2 + 100x(4x1.25)x0.5 + 50x(8x2.5)x1) = 7,920 CPU-s on 120 CPUs,
+        # as the baseline; every set starts at 0, so the last large is created at 17 x 1.2 = 20.4 s (+1 s).
+        ("tas", 30, 15_000, 66.0, 66.0, 21.4),
     ],
-    ids=["baseline", "large-scale"],
+    ids=["baseline", "large-scale", "tas"],
 )
 def test_shipped_configs_expand_like_kueue(name: str, queues: int, workloads: int, ideal_s: float, work_s: float,
                                            creation_s: float) -> None:
@@ -46,7 +59,85 @@ def test_shipped_configs_expand_like_kueue(name: str, queues: int, workloads: in
     assert (len(plan.queues), len(plan.workloads)) == (queues, workloads)
     assert (round(bound.wall_s, 3), round(bound.work_s, 3), round(bound.creation_s, 3)) == (ideal_s, work_s, creation_s)
     assert plan.queues[0].name == "cq-0-0-cohort-0"
-    assert (plan.workloads[0].namespace, plan.workloads[0].name, plan.workloads[0].due) == ("cq-0-0-cohort-0", "small-0-0-0", 0.06 if name == "large-scale" else 0.1)
+    first = "small-balanced-rack-2-0-0" if name == "tas" else "small-0-0-0"  # three sets due at 0.1 s: by name
+    assert (plan.workloads[0].namespace, plan.workloads[0].name, plan.workloads[0].due) == ("cq-0-0-cohort-0", first, 0.06 if name == "large-scale" else 0.1)
+
+
+RACK = "cloud.provider.com/topology-rack"
+BLOCK = "cloud.provider.com/topology-block"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def test_tas_config_is_kueues_file() -> None:
+    """Kueue's test/performance/scheduler/configs/tas/generator.yaml: 9 classes, 2/4/8 pods of 500m/1250m/2500m,
+    rack-level required/preferred/balanced (slice sizes 1/2/4), 1 block x 10 racks x 64 nodes of 96 CPUs."""
+    plan = expand(load_config(HERE / "configs" / "tas" / "generator.yaml"))
+    per_class: dict[str, tuple[int, int, int, str | None, int | None, int]] = {}
+    for w in plan.workloads:
+        n = per_class.get(w.class_name, (w.pod_count, w.request_m, w.priority, w.tas_constraint, w.slice_size, 0))[-1]
+        per_class[w.class_name] = (w.pod_count, w.request_m, w.priority, w.tas_constraint, w.slice_size, n + 1)
+        assert w.tas_level == RACK
+    assert per_class == {
+        "small-required-rack": (2, 500, 50, "required", None, 3600),
+        "small-preferred-rack": (2, 500, 50, "preferred", None, 3600),
+        "small-balanced-rack": (2, 500, 50, "balanced", 1, 3300),
+        "medium-required-rack": (4, 1250, 100, "required", None, 1020),
+        "medium-preferred-rack": (4, 1250, 100, "preferred", None, 990),
+        "medium-balanced-rack": (4, 1250, 100, "balanced", 2, 990),
+        "large-required-rack": (8, 2500, 200, "required", None, 510),
+        "large-preferred-rack": (8, 2500, 200, "preferred", None, 510),
+        "large-balanced-rack": (8, 2500, 200, "balanced", 4, 480),
+    }
+    nodes = plan.nodes
+    assert len(nodes) == 640 and len({n.name for n in nodes}) == 640
+    assert {(n.cpu_m, n.memory) for n in nodes} == {(96_000, 256 << 30)}
+    racks = {n.labels[RACK] for n in nodes}
+    assert racks == {f"rack-{i}" for i in range(10)}
+    assert all(sum(1 for n in nodes if n.labels[RACK] == r) == 64 for r in racks)
+    assert nodes[64 * 2 + 15].name == "node-b0-r2-n15"
+    assert dict(nodes[64 * 2 + 15].labels) == {"tas-node-group": "tas", BLOCK: "block-0", RACK: "rack-2",
+                                               HOSTNAME: "node-b0-r2-n15"}
+
+
+def test_tas_documents_carry_kueues_api() -> None:
+    plan = expand(load_config(HERE / "configs" / "tas" / "generator.yaml"))
+    docs = queue_documents(plan)
+    assert docs[0] == {"apiVersion": "sluicegate.io/v1beta2", "kind": "Topology",
+                       "metadata": {"name": "default-topology", "labels": {"kueue.x-k8s.io/performance-scheduler-cleanup": "true"}},
+                       "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]}}
+    assert docs[1]["kind"] == "ResourceFlavor" and docs[1]["spec"] == {"nodeLabels": {"tas-node-group": "tas"},
+                                                                       "topologyName": "default-topology"}
+    cq = next(d for d in docs if d["kind"] == "ClusterQueue")
+    assert cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] == "tas-flavor"  # type: ignore[index]
+    by_class = {w.class_name: json.loads(workload_document(w)) for w in plan.workloads}
+    annotations = {c: d["spec"]["podSets"][0]["template"]["metadata"]["annotations"] for c, d in by_class.items()}
+    assert annotations["large-required-rack"] == {"kueue.x-k8s.io/podset-required-topology": RACK}
+    assert annotations["medium-preferred-rack"] == {"kueue.x-k8s.io/podset-preferred-topology": RACK}
+    assert annotations["large-balanced-rack"] == {"kueue.x-k8s.io/podset-slice-required-topology": RACK,
+                                                  "kueue.x-k8s.io/podset-slice-size": "4"}
+    pod_set = by_class["large-balanced-rack"]["spec"]["podSets"][0]
+    assert (pod_set["count"], pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]) == (8, {"cpu": "2500m"})
+
+
+def test_without_tas_keeps_load_and_nodes_but_no_constraints() -> None:
+    cfg = load_config(HERE / "configs" / "tas" / "generator.yaml")
+    plain = expand(without_tas(cfg))
+    docs = queue_documents(plain)
+    assert [d["kind"] for d in docs[:1]] == ["ResourceFlavor"] and docs[0]["spec"] == {"nodeLabels": {"tas-node-group": "tas"}}
+    assert all("metadata" not in json.loads(workload_document(w))["spec"]["podSets"][0]["template"] for w in plain.workloads)
+    assert len(plain.nodes) == 640 and ideal_bound(plain).wall_s == ideal_bound(expand(cfg)).wall_s
+
+
+def tas_file(**template: object) -> dict[str, object]:
+    raw = one_queue()
+    raw["topology"] = {"name": "t", "levels": [{"name": "rack", "count": 2, "nodeLabel": RACK},
+                                              {"name": "node", "count": 2, "nodeLabel": HOSTNAME}]}
+    raw["resourceFlavor"] = {"name": "f", "nodeLabel": "g", "topologyName": "t"}
+    raw["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["workloads"][0].update(template)  # type: ignore[index]
+    return raw
+
+
+TK = "cohorts[0].queuesSets[0].workloadsSets[0].workloads[0]"
 
 
 @pytest.mark.parametrize(
@@ -56,8 +147,18 @@ def test_shipped_configs_expand_like_kueue(name: str, queues: int, workloads: in
         (one_queue(request="lots"), "cohorts[0].queuesSets[0].workloadsSets[0].workloads[0].request"),
         (one_queue(count=-1), "cohorts[0].queuesSets[0].workloadsSets[0].count"),
         ({}, "$.cohorts"),
+        (tas_file(podCount=2, tasConstraint="required", tasLevel=BLOCK), f"{TK}.tasLevel"),
+        (tas_file(podCount=2, tasConstraint="balanced", tasLevel=RACK), f"{TK}.sliceSize"),
+        (tas_file(podCount=2, tasConstraint="balanced", tasLevel=RACK, sliceSize=3), f"{TK}.sliceSize"),
+        (tas_file(podCount=6, tasConstraint="balanced", tasLevel=RACK, sliceSize=4), f"{TK}.sliceSize"),
+        (tas_file(podCount=2, tasConstraint="spread", tasLevel=RACK), f"{TK}.tasConstraint"),
+        (tas_file(podCount=2, tasConstraint="required"), f"{TK}.tasLevel"),
+        (one_queue() | {"resourceFlavor": {"name": "f", "nodeLabel": "g", "topologyName": "t"}}, "resourceFlavor.topologyName"),
+        ({**tas_file(), "resourceFlavor": {"name": "f", "topologyName": "t"}}, "resourceFlavor.nodeLabel"),
     ],
-    ids=["unknown-field", "bad-quantity", "negative-count", "no-cohorts"],
+    ids=["unknown-field", "bad-quantity", "negative-count", "no-cohorts", "level-not-in-topology", "balanced-without-slice",
+         "slice-larger-than-pods", "slice-not-dividing-pods", "unknown-constraint", "constraint-without-level", "flavor-names-missing-topology",
+         "tas-flavor-without-node-label"],
 )
 def test_bad_config_names_the_field(raw: object, key: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -119,3 +220,37 @@ def test_summary_matches_kueue_recorder(events: list[tuple[float, Observation]],
     got_cq = {k: v for k, v in summary["clusterQueueClasses"]["cq"].items() if k in cq}  # type: ignore[index]
     got_small = {k: v for k, v in summary["workloadClasses"]["small"].items() if k in small}  # type: ignore[index]
     assert (got_cq, got_small) == (cq, small)
+
+
+def test_placement_check_counts_domains_and_broken_constraints() -> None:
+    """required: pods in more than one rack break it; balanced: a rack holding part of a slice breaks it."""
+    raw = tas_file(podCount=4, tasConstraint="required", tasLevel=RACK)
+    raw["cohorts"][0]["queuesSets"][0]["workloadsSets"].append(  # type: ignore[index]
+        {"count": 2, "creationIntervalMs": 100, "workloads": [
+            {"className": "bal", "runtimeMs": 100, "request": 1, "podCount": 4, "tasConstraint": "balanced",
+             "tasLevel": RACK, "sliceSize": 2}]})
+    raw["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["count"] = 2  # type: ignore[index]
+    plan = expand(parse_config(raw, source="t"))
+    rack_of = {n.name: n.labels[RACK] for n in plan.nodes}
+    assert sorted(rack_of.values()) == ["rack-0", "rack-0", "rack-1", "rack-1"]
+    r0, r1 = sorted(n for n, r in rack_of.items() if r == "rack-0"), sorted(n for n, r in rack_of.items() if r == "rack-1")
+    rec = Recorder(plan)
+    placed = {
+        "small-0-0-0": (r0[0], r0[1], r0[0], r0[1]),  # one rack: fine
+        "small-0-1-0": (r0[0], r0[0], r0[0], r1[0]),  # two racks: broken
+        "bal-1-0-0": (r0[0], r0[1], r1[0], r1[1]),  # a slice per rack: fine
+        "bal-1-1-0": (r0[0], r0[0], r0[0], r1[0]),  # 3 + 1: a slice split
+    }
+
+    for name, nodes in placed.items():
+        rec.observe(Observation(namespace="cq-0-0-cohort-0", name=name, quota_reserved=True, admitted=True, evicted=False,
+                                finished=True, pod_nodes=nodes), 1.0)
+    got = rec.placement(rack_of)
+    assert {c: (v["checked"], v["averageDomains"], v["maxDomains"], v["violations"]) for c, v in got.items()} == {
+        "small": (2, 1.5, 2, 1), "bal": (2, 2.0, 2, 1)}
+    # A finished workload whose pod list does not have one pod per member is not judged.
+    short = Observation(namespace="cq-0-0-cohort-0", name="small-0-1-0", quota_reserved=True, admitted=True, evicted=False,
+                        finished=True, pod_nodes=(r0[0], r1[0]))
+    rec2 = Recorder(plan)
+    rec2.observe(short, 1.0)
+    assert (rec2.placement(rack_of)["small"]["checked"], rec2.placement(rack_of)["small"]["podListMismatch"]) == (0, 1)
