@@ -106,6 +106,7 @@ from sluicegate.model.objects import (
 )
 from sluicegate.model.podgroups import GROUP_NAME_ANNOTATIONS, PodGroup, group_name
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
+from sluicegate.model.topology import Topology
 from sluicegate.model.workloads import Workload
 from sluicegate.security.podsecurity import PodUserPolicies
 
@@ -341,6 +342,10 @@ class Manager:
             c.queues.queue_inadmissible(list(c.cluster_queues))
         elif isinstance(obj, PodGroup):
             c.pod_groups[(obj.namespace, obj.name)] = obj
+        elif isinstance(obj, Topology):
+            c.topologies[obj.name] = obj
+            users = {f.name for f in c.flavors.values() if f.topology_name == obj.name}
+            c.queues.queue_inadmissible([cq for cq, s in c.cluster_queues.items() if users & set(s.flavors)])
 
     # --------------------------------------------------------- workloads
 
@@ -530,6 +535,11 @@ class Manager:
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:
                 raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
+        if kind == "Topology":
+            # Kueue keeps its resource-in-use finalizer on a Topology while a ResourceFlavor names it.
+            users = [f for f, spec in c.flavors.items() if spec.topology_name == name]
+            if users:
+                raise FailedPrecondition(f"Topology {name} is used by ResourceFlavor(s) {', '.join(sorted(users))}")
         self.commit.commit(removed(c, kind, ns, name, now=self.clock()))
         return True
 

@@ -23,6 +23,7 @@ from sluicegate.model.names import workload_key
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
+from sluicegate.model.topology import Topology
 from sluicegate.model.workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ KIND_OF: dict[type, str] = {
     WorkloadPriorityClass: "WorkloadPriorityClass",
     PriorityClass: "PriorityClass",
     Namespace: "Namespace",
+    Topology: "Topology",
     Workload: "Workload",
     PodGroup: "PodGroup",
     # A kube-batch Queue is stored as the ClusterQueue it becomes (controller/podgroups.py).
@@ -45,14 +47,16 @@ KIND_OF: dict[type, str] = {
 }
 NAMESPACED = {"LocalQueue", "Workload", "PodGroup"}
 # The order objects are loaded in: each after what it refers to.
-LOAD_ORDER = {"Namespace": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2, "Cohort": 3,
-              "ClusterQueue": 4, "LocalQueue": 5, "PodGroup": 5, "Workload": 6}
+LOAD_ORDER = {"Namespace": 0, "Topology": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2,
+              "Cohort": 3, "ClusterQueue": 4, "LocalQueue": 5, "PodGroup": 5, "Workload": 6}
 KIND_ALIASES = {
     "resourceflavor": "ResourceFlavor",
     "resourceflavors": "ResourceFlavor",
     "flavor": "ResourceFlavor",
     "flavors": "ResourceFlavor",
     "rf": "ResourceFlavor",
+    "topology": "Topology",
+    "topologies": "Topology",
     "cohort": "Cohort",
     "cohorts": "Cohort",
     "clusterqueue": "ClusterQueue",
@@ -106,6 +110,7 @@ def _table(c: Cache, kind: str) -> dict[Any, Any]:
         "WorkloadPriorityClass": c.workload_priority_classes,
         "PriorityClass": c.priority_classes,
         "Namespace": c.namespaces,
+        "Topology": c.topologies,
     }
     return tables[kind]
 

@@ -24,7 +24,9 @@ CONFIG_V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
 SCHEDULING_V1 = "scheduling.k8s.io/v1"
 CORE_V1 = "v1"
 
-KUEUE_KINDS = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Workload")
+KUEUE_KINDS = (
+    "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Workload", "Topology"
+)
 
 # The kinds each apiVersion carries.  sluicegate.io/v1beta2 is Kueue
 # v1beta2 under our own group, plus our Configuration (Kueue's v1beta2

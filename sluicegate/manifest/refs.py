@@ -12,6 +12,7 @@ from sluicegate.model import (
     Namespace,
     PriorityClass,
     ResourceFlavor,
+    Topology,
     Workload,
     WorkloadPriorityClass,
 )
@@ -30,6 +31,7 @@ Decoded: TypeAlias = (
     | ControllerConfig
     | PodGroup
     | BatchQueue
+    | Topology
 )
 
 
@@ -56,6 +58,8 @@ def object_ref(obj: Decoded) -> tuple[str, str, str]:
         return ("Workload", obj.namespace, obj.name)
     if isinstance(obj, PodGroup):
         return ("PodGroup", obj.namespace, obj.name)
+    if isinstance(obj, Topology):
+        return ("Topology", "", obj.name)
     if isinstance(obj, BatchQueue):
         return ("Queue", "", obj.name)
     if isinstance(obj, ControllerConfig):

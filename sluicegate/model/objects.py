@@ -24,6 +24,8 @@ class ResourceFlavor:
     node_taints: tuple[Taint, ...] = ()
     # Added to the tolerations of every pod admitted with this flavor (Kueue injects them).
     tolerations: tuple[Toleration, ...] = ()
+    # Topology Aware Scheduling: the Topology whose levels this flavor's nodes are grouped by.
+    topology_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,12 +17,14 @@ same inputs always give the same placement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sluicegate.controller.scheduling.tas import Domain, TopologyFailure, TopologyTree, pods_that_fit
 from sluicegate.model.names import FlavorName
 from sluicegate.model.objects import ResourceFlavor
 from sluicegate.model.taints import PREFER_NO_SCHEDULE, Taint, Toleration, first_untolerated, untolerated_count
+from sluicegate.model.topology import Topology, TopologyAssignment
 from sluicegate.model.workloads import PodSet
 from sluicegate.quantity import format_canonical
 
@@ -111,11 +113,16 @@ def place(
     nodes: Sequence[NodeView],
     flavors: Mapping[FlavorName, ResourceFlavor],
     in_cycle: Mapping[str, Mapping[str, int]] | None = None,
+    topologies: Mapping[str, Topology] | None = None,
+    topology_out: dict[str, TopologyAssignment] | None = None,
+    trees: dict[tuple[str, tuple[str, ...]], TopologyTree] | None = None,
 ) -> list[PodPlacement] | PlacementFailure:
     """Place ``count`` pods of each pod set (with its assigned flavors), all or none.
 
     ``in_cycle`` holds requests already placed on each node earlier in the
-    same scheduling cycle; they count as used.
+    same scheduling cycle; they count as used.  A pod set admitted on a flavor with a
+    ``topologyName`` first gets its topology assignment (scheduling/tas.py, written to
+    ``topology_out``), and its pods go only to the nodes of the assigned domains.
     """
     used: dict[str, dict[str, int]] = {n: dict(v) for n, v in (in_cycle or {}).items()}
     touched: set[str] = set()
@@ -143,55 +150,150 @@ def place(
                 f"{len(ordered)} node(s) known, {not_ready} not ready or under pressure{tainted}"
             )
         avoid = {n.name: untolerated_count(n.taints, tolerations, PREFER_NO_SCHEDULE) for n in eligible}
-        for index in range(count):
-            best: tuple[tuple[int, int, int, int, str], NodeView] | None = None
-            shortages: dict[str, int] = {}
-            for n in eligible:
-                free = _free(n, used.get(n.name, {}))
-                pods_free = None
-                if "pods" in n.allocatable:
-                    pods_free = free.get("pods", 0)
-                short = _fits(free, pod_set.requests, pods_free)
-                if short is not None:
-                    shortages[short] = shortages.get(short, 0) + 1
-                    continue
-                # Best fit on the scarcest dimension we request: least cpu left, then memory.
-                left_cpu = free.get("cpu", 0) - pod_set.requests.get("cpu", 0)
-                left_mem = free.get("memory", 0) - pod_set.requests.get("memory", 0)
-                key = (avoid[n.name], 0 if n.name in touched else 1, left_cpu, left_mem, n.name)
-                if best is None or key < best[0]:
-                    best = (key, n)
-            if best is None:
-                detail = ", ".join(f"{c} short of {r}" for r, c in sorted(shortages.items()))
-                want = ", ".join(f"{r}={format_canonical(r, q)}" for r, q in sorted(pod_set.requests.items()))
-                return PlacementFailure(
-                    f"no node has room for pod {index} of pod set {pod_set.name} ({want}): "
-                    f"{len(eligible)} eligible node(s), {detail}{tainted}; the gang is not started partially"
-                )
-            node = best[1]
-            touched.add(node.name)
-            bucket = used.setdefault(node.name, {})
-            for res, qty in pod_set.requests.items():
-                bucket[res] = bucket.get(res, 0) + qty
-            if "pods" in node.allocatable:
-                bucket["pods"] = bucket.get("pods", 0) + 1
-            out.append(PodPlacement(pod_set=pod_set.name, index=index, node=node.name, requests=dict(pod_set.requests)))
+        topology = _topology_of(assigned, flavors, topologies)
+        if topology is None:
+            failure = _place_pods(pod_set, range(count), eligible, used, touched, avoid, tainted, out)
+            if failure is not None:
+                return failure
+            continue
+        if isinstance(topology, PlacementFailure):
+            return topology
+        tree_key = (topology.name, tuple(n.name for n in eligible))
+        tree = trees.get(tree_key) if trees is not None else None
+        if tree is None:
+            tree = TopologyTree(topology, [(n.name, n.labels) for n in eligible])
+            if trees is not None:
+                trees[tree_key] = tree
+        chosen = tree.assign(count, pod_set.topology_request, _leaf_fit(pod_set, eligible, used))
+        if isinstance(chosen, TopologyFailure):
+            return PlacementFailure(f"pod set {pod_set.name}: {chosen.message}")
+        if topology_out is not None:
+            topology_out[pod_set.name] = chosen
+        index = 0
+        for domain_labels, share in chosen.selectors():
+            domain_nodes = [n for n in eligible if all(n.labels.get(k) == v for k, v in domain_labels.items())]
+            failure = _place_pods(pod_set, range(index, index + share), domain_nodes, used, touched, avoid,
+                                  tainted, out)
+            if failure is not None:
+                return failure
+            index += share
     return out
+
+
+def _topology_of(
+    assigned: Mapping[str, FlavorName],
+    flavors: Mapping[FlavorName, ResourceFlavor],
+    topologies: Mapping[str, Topology] | None,
+) -> Topology | PlacementFailure | None:
+    """The Topology of the pod set's TAS flavor (None: no flavor of it has a topologyName)."""
+    for flavor_name in sorted(set(assigned.values())):
+        flavor = flavors.get(flavor_name)
+        if flavor is None or flavor.topology_name is None:
+            continue
+        topology = (topologies or {}).get(flavor.topology_name)
+        if topology is None:
+            return PlacementFailure(f"flavor {flavor_name} names topology {flavor.topology_name}, which does not exist")
+        return topology
+    return None
+
+
+def _leaf_fit(pod_set: PodSet, eligible: Sequence[NodeView], used: Mapping[str, Mapping[str, int]]
+              ) -> Callable[[Domain], int]:
+    by_name = {n.name: n for n in eligible}
+    empty: Mapping[str, int] = {}
+
+    def fit(leaf: Domain) -> int:
+        if len(leaf.nodes) == 1:
+            node = by_name[leaf.nodes[0]]
+            return pods_that_fit(_free(node, used.get(node.name, empty)), pod_set.requests,
+                                 "pods" in node.allocatable)
+        # A leaf of several nodes counts their free capacity together, as Kueue does.
+        total: dict[str, int] = {}
+        limited = False
+        for name in leaf.nodes:
+            node = by_name[name]
+            limited = limited or "pods" in node.allocatable
+            for res, qty in _free(node, used.get(name, empty)).items():
+                total[res] = total.get(res, 0) + max(0, qty)
+        return pods_that_fit(total, pod_set.requests, limited)
+
+    return fit
+
+
+def _place_pods(
+    pod_set: PodSet,
+    indexes: range,
+    eligible: Sequence[NodeView],
+    used: dict[str, dict[str, int]],
+    touched: set[str],
+    avoid: Mapping[str, int],
+    tainted: str,
+    out: list[PodPlacement],
+) -> PlacementFailure | None:
+    """Bind the pods ``indexes`` of a pod set to ``eligible`` nodes, one by one (best fit)."""
+    for index in indexes:
+        best: tuple[tuple[int, int, int, int, str], NodeView] | None = None
+        shortages: dict[str, int] = {}
+        for n in eligible:
+            free = _free(n, used.get(n.name, {}))
+            pods_free = None
+            if "pods" in n.allocatable:
+                pods_free = free.get("pods", 0)
+            short = _fits(free, pod_set.requests, pods_free)
+            if short is not None:
+                shortages[short] = shortages.get(short, 0) + 1
+                continue
+            # Best fit on the scarcest dimension we request: least cpu left, then memory.
+            left_cpu = free.get("cpu", 0) - pod_set.requests.get("cpu", 0)
+            left_mem = free.get("memory", 0) - pod_set.requests.get("memory", 0)
+            key = (avoid[n.name], 0 if n.name in touched else 1, left_cpu, left_mem, n.name)
+            if best is None or key < best[0]:
+                best = (key, n)
+        if best is None:
+            detail = ", ".join(f"{c} short of {r}" for r, c in sorted(shortages.items()))
+            want = ", ".join(f"{r}={format_canonical(r, q)}" for r, q in sorted(pod_set.requests.items()))
+            return PlacementFailure(
+                f"no node has room for pod {index} of pod set {pod_set.name} ({want}): "
+                f"{len(eligible)} eligible node(s), {detail}{tainted}; the gang is not started partially"
+            )
+        node = best[1]
+        touched.add(node.name)
+        bucket = used.setdefault(node.name, {})
+        for res, qty in pod_set.requests.items():
+            bucket[res] = bucket.get(res, 0) + qty
+        if "pods" in node.allocatable:
+            bucket["pods"] = bucket.get("pods", 0) + 1
+        out.append(PodPlacement(pod_set=pod_set.name, index=index, node=node.name, requests=dict(pod_set.requests)))
+    return None
 
 
 class CyclePlacer:
     """Places the pods of each entry admitted in one cycle, counting earlier ones."""
 
-    def __init__(self, nodes: Sequence[NodeView], flavors: Mapping[FlavorName, ResourceFlavor]) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeView],
+        flavors: Mapping[FlavorName, ResourceFlavor],
+        topologies: Mapping[str, Topology] | None = None,
+    ) -> None:
         self.nodes = list(nodes)
         self.flavors = flavors
+        self.topologies = topologies or {}
         self.in_cycle: dict[str, dict[str, int]] = {}
         self.placements: dict[str, list[PodPlacement]] = {}
+        # Per workload key: the topology assignment of each of its TAS pod sets.
+        self.topology: dict[str, dict[str, TopologyAssignment]] = {}
+        # Domain trees, built once a cycle per topology and set of eligible nodes.
+        self._trees: dict[tuple[str, tuple[str, ...]], TopologyTree] = {}
 
     def place(self, key: str, pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]]) -> str | None:
-        result = place(pod_sets=pod_sets, nodes=self.nodes, flavors=self.flavors, in_cycle=self.in_cycle)
+        chosen: dict[str, TopologyAssignment] = {}
+        result = place(pod_sets=pod_sets, nodes=self.nodes, flavors=self.flavors, in_cycle=self.in_cycle,
+                       topologies=self.topologies, topology_out=chosen, trees=self._trees)
         if isinstance(result, PlacementFailure):
             return result.message
+        if chosen:
+            self.topology[key] = chosen
         for p in result:
             bucket = self.in_cycle.setdefault(p.node, {})
             for r, q in p.requests.items():
