@@ -17,7 +17,7 @@ same inputs always give the same placement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sluicegate.controller.scheduling.tas import Domain, TopologyFailure, TopologyTree, pods_that_fit
@@ -107,6 +107,54 @@ def _untolerated_text(taint: Taint) -> str:
     return f"{{{taint.key}: {taint.value}}}"
 
 
+@dataclass(slots=True)
+class _Eligible:
+    nodes: list[NodeView]
+    avoid: dict[str, int]
+    tainted: str
+    by_name: dict[str, NodeView]
+
+
+@dataclass(slots=True)
+class PlacementCache:
+    """What one cycle's placements share: nodes in name order, the eligible nodes per set of
+    required labels and tolerations, the topology trees, and how many pods of a given shape each
+    node still holds (dropped for a node when a placement commits to it)."""
+
+    ordered: list[NodeView]
+    eligible: dict[tuple[object, ...], _Eligible] = field(default_factory=dict)
+    trees: dict[tuple[str, tuple[object, ...]], TopologyTree] = field(default_factory=dict)
+    fits: dict[tuple[tuple[str, int], ...], dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, nodes: Sequence[NodeView]) -> PlacementCache:
+        return cls(sorted(nodes, key=lambda n: n.name))
+
+    def committed(self, node_names: Iterable[str]) -> None:
+        names = set(node_names)
+        for per_node in self.fits.values():
+            for name in names:
+                per_node.pop(name, None)
+
+
+def _eligible(
+    ordered: Sequence[NodeView], required: Mapping[str, str], tolerations: tuple[Toleration, ...]
+) -> _Eligible:
+    eligible: list[NodeView] = []
+    repelled: dict[str, int] = {}
+    for n in ordered:
+        if not n.schedulable or any(n.labels.get(k) != v for k, v in required.items()):
+            continue
+        taint = first_untolerated(n.taints, tolerations)
+        if taint is None:
+            eligible.append(n)
+        else:
+            repelled[_untolerated_text(taint)] = repelled.get(_untolerated_text(taint), 0) + 1
+    tainted = "".join(f"; {c} node(s) had untolerated taint {t}" for t, c in sorted(repelled.items()))
+    avoid = {n.name: untolerated_count(n.taints, tolerations, PREFER_NO_SCHEDULE) for n in eligible}
+    return _Eligible(eligible, avoid, tainted, {n.name: n for n in eligible})
+
+
 def place(
     *,
     pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]],
@@ -115,7 +163,7 @@ def place(
     in_cycle: Mapping[str, Mapping[str, int]] | None = None,
     topologies: Mapping[str, Topology] | None = None,
     topology_out: dict[str, TopologyAssignment] | None = None,
-    trees: dict[tuple[str, tuple[str, ...]], TopologyTree] | None = None,
+    cache: PlacementCache | None = None,
 ) -> list[PodPlacement] | PlacementFailure:
     """Place ``count`` pods of each pod set (with its assigned flavors), all or none.
 
@@ -123,25 +171,21 @@ def place(
     same scheduling cycle; they count as used.  A pod set admitted on a flavor with a
     ``topologyName`` first gets its topology assignment (scheduling/tas.py, written to
     ``topology_out``), and its pods go only to the nodes of the assigned domains.
+    ``cache`` (CyclePlacer's) must have been made from the same ``nodes`` and ``in_cycle``.
     """
     used: dict[str, dict[str, int]] = {n: dict(v) for n, v in (in_cycle or {}).items()}
     touched: set[str] = set()
     out: list[PodPlacement] = []
-    ordered = sorted(nodes, key=lambda n: n.name)
+    shared = cache if cache is not None else PlacementCache.of(nodes)
+    ordered = shared.ordered
     for pod_set, count, assigned in pod_sets:
         required = labels_required(pod_set, assigned, flavors)
         tolerations = tolerations_of(pod_set, assigned, flavors)
-        eligible: list[NodeView] = []
-        repelled: dict[str, int] = {}
-        for n in ordered:
-            if not n.schedulable or any(n.labels.get(k) != v for k, v in required.items()):
-                continue
-            taint = first_untolerated(n.taints, tolerations)
-            if taint is None:
-                eligible.append(n)
-            else:
-                repelled[_untolerated_text(taint)] = repelled.get(_untolerated_text(taint), 0) + 1
-        tainted = "".join(f"; {c} node(s) had untolerated taint {t}" for t, c in sorted(repelled.items()))
+        key = (tuple(sorted(required.items())), tolerations)
+        found = shared.eligible.get(key)
+        if found is None:
+            found = shared.eligible[key] = _eligible(ordered, required, tolerations)
+        eligible, avoid, tainted = found.nodes, found.avoid, found.tainted
         if count > 0 and not eligible:
             selector = ",".join(f"{k}={v}" for k, v in sorted(required.items())) or "<any>"
             not_ready = sum(1 for n in ordered if not n.schedulable)
@@ -149,7 +193,6 @@ def place(
                 f"no Ready node matches pod set {pod_set.name} (node labels {selector}); "
                 f"{len(ordered)} node(s) known, {not_ready} not ready or under pressure{tainted}"
             )
-        avoid = {n.name: untolerated_count(n.taints, tolerations, PREFER_NO_SCHEDULE) for n in eligible}
         topology = _topology_of(assigned, flavors, topologies)
         if topology is None:
             failure = _place_pods(pod_set, range(count), eligible, used, touched, avoid, tainted, out)
@@ -158,25 +201,25 @@ def place(
             continue
         if isinstance(topology, PlacementFailure):
             return topology
-        tree_key = (topology.name, tuple(n.name for n in eligible))
-        tree = trees.get(tree_key) if trees is not None else None
+        tree_key = (topology.name, key)
+        tree = shared.trees.get(tree_key)
         if tree is None:
-            tree = TopologyTree(topology, [(n.name, n.labels) for n in eligible])
-            if trees is not None:
-                trees[tree_key] = tree
-        chosen = tree.assign(count, pod_set.topology_request, _leaf_fit(pod_set, eligible, used))
+            tree = shared.trees[tree_key] = TopologyTree(topology, [(n.name, n.labels) for n in eligible])
+        shape = tuple(sorted(pod_set.requests.items()))
+        fits = shared.fits.setdefault(shape, {})
+        chosen = tree.assign(count, pod_set.topology_request, _leaf_fit(pod_set, found.by_name, used, touched, fits))
         if isinstance(chosen, TopologyFailure):
             return PlacementFailure(f"pod set {pod_set.name}: {chosen.message}")
         if topology_out is not None:
             topology_out[pod_set.name] = chosen
         index = 0
-        for domain_labels, share in chosen.selectors():
-            domain_nodes = [n for n in eligible if all(n.labels.get(k) == v for k, v in domain_labels.items())]
-            failure = _place_pods(pod_set, range(index, index + share), domain_nodes, used, touched, avoid,
+        for domain in chosen.domains:
+            domain_nodes = [found.by_name[n] for n in tree.nodes_of(domain.values)]
+            failure = _place_pods(pod_set, range(index, index + domain.count), domain_nodes, used, touched, avoid,
                                   tainted, out)
             if failure is not None:
                 return failure
-            index += share
+            index += domain.count
     return out
 
 
@@ -197,16 +240,28 @@ def _topology_of(
     return None
 
 
-def _leaf_fit(pod_set: PodSet, eligible: Sequence[NodeView], used: Mapping[str, Mapping[str, int]]
-              ) -> Callable[[Domain], int]:
-    by_name = {n.name: n for n in eligible}
+def _leaf_fit(
+    pod_set: PodSet,
+    by_name: Mapping[str, NodeView],
+    used: Mapping[str, Mapping[str, int]],
+    touched: set[str],
+    fits: dict[str, int],
+) -> Callable[[Domain], int]:
+    """How many of the pod set's pods a leaf domain holds; ``fits`` remembers it per node for the
+    cycle, except for nodes this very placement has already used (``touched``)."""
     empty: Mapping[str, int] = {}
 
     def fit(leaf: Domain) -> int:
         if len(leaf.nodes) == 1:
-            node = by_name[leaf.nodes[0]]
-            return pods_that_fit(_free(node, used.get(node.name, empty)), pod_set.requests,
-                                 "pods" in node.allocatable)
+            name = leaf.nodes[0]
+            known = fits.get(name)
+            if known is not None and name not in touched:
+                return known
+            node = by_name[name]
+            count = pods_that_fit(_free(node, used.get(name, empty)), pod_set.requests, "pods" in node.allocatable)
+            if name not in touched:
+                fits[name] = count
+            return count
         # A leaf of several nodes counts their free capacity together, as Kueue does.
         total: dict[str, int] = {}
         limited = False
@@ -283,17 +338,17 @@ class CyclePlacer:
         self.placements: dict[str, list[PodPlacement]] = {}
         # Per workload key: the topology assignment of each of its TAS pod sets.
         self.topology: dict[str, dict[str, TopologyAssignment]] = {}
-        # Domain trees, built once a cycle per topology and set of eligible nodes.
-        self._trees: dict[tuple[str, tuple[str, ...]], TopologyTree] = {}
+        self._cache = PlacementCache.of(self.nodes)
 
     def place(self, key: str, pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]]) -> str | None:
         chosen: dict[str, TopologyAssignment] = {}
         result = place(pod_sets=pod_sets, nodes=self.nodes, flavors=self.flavors, in_cycle=self.in_cycle,
-                       topologies=self.topologies, topology_out=chosen, trees=self._trees)
+                       topologies=self.topologies, topology_out=chosen, cache=self._cache)
         if isinstance(result, PlacementFailure):
             return result.message
         if chosen:
             self.topology[key] = chosen
+        self._cache.committed(p.node for p in result)
         for p in result:
             bucket = self.in_cycle.setdefault(p.node, {})
             for r, q in p.requests.items():

@@ -85,6 +85,13 @@ class TopologyTree:
             assert parent is not None
             parent.nodes.append(name)
         self.hostname_leaves = bool(self.levels) and self.levels[-1] == HOSTNAME_LABEL
+        # The nodes of each leaf, by the values an assignment records for it (hostname only, or all).
+        start = len(self.levels) - 1 if self.hostname_leaves else 0
+        self._leaf_nodes = {leaf.values[start:]: leaf.nodes for leaf in self.leaves}
+
+    def nodes_of(self, values: tuple[str, ...]) -> list[str]:
+        """The nodes of the leaf domain an assignment names (none: no such domain)."""
+        return self._leaf_nodes.get(values, [])
 
     def level_index(self, key: str) -> int | None:
         try:
