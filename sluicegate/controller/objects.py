@@ -157,7 +157,8 @@ def decode_for_apply(docs: Sequence[RawDocument]) -> list[Obj]:
         if KIND_OF.get(type(obj)) is None:
             errors.append(
                 f"{doc.source}: kind {type(obj).__name__} is not applied to a running controller "
-                "(the Configuration is read from the controller's --config file)"
+                "(the Configuration is read from the controller's --config file; nodes register through "
+                "their agents, Node documents are for sluicectl simulate)"
             )
             continue
         if isinstance(obj, LocalQueueSpec) and obj.admission_fair_sharing_status is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sluicegate.manifest.dialect import Meta
-from sluicegate.manifest.reader import Fields
+from sluicegate.manifest.reader import Fields, keyed, read_quantity
 from sluicegate.manifest.syntax import dns_subdomain_problem, label_value_problem, qualified_name_problem
 from sluicegate.manifest.taints import read_taints, read_tolerations
 from sluicegate.model import (
@@ -15,6 +15,7 @@ from sluicegate.model import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
+from sluicegate.model.objects import SimulatedNode
 from sluicegate.model.topology import HOSTNAME_LABEL, Topology
 
 MAX_NODE_LABELS = 8
@@ -33,6 +34,8 @@ PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 # Kueue's bounds on a Topology (apis/kueue/v1beta2/topology_types.go).
 MAX_TOPOLOGY_LEVELS = 16
 MAX_NODE_LABEL_LENGTH = 316
+
+NODE_SPEC_UNSUPPORTED = {"unschedulable": "cordon a node with `sluicectl cordon`; simulate nodes are all schedulable"}
 
 RESOURCE_FLAVOR_UNSUPPORTED = {
     "resourceWeights": "per-flavor weights in the dominant resource share are not implemented",
@@ -114,6 +117,30 @@ def read_priority_class(doc: Fields, meta: Meta) -> PriorityClass:
         preemption_policy=doc.choice(
             "preemptionPolicy", {p: p for p in PREEMPTION_POLICIES}, default="PreemptLowerPriority"
         ),
+    )
+
+
+def read_node(doc: Fields, meta: Meta) -> SimulatedNode:
+    """A ``v1`` Node for ``sluicectl simulate``: its labels, taints and allocatable (else capacity)."""
+    spec = doc.mapping("spec", known=("taints",), unsupported=NODE_SPEC_UNSUPPORTED)
+    status = doc.mapping("status", known=("allocatable", "capacity"))
+    allocatable: dict[str, int] = {}
+    if status is not None:
+        key = "allocatable" if status.has("allocatable") else "capacity"
+        raw = status.get(key)
+        if raw is not None and not isinstance(raw, dict):
+            status.error(key, "must be a mapping of resource names to quantities")
+        elif isinstance(raw, dict):
+            for name in raw:
+                res = str(name)
+                amount = read_quantity(raw[name], keyed(status.path(key), res), res, status.problems)
+                if amount is not None:
+                    allocatable[res] = amount.canonical
+    return SimulatedNode(
+        name=meta.name,
+        labels=meta.labels,
+        allocatable=allocatable,
+        taints=read_taints(spec, "taints") if spec is not None else (),
     )
 
 

@@ -37,7 +37,7 @@ KINDS_BY_API_VERSION: dict[str, tuple[str, ...]] = {
     KUEUE_V1BETA2: KUEUE_KINDS,
     KUEUE_V1BETA1: KUEUE_KINDS,
     SCHEDULING_V1: ("PriorityClass",),
-    CORE_V1: ("Namespace",),
+    CORE_V1: ("Namespace", "Node"),
     CONFIG_V1BETA2: ("Configuration",),
     CONFIG_V1BETA1: ("Configuration",),
     # kube-batch and Volcano gangs (docs/kube-batch.md).

@@ -16,6 +16,7 @@ from sluicegate.model import (
     Workload,
     WorkloadPriorityClass,
 )
+from sluicegate.model.objects import SimulatedNode
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 
 # Everything a manifest document can decode to.
@@ -32,6 +33,7 @@ Decoded: TypeAlias = (
     | PodGroup
     | BatchQueue
     | Topology
+    | SimulatedNode
 )
 
 
@@ -58,6 +60,8 @@ def object_ref(obj: Decoded) -> tuple[str, str, str]:
         return ("Workload", obj.namespace, obj.name)
     if isinstance(obj, PodGroup):
         return ("PodGroup", obj.namespace, obj.name)
+    if isinstance(obj, SimulatedNode):
+        return ("Node", "", obj.name)
     if isinstance(obj, Topology):
         return ("Topology", "", obj.name)
     if isinstance(obj, BatchQueue):

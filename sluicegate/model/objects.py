@@ -47,6 +47,17 @@ class PriorityClass:
 
 
 @dataclass(frozen=True, slots=True)
+class SimulatedNode:
+    """A ``v1`` Node document, read only by ``sluicectl simulate``: on a controller, nodes are the
+    agents that register."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Namespace:
     """A tenant.  Only its labels matter: ClusterQueue namespaceSelectors match them."""
 
