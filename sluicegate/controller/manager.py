@@ -54,6 +54,7 @@ from sluicegate.controller.objects import (
     Obj,
     canonical_kind,
     check_cohort_cycles,
+    check_topology_updates,
     decode_for_apply,
     decode_stored,
     existing,
@@ -261,6 +262,7 @@ class Manager:
         except GroupProblem as exc:
             raise InvalidArgument(exc.field, str(exc)) from None
         check_cohort_cycles(c, objs)
+        check_topology_updates(c, objs)
         groups = {**c.pod_groups, **{(pg.namespace, pg.name): pg for pg in pod_groups}}
         prepared: list[tuple[Obj, str]] = []
         for obj in objs:

@@ -23,7 +23,7 @@ from sluicegate.model.names import workload_key
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
-from sluicegate.model.topology import Topology
+from sluicegate.model.topology import HOSTNAME_LABEL, Topology
 from sluicegate.model.workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -176,6 +176,27 @@ def decode_for_apply(docs: Sequence[RawDocument]) -> list[Obj]:
                                   f"{r[0]} {r[1] + '/' if r[1] else ''}{r[2]} appears twice in one apply")
         seen.add(r)
     return objs
+
+
+def check_topology_updates(c: Cache, objs: Sequence[Obj]) -> None:
+    """Kueue's CRD rules on updates: a flavor's topologyName cannot change once set, and a Topology's
+    levels change only when kubernetes.io/hostname is the lowest level before and after."""
+    for obj in objs:
+        if isinstance(obj, ResourceFlavor):
+            old = c.flavors.get(obj.name)
+            if old is not None and old.topology_name is not None and obj.topology_name != old.topology_name:
+                raise InvalidArgument(
+                    "spec.topologyName",
+                    f"ResourceFlavor {obj.name}: topologyName is immutable when topologyName is set "
+                    f"(it is {old.topology_name})")
+        elif isinstance(obj, Topology):
+            prev = c.topologies.get(obj.name)
+            if prev is not None and prev.levels != obj.levels and not (
+                    prev.levels[-1:] == (HOSTNAME_LABEL,) and obj.levels[-1:] == (HOSTNAME_LABEL,)):
+                raise InvalidArgument(
+                    "spec.levels",
+                    f"Topology {obj.name}: levels are mutable only when kubernetes.io/hostname is the lowest "
+                    "level both before and after the change")
 
 
 def check_cohort_cycles(c: Cache, objs: Sequence[Obj]) -> None:
