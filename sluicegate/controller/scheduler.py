@@ -23,7 +23,7 @@ from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Head, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
-from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
+from sluicegate.controller.scheduling.placement import CyclePlacer, PlacementCache, PodPlacement
 from sluicegate.controller.store import StoreError
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
@@ -86,6 +86,8 @@ class Scheduler:
         self.preemptor = preemptor
         # False: quota-only mode (workloads are admitted without being bound to nodes or run).
         self.placement = placement
+        # Eligible nodes, topology trees and per-node pod fits, kept across cycles (scheduling/placement.py).
+        self._placement_cache = PlacementCache.of([])
         self.cycle = 0
         # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
         self.cycles_admitting = 0
@@ -147,7 +149,8 @@ class Scheduler:
         self.cycle += 1
         now = self.clock()
         snapshot = c.snapshot(now)
-        placer = CyclePlacer(self.fleet.registry.views(), c.flavors, c.topologies) if self.placement else None
+        placer = CyclePlacer(self.fleet.registry.views(), c.flavors, c.topologies,
+                             self._placement_cache) if self.placement else None
         backfill = self._backfill_for(heads)
         before = list(self.backfill.reservations)
         entries = run_cycle(

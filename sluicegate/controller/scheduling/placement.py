@@ -117,14 +117,20 @@ class _Eligible:
 
 @dataclass(slots=True)
 class PlacementCache:
-    """What one cycle's placements share: nodes in name order, the eligible nodes per set of
-    required labels and tolerations, the topology trees, and how many pods of a given shape each
-    node still holds (dropped for a node when a placement commits to it)."""
+    """What placements share: nodes in name order, the eligible nodes per set of required labels
+    and tolerations, the topology trees, and how many pods of a given shape each node still holds
+    (dropped for a node when a placement commits to it, or its requests change).
+
+    The scheduler keeps one across cycles and :meth:`refresh` es it with each cycle's nodes: the
+    trees and eligible sets are rebuilt only when a node comes or goes or its labels, taints or
+    readiness change, so a TAS admission costs one pass over the leaves, not a rebuild."""
 
     ordered: list[NodeView]
     eligible: dict[tuple[object, ...], _Eligible] = field(default_factory=dict)
     trees: dict[tuple[str, tuple[object, ...]], TopologyTree] = field(default_factory=dict)
     fits: dict[tuple[tuple[str, int], ...], dict[str, int]] = field(default_factory=dict)
+    # Nodes placed on since the last refresh: their cached fits are dropped again at the next one.
+    dirty: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, nodes: Sequence[NodeView]) -> PlacementCache:
@@ -132,9 +138,42 @@ class PlacementCache:
 
     def committed(self, node_names: Iterable[str]) -> None:
         names = set(node_names)
+        self.dirty |= names
+        self._drop(names)
+
+    def _drop(self, names: set[str]) -> None:
         for per_node in self.fits.values():
             for name in names:
                 per_node.pop(name, None)
+
+    def refresh(self, nodes: Sequence[NodeView]) -> None:
+        """Take a new cycle's node views, keeping what they leave valid."""
+        ordered = sorted(nodes, key=lambda n: n.name)
+        previous = self.ordered
+        structural = len(previous) != len(ordered)
+        changed = set(self.dirty)
+        if not structural:
+            for old, new in zip(previous, ordered, strict=True):
+                if old is new:
+                    continue
+                if (old.name != new.name or old.labels != new.labels or old.taints != new.taints
+                        or old.ready != new.ready or old.conditions != new.conditions):
+                    structural = True
+                    break
+                if old.requested != new.requested or old.allocatable != new.allocatable:
+                    changed.add(new.name)
+        self.ordered = ordered
+        self.dirty = set()
+        if structural:
+            self.eligible.clear()
+            self.trees.clear()
+            self.fits.clear()
+            return
+        self._drop(changed)
+        by_name = {n.name: n for n in ordered}
+        for found in self.eligible.values():
+            found.nodes = [by_name[n.name] for n in found.nodes]
+            found.by_name = {n.name: n for n in found.nodes}
 
 
 def _eligible(
@@ -330,7 +369,9 @@ class CyclePlacer:
         nodes: Sequence[NodeView],
         flavors: Mapping[FlavorName, ResourceFlavor],
         topologies: Mapping[str, Topology] | None = None,
+        cache: PlacementCache | None = None,
     ) -> None:
+        """``cache``: one kept from earlier cycles (refreshed here with ``nodes``), else a new one."""
         self.nodes = list(nodes)
         self.flavors = flavors
         self.topologies = topologies or {}
@@ -338,7 +379,11 @@ class CyclePlacer:
         self.placements: dict[str, list[PodPlacement]] = {}
         # Per workload key: the topology assignment of each of its TAS pod sets.
         self.topology: dict[str, dict[str, TopologyAssignment]] = {}
-        self._cache = PlacementCache.of(self.nodes)
+        if cache is None:
+            cache = PlacementCache.of(self.nodes)
+        else:
+            cache.refresh(self.nodes)
+        self._cache = cache
 
     def place(self, key: str, pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]]) -> str | None:
         chosen: dict[str, TopologyAssignment] = {}

@@ -109,3 +109,25 @@ def test_replay_scale_cycle_is_fast() -> None:
         assert placer.place(str(i), [(gang(8, request), 8, {"cpu": TAS})]) is None
     elapsed = time.perf_counter() - started
     assert elapsed < 10, elapsed
+
+
+def test_cache_kept_across_cycles_sees_new_usage_and_new_labels() -> None:
+    """The scheduler's PlacementCache outlives a cycle: capacity used since (bound pods) and
+    relabelled nodes must show in the next cycle's choice."""
+    from sluicegate.controller.scheduling.placement import PlacementCache
+
+    cache = PlacementCache.of([])
+    first = [node("b1", "r1", "h1", 4), node("b1", "r2", "h2", 4)]
+    placer = CyclePlacer(first, FLAVORS, TOPOLOGIES, cache)
+    assert placer.place("a", [(gang(4, TopologyRequest(required=RACK)), 4, {"cpu": TAS})]) is None
+    assert {p.node for p in placer.placements["a"]} == {"h1"}
+    # Next cycle: h1's 4 CPUs are bound now; a 4-pod rack gang goes to r2.
+    second = [node("b1", "r1", "h1", 4, used=4), node("b1", "r2", "h2", 4)]
+    placer = CyclePlacer(second, FLAVORS, TOPOLOGIES, cache)
+    assert placer.place("b", [(gang(4, TopologyRequest(required=RACK)), 4, {"cpu": TAS})]) is None
+    assert {p.node for p in placer.placements["b"]} == {"h2"}
+    # h2's pods are gone again (requests changed back), and h1 moved to rack r2: both in one rack now.
+    moved = NodeView("h1", {**second[0].labels, RACK: "r2"}, second[0].allocatable, {})
+    placer = CyclePlacer([moved, node("b1", "r2", "h2", 4)], FLAVORS, TOPOLOGIES, cache)
+    assert placer.place("c", [(gang(8, TopologyRequest(required=RACK)), 8, {"cpu": TAS})]) is None
+    assert {p.node for p in placer.placements["c"]} == {"h1", "h2"}
