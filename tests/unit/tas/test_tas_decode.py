@@ -144,3 +144,15 @@ def test_assignment_slice_errors_name_the_field() -> None:
     })
     errors = errors_of(doc)
     assert [e.path for e in errors] == [f"{PSA}.topologyAssignment.slices[0].valuesPerLevel[0].individual.roots"]
+
+
+def test_job_template_annotations_become_the_pod_sets_request() -> None:
+    """Kueue's Job integration reads the podset annotations on spec.template (jobframework/tas.go)."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "default",
+                                                                  "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+           "spec": {"parallelism": 4, "completions": 4, "template": {
+               "metadata": {"annotations": {"kueue.x-k8s.io/podset-preferred-topology": RACK}},
+               "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "command": ["true"]}]}}}}
+    wl = decode(job)
+    assert isinstance(wl, Workload)
+    assert wl.pod_sets[0].topology_request == TopologyRequest(preferred=RACK)
