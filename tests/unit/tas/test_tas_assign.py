@@ -150,3 +150,12 @@ def test_slices_each_stay_within_one_rack() -> None:
     failed = assign(nodes, THREE, 6, TopologyRequest(required=BLOCK, slice_required=RACK, slice_size=2))
     assert domains(failed) == \
         'topology "default" allows to fit only 2 out of 3 slice(s) (level cloud.com/topology-block)'
+
+
+def test_slice_only_request_as_kueues_balanced_perf_class() -> None:
+    """Kueue's TAS performance config writes "balanced" as a slice-only request
+    (test/performance/scheduler/runner/generator/generator.go: podSetSliceRequiredTopology + size):
+    searched from the top level with LeastFreeCapacity, each slice within one rack."""
+    got = assign(DEFAULT, THREE, 2, TopologyRequest(slice_required=RACK, slice_size=2))
+    # Racks that hold a slice of 2: b1/r2 (3 free) and b2/r2 (x4, 2 free); the fullest is taken.
+    assert domains(got) == [(("x4",), 2)]
