@@ -162,7 +162,10 @@ AGENT: dict[str, Setting] = {
                           attr("controller")),
     "nodeName": Setting("string", "The name this node registers under. Once joined, the name in the node's "
                         "certificate.", "the host name"),
-    "labels": Setting("map of string", "Node labels; ResourceFlavors select nodes by them (`spec.nodeLabels`).",
+    "labels": Setting("map of string", "Node labels; ResourceFlavors select nodes by them (`spec.nodeLabels`), "
+                      "and a Topology's levels group nodes by them (e.g. `cloud.provider.com/topology-rack`; "
+                      "[topology.md](topology.md)). `kubernetes.io/hostname` is set to the node name unless "
+                      "given here.",
                       attr("labels")),
     "taints": Setting("list of taints", "Node taints, Kubernetes' semantics: `KEY[=VALUE]:EFFECT` strings or "
                       "`{key, value, effect}` mappings, effect `NoSchedule`, `PreferNoSchedule` or `NoExecute`. "

@@ -56,6 +56,7 @@ from sluicegate.common.supervise import (
     stop_on_signals,
     supervise,
 )
+from sluicegate.model.topology import HOSTNAME_LABEL
 
 log = logging.getLogger("sluicegate.agent")
 
@@ -203,8 +204,10 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
     fencing = SelfFencing(node=node, data_dir=data_dir, boot_id=boot_id)
     link = ControllerLink(
         address=settings.controller, node=node, taints=settings.taints, boot_id=boot_id,
-        # Discovered GPU labels first: a label the settings name wins.
-        labels={**(devices.labels() if devices is not None else {}), **settings.labels},
+        # kubernetes.io/hostname (the node's name, as the kubelet sets it; a label value holds at most
+        # 63 characters) and discovered GPU labels first: a label the settings name wins.
+        labels={**({HOSTNAME_LABEL: settings.node_name} if len(settings.node_name) <= 63 else {}),
+                **(devices.labels() if devices is not None else {}), **settings.labels},
         health_address="", backoff=Backoff(settings.reconnect_base, settings.reconnect_cap),
         pki_dir=settings.pki_path if tls else None, fencing=fencing, epoch_file=data_dir / "controller-epoch",
     )

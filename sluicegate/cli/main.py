@@ -434,7 +434,7 @@ def cmd_simulate(ns: argparse.Namespace) -> int:
 
 
 KINDS = ("workloads", "clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloadpriorityclasses",
-         "priorityclasses", "namespaces", "podgroups", "nodes", "pending")
+         "priorityclasses", "namespaces", "podgroups", "topologies", "nodes", "pending")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -166,10 +166,11 @@ def render_table(kind: str, objs: list[dict[str, Any]], *, wide: bool = False) -
                 ",".join(f"{a}={b}" for a, b in sorted((o.get("spec", {}).get("nodeLabels") or {}).items()))
                 or "<none>",
             ]
-            + ([",".join(taint_text(t) for t in o.get("spec", {}).get("nodeTaints") or []) or "<none>"] if wide else [])
+            + ([",".join(taint_text(t) for t in o.get("spec", {}).get("nodeTaints") or []) or "<none>",
+                o.get("spec", {}).get("topologyName") or "<none>"] if wide else [])
             for o in objs
         ]
-        return table(["NAME", "NODE LABELS"] + (["NODE TAINTS"] if wide else []), rows)
+        return table(["NAME", "NODE LABELS"] + (["NODE TAINTS", "TOPOLOGY"] if wide else []), rows)
     if k in POD_GROUP_KINDS:
         # kube-batch's and Volcano's printer columns, with the three counts kube-batch keeps.
         rows = [
@@ -192,6 +193,11 @@ def render_table(kind: str, objs: list[dict[str, Any]], *, wide: bool = False) -
     if k in ("cohort", "cohorts"):
         rows = [[o["metadata"]["name"], o.get("spec", {}).get("parentName", "")] for o in objs]
         return table(["NAME", "PARENT"], rows)
+    if k in ("topology", "topologies"):
+        rows = [[o["metadata"]["name"],
+                 " > ".join(str(lv.get("nodeLabel", "")) for lv in o.get("spec", {}).get("levels") or [])]
+                for o in objs]
+        return table(["NAME", "LEVELS"], rows)
     rows = [[o["metadata"].get("namespace", ""), o["metadata"]["name"]] for o in objs]
     return table(["NAMESPACE", "NAME"], rows)
 
@@ -310,6 +316,34 @@ def describe_pod_group(o: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def topology_request_text(tr: dict[str, Any]) -> str:
+    parts = [f"{k}={tr[k]}" for k in ("required", "preferred", "unconstrained", "podSetSliceRequiredTopology",
+                                      "podSetSliceSize") if k in tr]
+    return " ".join(parts)
+
+
+def topology_assignment_text(ta: dict[str, Any]) -> str:
+    """``levels: value/value=count, ...`` from Kueue v1beta2's compact slices (or v1beta1's domains)."""
+    levels = [str(lv) for lv in ta.get("levels") or []]
+    domains: list[tuple[list[str], int]] = [([str(v) for v in d.get("values") or []], int(d.get("count", 0)))
+                                            for d in ta.get("domains") or []]
+    for sl in ta.get("slices") or []:
+        n = int(sl.get("domainCount", 0))
+        columns: list[list[str]] = []
+        for lv in sl.get("valuesPerLevel") or []:
+            if "universal" in lv:
+                columns.append([str(lv["universal"])] * n)
+            else:
+                ind = lv.get("individual") or {}
+                columns.append([f"{ind.get('prefix', '')}{r}{ind.get('suffix', '')}" for r in ind.get("roots") or []])
+        pc = sl.get("podCounts") or {}
+        counts = [int(pc["universal"])] * n if "universal" in pc else [int(c) for c in pc.get("individual") or []]
+        for i in range(min(n, len(counts))):
+            domains.append(([col[i] for col in columns if i < len(col)], counts[i]))
+    shown = ", ".join(f"{'/'.join(v)}={c}" for v, c in domains)
+    return f"{'/'.join(levels)}: {shown}"
+
+
 def describe_workload(o: dict[str, Any], position: dict[str, Any] | None = None) -> str:
     meta, spec, st = o["metadata"], o.get("spec", {}), o.get("status", {})
     out = [
@@ -326,6 +360,7 @@ def describe_workload(o: dict[str, Any], position: dict[str, Any] | None = None)
         out.append(
             f"  {ps.get('name', 'main')}: count={ps.get('count', 1)}"
             + (f" minCount={ps['minCount']}" if "minCount" in ps else "")
+            + (f" topology[{topology_request_text(ps['topologyRequest'])}]" if ps.get("topologyRequest") else "")
         )
         for c in ps.get("template", {}).get("spec", {}).get("containers", []):
             cmd = shlex.join([*c.get("command", []), *c.get("args", [])])
@@ -338,6 +373,8 @@ def describe_workload(o: dict[str, Any], position: dict[str, Any] | None = None)
             flv = ", ".join(f"{r}={f}" for r, f in sorted((psa.get("flavors") or {}).items()))
             use = ", ".join(f"{r}={q}" for r, q in sorted((psa.get("resourceUsage") or {}).items()))
             out.append(f"  {psa.get('name')}: count={psa.get('count')} flavors[{flv}] usage[{use}]")
+            if psa.get("topologyAssignment"):
+                out.append(f"    topology: {topology_assignment_text(psa['topologyAssignment'])}")
         reserved_msg = (cond(o, "QuotaReserved") or {}).get("message", "")
         if "backfilled: " in reserved_msg:
             # A Backfill queue admitted it ahead of a blocked head's reservation: why that was safe.

@@ -30,6 +30,7 @@ from sluicegate.model.queues import (
     StopPolicy,
 )
 from sluicegate.model.resources import FlavorResource
+from sluicegate.model.topology import Topology
 from sluicegate.model.workloads import Workload
 
 
@@ -42,6 +43,8 @@ class Cache:
     local_queues: dict[tuple[str, str], LocalQueueSpec] = field(default_factory=dict)
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    # Topology Aware Scheduling: Topology objects by name (docs/topology.md).
+    topologies: dict[str, Topology] = field(default_factory=dict)
     namespaces: dict[str, Namespace] = field(default_factory=dict)
     # kube-batch PodGroups by (namespace, name).
     pod_groups: dict[tuple[str, str], PodGroup] = field(default_factory=dict)
@@ -202,6 +205,8 @@ class Cache:
             self.priority_classes.pop(name, None)
         elif kind == "Namespace":
             self.namespaces.pop(name, None)
+        elif kind == "Topology":
+            self.topologies.pop(name, None)
         elif kind == "PodGroup":
             self.pod_groups.pop((namespace, name), None)
 

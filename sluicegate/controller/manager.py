@@ -54,6 +54,7 @@ from sluicegate.controller.objects import (
     Obj,
     canonical_kind,
     check_cohort_cycles,
+    check_topology_updates,
     decode_for_apply,
     decode_stored,
     existing,
@@ -106,6 +107,7 @@ from sluicegate.model.objects import (
 )
 from sluicegate.model.podgroups import GROUP_NAME_ANNOTATIONS, PodGroup, group_name
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec, StopPolicy
+from sluicegate.model.topology import Topology
 from sluicegate.model.workloads import Workload
 from sluicegate.security.podsecurity import PodUserPolicies
 
@@ -260,6 +262,7 @@ class Manager:
         except GroupProblem as exc:
             raise InvalidArgument(exc.field, str(exc)) from None
         check_cohort_cycles(c, objs)
+        check_topology_updates(c, objs)
         groups = {**c.pod_groups, **{(pg.namespace, pg.name): pg for pg in pod_groups}}
         prepared: list[tuple[Obj, str]] = []
         for obj in objs:
@@ -341,6 +344,10 @@ class Manager:
             c.queues.queue_inadmissible(list(c.cluster_queues))
         elif isinstance(obj, PodGroup):
             c.pod_groups[(obj.namespace, obj.name)] = obj
+        elif isinstance(obj, Topology):
+            c.topologies[obj.name] = obj
+            users = {f.name for f in c.flavors.values() if f.topology_name == obj.name}
+            c.queues.queue_inadmissible([cq for cq, s in c.cluster_queues.items() if users & set(s.flavors)])
 
     # --------------------------------------------------------- workloads
 
@@ -530,6 +537,11 @@ class Manager:
             users = [cq for cq, s in c.cluster_queues.items() if FlavorName(name) in s.flavors]
             if users:
                 raise FailedPrecondition(f"ResourceFlavor {name} is used by ClusterQueue(s) {', '.join(sorted(users))}")
+        if kind == "Topology":
+            # Kueue keeps its resource-in-use finalizer on a Topology while a ResourceFlavor names it.
+            users = [f for f, spec in c.flavors.items() if spec.topology_name == name]
+            if users:
+                raise FailedPrecondition(f"Topology {name} is used by ResourceFlavor(s) {', '.join(sorted(users))}")
         self.commit.commit(removed(c, kind, ns, name, now=self.clock()))
         return True
 

@@ -23,6 +23,7 @@ from sluicegate.model.names import workload_key
 from sluicegate.model.objects import Namespace, PriorityClass, ResourceFlavor, WorkloadPriorityClass
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
+from sluicegate.model.topology import HOSTNAME_LABEL, Topology
 from sluicegate.model.workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ KIND_OF: dict[type, str] = {
     WorkloadPriorityClass: "WorkloadPriorityClass",
     PriorityClass: "PriorityClass",
     Namespace: "Namespace",
+    Topology: "Topology",
     Workload: "Workload",
     PodGroup: "PodGroup",
     # A kube-batch Queue is stored as the ClusterQueue it becomes (controller/podgroups.py).
@@ -45,14 +47,16 @@ KIND_OF: dict[type, str] = {
 }
 NAMESPACED = {"LocalQueue", "Workload", "PodGroup"}
 # The order objects are loaded in: each after what it refers to.
-LOAD_ORDER = {"Namespace": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2, "Cohort": 3,
-              "ClusterQueue": 4, "LocalQueue": 5, "PodGroup": 5, "Workload": 6}
+LOAD_ORDER = {"Namespace": 0, "Topology": 0, "ResourceFlavor": 1, "WorkloadPriorityClass": 2, "PriorityClass": 2,
+              "Cohort": 3, "ClusterQueue": 4, "LocalQueue": 5, "PodGroup": 5, "Workload": 6}
 KIND_ALIASES = {
     "resourceflavor": "ResourceFlavor",
     "resourceflavors": "ResourceFlavor",
     "flavor": "ResourceFlavor",
     "flavors": "ResourceFlavor",
     "rf": "ResourceFlavor",
+    "topology": "Topology",
+    "topologies": "Topology",
     "cohort": "Cohort",
     "cohorts": "Cohort",
     "clusterqueue": "ClusterQueue",
@@ -106,6 +110,7 @@ def _table(c: Cache, kind: str) -> dict[Any, Any]:
         "WorkloadPriorityClass": c.workload_priority_classes,
         "PriorityClass": c.priority_classes,
         "Namespace": c.namespaces,
+        "Topology": c.topologies,
     }
     return tables[kind]
 
@@ -152,7 +157,8 @@ def decode_for_apply(docs: Sequence[RawDocument]) -> list[Obj]:
         if KIND_OF.get(type(obj)) is None:
             errors.append(
                 f"{doc.source}: kind {type(obj).__name__} is not applied to a running controller "
-                "(the Configuration is read from the controller's --config file)"
+                "(the Configuration is read from the controller's --config file; nodes register through "
+                "their agents, Node documents are for sluicectl simulate)"
             )
             continue
         if isinstance(obj, LocalQueueSpec) and obj.admission_fair_sharing_status is not None:
@@ -170,6 +176,27 @@ def decode_for_apply(docs: Sequence[RawDocument]) -> list[Obj]:
                                   f"{r[0]} {r[1] + '/' if r[1] else ''}{r[2]} appears twice in one apply")
         seen.add(r)
     return objs
+
+
+def check_topology_updates(c: Cache, objs: Sequence[Obj]) -> None:
+    """Kueue's CRD rules on updates: a flavor's topologyName cannot change once set, and a Topology's
+    levels change only when kubernetes.io/hostname is the lowest level before and after."""
+    for obj in objs:
+        if isinstance(obj, ResourceFlavor):
+            old = c.flavors.get(obj.name)
+            if old is not None and old.topology_name is not None and obj.topology_name != old.topology_name:
+                raise InvalidArgument(
+                    "spec.topologyName",
+                    f"ResourceFlavor {obj.name}: topologyName is immutable when topologyName is set "
+                    f"(it is {old.topology_name})")
+        elif isinstance(obj, Topology):
+            prev = c.topologies.get(obj.name)
+            if prev is not None and prev.levels != obj.levels and not (
+                    prev.levels[-1:] == (HOSTNAME_LABEL,) and obj.levels[-1:] == (HOSTNAME_LABEL,)):
+                raise InvalidArgument(
+                    "spec.levels",
+                    f"Topology {obj.name}: levels are mutable only when kubernetes.io/hostname is the lowest "
+                    "level both before and after the change")
 
 
 def check_cohort_cycles(c: Cache, objs: Sequence[Obj]) -> None:

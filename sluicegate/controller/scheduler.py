@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -23,11 +23,12 @@ from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Head, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
-from sluicegate.controller.scheduling.placement import CyclePlacer, PodPlacement
+from sluicegate.controller.scheduling.placement import CyclePlacer, PlacementCache, PodPlacement
 from sluicegate.controller.store import StoreError
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
+from sluicegate.model.topology import TopologyAssignment
 from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ class Scheduler:
         self.preemptor = preemptor
         # False: quota-only mode (workloads are admitted without being bound to nodes or run).
         self.placement = placement
+        # Eligible nodes, topology trees and per-node pod fits, kept across cycles (scheduling/placement.py).
+        self._placement_cache = PlacementCache.of([])
         self.cycle = 0
         # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
         self.cycles_admitting = 0
@@ -146,7 +149,8 @@ class Scheduler:
         self.cycle += 1
         now = self.clock()
         snapshot = c.snapshot(now)
-        placer = CyclePlacer(self.fleet.registry.views(), c.flavors) if self.placement else None
+        placer = CyclePlacer(self.fleet.registry.views(), c.flavors, c.topologies,
+                             self._placement_cache) if self.placement else None
         backfill = self._backfill_for(heads)
         before = list(self.backfill.reservations)
         entries = run_cycle(
@@ -164,7 +168,8 @@ class Scheduler:
         for e in entries:
             if e.retry_at is not None and self.retry_at is not None and e.status is not EntryStatus.ASSUMED:
                 self.retry_at(e.key, e.retry_at)
-            new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None)
+            new = self._decided(e, now, placer.placements.get(e.key) if placer is not None else None,
+                                placer.topology.get(e.key, {}) if placer is not None else {})
             if new is not None:
                 decided[e.key] = new
         effects = cycle_effects(c, entries, decided, now, cycle=self.cycle)
@@ -225,7 +230,8 @@ class Scheduler:
             for r in e.assignment.pod_sets
         ]
 
-    def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None) -> Workload | None:
+    def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None,
+                 topology: Mapping[str, TopologyAssignment] | None = None) -> Workload | None:
         """The workload's new state after its cycle, or None if nothing changed."""
         wl = e.workload
         st = wl.status
@@ -239,6 +245,7 @@ class Scheduler:
                         flavors={r: fc.flavor for r, fc in ps.flavors.items()},
                         resource_usage={r: ps.requests[r] for r in ps.flavors},
                         count=ps.count,
+                        topology_assignment=(topology or {}).get(ps.name),
                     )
                     for ps in e.assignment.pod_sets
                 ),

@@ -5,6 +5,11 @@ uses (an in-memory store, then :meth:`Manager.load`), so workloads that
 carry ``status.admission`` and a true QuotaReserved condition hold quota,
 and everything else waits in its queue.  Then exactly one cycle runs; the
 reservations Backfill queues hold after it are listed too.
+
+Without ``v1`` Node documents the cycle is quota-only.  With them, pods are
+placed on those nodes (their labels, taints and allocatable; admitted
+workloads' recorded pods use them) and pod sets on a TAS flavor get a topology
+assignment, listed with the decision.
 """
 
 from __future__ import annotations
@@ -16,16 +21,18 @@ from typing import Any
 
 from sluicegate.controller.errors import InvalidArgument
 from sluicegate.controller.manager import KIND_OF, Manager, ref_of
+from sluicegate.controller.nodes import NodeState
 from sluicegate.controller.podgroups import GroupProblem, queues_as_cluster_queues, resolve
 from sluicegate.controller.scheduling.cycle import EntryStatus
 from sluicegate.controller.store import Put
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.decode import decode
-from sluicegate.manifest.encode import encode
+from sluicegate.manifest.encode import encode, topology_assignment_doc
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.timefmt import format_rfc3339
 from sluicegate.model.config import ControllerConfig
+from sluicegate.model.objects import SimulatedNode
 from sluicegate.model.podgroups import PodGroup
 from sluicegate.model.workloads import Workload
 from sluicegate.quantity import format_canonical
@@ -59,8 +66,13 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
         raise InvalidArgument(exc.field, str(exc)) from None
     groups = {(o.namespace, o.name): o for o in objs if isinstance(o, PodGroup)}
 
+    nodes = [o for o in objs if isinstance(o, SimulatedNode)]
+    objs = [o for o in objs if not isinstance(o, SimulatedNode)]
     store = MemoryStore()
-    manager = Manager(store, clock=lambda: 0.0, config=config, placement=False)
+    manager = Manager(store, clock=lambda: 0.0, config=config, placement=bool(nodes))
+    for n in nodes:
+        manager.fleet.registry.nodes[n.name] = NodeState(n.name, dict(n.labels), dict(n.allocatable),
+                                                         dict(n.allocatable), taints=n.taints)
     # Classes first, so workload priorities resolve as the controller would.
     for obj in objs:
         if KIND_OF[type(obj)] in ("WorkloadPriorityClass", "PriorityClass"):
@@ -82,6 +94,14 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
     stats = manager.schedule_once()
     decisions: list[dict[str, Any]] = []
     for e in stats.entries:
+        decision: dict[str, Any] = {}
+        admitted = manager.cache.workloads.get(e.key)
+        admission = admitted.status.admission if admitted is not None else None
+        if e.status is EntryStatus.ASSUMED and admission is not None:
+            topology = {psa.name: topology_assignment_doc(psa.topology_assignment)
+                        for psa in admission.pod_set_assignments if psa.topology_assignment is not None}
+            if topology:
+                decision["topologyAssignments"] = topology
         decisions.append(
             {
                 "workload": e.key,
@@ -92,6 +112,7 @@ def simulate(docs: Sequence[RawDocument]) -> dict[str, Any]:
                 if e.status is EntryStatus.PREEMPTING
                 else [],
                 "message": e.message,
+                **decision,
             }
         )
     decisions.sort(key=lambda d: d["workload"])

@@ -15,8 +15,10 @@ from sluicegate.manifest.decode_config import configuration_fields, read_configu
 from sluicegate.manifest.decode_job import is_job, job_to_workload, remap_errors  # noqa: E402
 from sluicegate.manifest.decode_objects import (
     read_namespace,
+    read_node,
     read_priority_class,
     read_resource_flavor,
+    read_topology,
     read_workload_priority_class,
 )
 from sluicegate.manifest.decode_podgroups import STATUS_UNSUPPORTED as GROUP_STATUS_UNSUPPORTED
@@ -51,6 +53,8 @@ _TOP_FIELDS: dict[str, tuple[str, ...]] = {
     "Workload": (*_OBJECT_FIELDS, "spec", "status"),
     "PodGroup": (*_OBJECT_FIELDS, "spec"),
     "Queue": (*_OBJECT_FIELDS, "spec"),
+    "Topology": (*_OBJECT_FIELDS, "spec"),
+    "Node": (*_OBJECT_FIELDS, "spec", "status"),
 }
 _TOP_UNSUPPORTED: dict[str, dict[str, str]] = {
     "ResourceFlavor": {"status": STATUS_UNSUPPORTED},
@@ -61,6 +65,7 @@ _TOP_UNSUPPORTED: dict[str, dict[str, str]] = {
         "status": STATUS_UNSUPPORTED,
     },
     "PodGroup": {"status": GROUP_STATUS_UNSUPPORTED},
+    "Topology": {"status": STATUS_UNSUPPORTED},
     "Queue": {"status": GROUP_STATUS_UNSUPPORTED},
 }
 
@@ -86,6 +91,10 @@ def _object_reader(kind: str) -> _Reader:
             return read_namespace(meta)
         if kind == "PodGroup":
             return read_pod_group(doc, meta, dialect.api_version)
+        if kind == "Node":
+            return read_node(doc, meta)
+        if kind == "Topology":
+            return read_topology(doc, meta)
         if kind == "Queue":
             return read_batch_queue(doc, meta, dialect.api_version)
         return read_workload(doc, meta, dialect)

@@ -12,6 +12,7 @@ import copy
 import re
 from dataclasses import dataclass
 
+from sluicegate.manifest.decode_topology import read_topology_assignment
 from sluicegate.manifest.dialect import Dialect
 from sluicegate.manifest.reader import Fields, join, keyed, read_quantity
 from sluicegate.manifest.syntax import dns_subdomain_problem, qualified_name_problem, show
@@ -44,8 +45,7 @@ STATUS_UNSUPPORTED = {
     "unhealthyNodes": "Topology Aware Scheduling is not implemented",
 }
 PSA_UNSUPPORTED = {
-    "topologyAssignment": "Topology Aware Scheduling is not implemented",
-    "delayedTopologyRequest": "Topology Aware Scheduling is not implemented",
+    "delayedTopologyRequest": "ProvisioningRequest admission checks (delayed topology) are not implemented",
 }
 ACCUMULATED_V1BETA2 = "accumulatedPastExecutionTimeSeconds"
 # kueue.x-k8s.io/v1beta1 shipped the field with this misspelling.
@@ -171,7 +171,8 @@ def _read_admission(status: Fields, pod_sets: dict[str, PodSet]) -> Admission | 
     seen: set[str] = set()
     for path, raw in adm.items("podSetAssignments", max_items=MAX_POD_SETS):
         psa = Fields.of(
-            raw, path, adm.problems, known=("name", "flavors", "resourceUsage", "count"), unsupported=PSA_UNSUPPORTED
+            raw, path, adm.problems, known=("name", "flavors", "resourceUsage", "count", "topologyAssignment"),
+            unsupported=PSA_UNSUPPORTED
         )
         if psa is None:
             continue
@@ -210,6 +211,7 @@ def _read_admission(status: Fields, pod_sets: dict[str, PodSet]) -> Admission | 
                 flavors={k: FlavorName(v) for k, v in flavors.items()},
                 resource_usage=usage,
                 count=count,
+                topology_assignment=read_topology_assignment(psa),
             )
         )
     return Admission(cluster_queue=ClusterQueueName(cq), pod_set_assignments=tuple(assignments))

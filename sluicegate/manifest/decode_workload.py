@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
+from sluicegate.manifest.decode_topology import read_topology_request
 from sluicegate.manifest.dialect import Dialect, Meta
 from sluicegate.manifest.reader import INT64_MAX, Amount, Fields, Problems, keyed, read_quantity
 from sluicegate.manifest.syntax import (
@@ -46,7 +47,6 @@ WORKLOAD_SPEC_FIELDS = (
     "priorityClassName",
     "priorityClassSource",
 )
-POD_SET_UNSUPPORTED = {"topologyRequest": "Topology Aware Scheduling is not implemented"}
 POD_SPEC_FIELDS = (
     "containers",
     "initContainers",
@@ -214,7 +214,7 @@ def _read_pod_sets(spec: Fields) -> tuple[PodSet, ...]:
     partial = 0
     for i, (path, raw) in enumerate(spec.items("podSets", required=True, min_items=1, max_items=MAX_POD_SETS)):
         ps = Fields.of(
-            raw, path, spec.problems, known=("name", "template", "count", "minCount"), unsupported=POD_SET_UNSUPPORTED
+            raw, path, spec.problems, known=("name", "template", "count", "minCount", "topologyRequest")
         )
         if ps is None:
             continue
@@ -248,6 +248,7 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
     if template is None:
         return PodSet(name=name, count=count, min_count=min_count)
     tmeta = template.mapping("metadata", known=("labels", "annotations"))
+    annotations: dict[str, str] = {}
     if tmeta is not None:
         # Validated like any labels, so a manifest accepted here is accepted
         # by Kubernetes too, but not kept: the model's PodSet has no place
@@ -255,7 +256,8 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
         # Services, no affinity).  Kueue allows exactly these two fields in
         # a pod template's metadata, so they are read rather than rejected.
         tmeta.string_map("labels", key_check=qualified_name_problem, value_check=label_value_problem)
-        tmeta.string_map("annotations", key_check=qualified_name_problem)
+        annotations = tmeta.string_map("annotations", key_check=qualified_name_problem)
+    topology = read_topology_request(ps, annotations, template.path("metadata") + ".annotations", count)
     pod = template.mapping("spec", known=POD_SPEC_FIELDS, unsupported=POD_SPEC_UNSUPPORTED, required=True)
     if pod is None:
         return PodSet(name=name, count=count, min_count=min_count)
@@ -303,6 +305,7 @@ def _read_template(ps: Fields, *, name: str, count: int, min_count: int | None) 
         termination_grace_period_seconds=DEFAULT_GRACE_PERIOD_SECONDS if grace is None else grace,
         priority_class_name=pod.string("priorityClassName", check=dns_subdomain_problem),
         security_context=read_security_context(pod, SECURITY_CONTEXT_FIELDS),
+        topology_request=topology,
     )
 
 

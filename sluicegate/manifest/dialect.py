@@ -24,7 +24,9 @@ CONFIG_V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
 SCHEDULING_V1 = "scheduling.k8s.io/v1"
 CORE_V1 = "v1"
 
-KUEUE_KINDS = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Workload")
+KUEUE_KINDS = (
+    "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Workload", "Topology"
+)
 
 # The kinds each apiVersion carries.  sluicegate.io/v1beta2 is Kueue
 # v1beta2 under our own group, plus our Configuration (Kueue's v1beta2
@@ -35,7 +37,7 @@ KINDS_BY_API_VERSION: dict[str, tuple[str, ...]] = {
     KUEUE_V1BETA2: KUEUE_KINDS,
     KUEUE_V1BETA1: KUEUE_KINDS,
     SCHEDULING_V1: ("PriorityClass",),
-    CORE_V1: ("Namespace",),
+    CORE_V1: ("Namespace", "Node"),
     CONFIG_V1BETA2: ("Configuration",),
     CONFIG_V1BETA1: ("Configuration",),
     # kube-batch and Volcano gangs (docs/kube-batch.md).

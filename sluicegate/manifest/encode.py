@@ -40,6 +40,9 @@ from sluicegate.model import (
     PriorityClass,
     ResourceFlavor,
     ResourceGroup,
+    Topology,
+    TopologyAssignment,
+    TopologyRequest,
     Workload,
     WorkloadPriorityClass,
     WorkloadStatus,
@@ -130,7 +133,11 @@ def _encode(obj: Decoded, *, share: bool) -> Doc:
             spec["nodeTaints"] = [taint_doc(t) for t in obj.node_taints]
         if obj.tolerations:
             spec["tolerations"] = [toleration_doc(t) for t in obj.tolerations]
+        if obj.topology_name is not None:
+            spec["topologyName"] = obj.topology_name
         return _object("ResourceFlavor", {"name": obj.name}, spec=spec)
+    if isinstance(obj, Topology):
+        return _object("Topology", {"name": obj.name}, spec={"levels": [{"nodeLabel": k} for k in obj.levels]})
     if isinstance(obj, CohortSpec):
         return _object("Cohort", {"name": obj.name}, spec=_cohort_spec(obj))
     if isinstance(obj, ClusterQueueSpec):
@@ -360,8 +367,44 @@ def _pod_set(ps: PodSet) -> Doc:
     out: Doc = {"name": ps.name, "count": ps.count}
     if ps.min_count is not None:
         out["minCount"] = ps.min_count
+    if ps.topology_request is not None:
+        out["topologyRequest"] = topology_request_doc(ps.topology_request)
     out["template"] = {"spec": pod}
     return out
+
+
+def topology_request_doc(tr: TopologyRequest) -> Doc:
+    out: Doc = {}
+    if tr.required is not None:
+        out["required"] = tr.required
+    if tr.preferred is not None:
+        out["preferred"] = tr.preferred
+    if tr.unconstrained:
+        out["unconstrained"] = True
+    if tr.slice_required is not None:
+        out["podSetSliceRequiredTopology"] = tr.slice_required
+    if tr.slice_size is not None:
+        out["podSetSliceSize"] = tr.slice_size
+    return out
+
+
+def topology_assignment_doc(ta: TopologyAssignment) -> Doc:
+    """Kueue v1beta2's compact form: one slice; a level whose values are all equal is ``universal``,
+    as are equal pod counts."""
+    values: list[Doc] = []
+    for i in range(len(ta.levels)):
+        column = [d.values[i] for d in ta.domains]
+        if column and all(v == column[0] for v in column):
+            values.append({"universal": column[0]})
+        else:
+            values.append({"individual": {"roots": column}})
+    counts = [d.count for d in ta.domains]
+    pod_counts: Doc = {"universal": counts[0]} if counts and all(c == counts[0] for c in counts) \
+        else {"individual": counts}
+    return {
+        "levels": list(ta.levels),
+        "slices": [{"domainCount": len(ta.domains), "valuesPerLevel": values, "podCounts": pod_counts}],
+    }
 
 
 def taint_doc(t: Taint) -> Doc:
@@ -483,18 +526,18 @@ def _condition(c: Condition) -> Doc:
 
 
 def _admission(adm: Admission) -> Doc:
-    return {
-        "clusterQueue": adm.cluster_queue,
-        "podSetAssignments": [
-            {
-                "name": psa.name,
-                "flavors": dict(psa.flavors),
-                "resourceUsage": _quantities(psa.resource_usage),
-                "count": psa.count,
-            }
-            for psa in adm.pod_set_assignments
-        ],
-    }
+    assignments: list[Doc] = []
+    for psa in adm.pod_set_assignments:
+        doc: Doc = {
+            "name": psa.name,
+            "flavors": dict(psa.flavors),
+            "resourceUsage": _quantities(psa.resource_usage),
+            "count": psa.count,
+        }
+        if psa.topology_assignment is not None:
+            doc["topologyAssignment"] = topology_assignment_doc(psa.topology_assignment)
+        assignments.append(doc)
+    return {"clusterQueue": adm.cluster_queue, "podSetAssignments": assignments}
 
 
 # -- configuration -------------------------------------------------------------

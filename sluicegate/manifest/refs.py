@@ -12,9 +12,11 @@ from sluicegate.model import (
     Namespace,
     PriorityClass,
     ResourceFlavor,
+    Topology,
     Workload,
     WorkloadPriorityClass,
 )
+from sluicegate.model.objects import SimulatedNode
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 
 # Everything a manifest document can decode to.
@@ -30,6 +32,8 @@ Decoded: TypeAlias = (
     | ControllerConfig
     | PodGroup
     | BatchQueue
+    | Topology
+    | SimulatedNode
 )
 
 
@@ -56,6 +60,10 @@ def object_ref(obj: Decoded) -> tuple[str, str, str]:
         return ("Workload", obj.namespace, obj.name)
     if isinstance(obj, PodGroup):
         return ("PodGroup", obj.namespace, obj.name)
+    if isinstance(obj, SimulatedNode):
+        return ("Node", "", obj.name)
+    if isinstance(obj, Topology):
+        return ("Topology", "", obj.name)
     if isinstance(obj, BatchQueue):
         return ("Queue", "", obj.name)
     if isinstance(obj, ControllerConfig):

@@ -51,6 +51,7 @@ from sluicegate.model.queues import (
     StopPolicy,
 )
 from sluicegate.model.resources import FlavorResource, Quantities
+from sluicegate.model.topology import Topology, TopologyAssignment, TopologyDomain, TopologyRequest
 from sluicegate.model.workloads import (
     Admission,
     Condition,
@@ -108,6 +109,10 @@ __all__ = [
     "Workload",
     "WorkloadKey",
     "WorkloadPriorityClass",
+    "Topology",
+    "TopologyAssignment",
+    "TopologyDomain",
+    "TopologyRequest",
     "WorkloadStatus",
     "workload_key",
 ]

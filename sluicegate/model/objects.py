@@ -24,6 +24,8 @@ class ResourceFlavor:
     node_taints: tuple[Taint, ...] = ()
     # Added to the tolerations of every pod admitted with this flavor (Kueue injects them).
     tolerations: tuple[Toleration, ...] = ()
+    # Topology Aware Scheduling: the Topology whose levels this flavor's nodes are grouped by.
+    topology_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,17 @@ class PriorityClass:
     global_default: bool = False
     description: str = ""
     preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedNode:
+    """A ``v1`` Node document, read only by ``sluicectl simulate``: on a controller, nodes are the
+    agents that register."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

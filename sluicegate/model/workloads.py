@@ -9,6 +9,7 @@ from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey, wo
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.resources import FlavorResource
 from sluicegate.model.taints import Toleration
+from sluicegate.model.topology import TopologyAssignment, TopologyRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,8 @@ class PodSet:
     priority_class_name: str = ""
     # The pod-level securityContext; a container's own fields override it.
     security_context: SecurityContext | None = None
+    # Topology Aware Scheduling: from topologyRequest or the podset annotations (docs/topology.md).
+    topology_request: TopologyRequest | None = None
 
     def total_requests(self, count: int | None = None) -> dict[str, int]:
         n = self.count if count is None else count
@@ -95,6 +98,8 @@ class PodSetAssignment:
     flavors: Mapping[str, FlavorName]
     resource_usage: Mapping[str, int]
     count: int
+    # Set when the pod set was admitted on a flavor with a topologyName.
+    topology_assignment: TopologyAssignment | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,8 @@ VERBS = ("get", "list", "watch", "create", "update", "delete", "logs", "stop", "
 READ_VERBS = frozenset({"get", "list", "watch"})
 NAMESPACED_KINDS = frozenset({"Workload", "LocalQueue", "PodGroup"})
 CLUSTER_KINDS = frozenset(
-    {"ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "PriorityClass", "Namespace", "Node"}
+    {"ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "PriorityClass", "Namespace", "Node",
+     "Topology"}
 )
 KINDS = NAMESPACED_KINDS | CLUSTER_KINDS
 NAMESPACE_ROLES = ("admin", "edit", "view")

@@ -71,7 +71,7 @@ def test_every_decoder_field_is_on_the_page() -> None:
 def test_every_kind_is_on_the_page() -> None:
     text = DOC.read_text()
     kinds = {k for ks in KINDS_BY_API_VERSION.values() for k in ks} | {"Job"}
-    refused = {"AdmissionCheck", "ProvisioningRequestConfig", "MultiKueueConfig", "MultiKueueCluster", "Topology"}
+    refused = {"AdmissionCheck", "ProvisioningRequestConfig", "MultiKueueConfig", "MultiKueueCluster"}
     table = text[text.index("## Kinds"):text.index("## Object metadata")]
     rows = {m.split("|")[1].strip() for m in table.splitlines() if m.startswith("| ") and "---" not in m}
     named = {re.split(r"[ ,(]", r)[0] for r in rows} | {w for r in rows for w in re.findall(r"\w+", r)}

@@ -214,6 +214,22 @@ def untolerated_flavor_taint(flavor: ResourceFlavor, pod_set: PodSet) -> Taint |
     return first_untolerated(flavor.node_taints, (*pod_set.tolerations, *flavor.tolerations))
 
 
+def tas_mismatch(flavor: ResourceFlavor, pod_set: PodSet, tas_only: bool) -> str | None:
+    """Why a pod set cannot use the flavor for Topology Aware Scheduling reasons (Kueue's
+    checkPodSetAndFlavorMatchForTAS): a pod set that asks for a topology needs a TAS flavor; one that
+    does not may use a TAS flavor only in a ClusterQueue whose flavors are all TAS (TAS is implied)."""
+    explicit = pod_set.topology_request is not None and pod_set.topology_request.explicit
+    if explicit or tas_only:
+        if tas_only and not explicit:
+            return None
+        if flavor.topology_name is None:
+            return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
+        return None
+    if flavor.topology_name is not None:
+        return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
+    return None
+
+
 @dataclass(slots=True)
 class FlavorAssigner:
     """Assigns flavors for one workload against one ClusterQueue in a snapshot."""
@@ -313,6 +329,10 @@ class FlavorAssigner:
             if not flavor_matches(flavor, ps):
                 reasons.append(f"flavor {fq.name} doesn't match node affinity")
                 continue
+            mismatch = tas_mismatch(flavor, ps, self._tas_only())
+            if mismatch is not None:
+                reasons.append(mismatch)
+                continue
             choices: dict[str, FlavorChoice] = {}
             representative = BEST
             for r, val in covered.items():
@@ -337,6 +357,12 @@ class FlavorAssigner:
         if best_mode.preemption_mode is PreemptionMode.FIT:
             return best, [], None
         return best, reasons, None
+
+    def _tas_only(self) -> bool:
+        """Whether every flavor of the ClusterQueue has a topologyName (Kueue's IsTASOnly)."""
+        names = self.spec.flavors
+        return bool(names) and all((f := self.flavors.get(n)) is not None and f.topology_name is not None
+                                   for n in names)
 
     def _can_preempt_while_borrowing(self) -> bool:
         p = self.spec.preemption

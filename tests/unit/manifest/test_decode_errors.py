@@ -384,7 +384,6 @@ OTHER_KIND_CASES = [
     ),
     pytest.param(samples.resource_flavor, "spec.nodeTaints", [{"key": "spot", "effect": "NoRun"}], [("spec.nodeTaints[0].effect", "must be one of NoSchedule, PreferNoSchedule, NoExecute")], id="flavor-node-taint-effect"),
     pytest.param(samples.resource_flavor, "spec.tolerations", [{"operator": "Equal"}], [("spec.tolerations[0].operator", "must be Exists when key is empty")], id="flavor-toleration-empty-key"),
-    pytest.param(samples.resource_flavor, "spec.topologyName", "default", [("spec.topologyName", "not supported: Topology Aware Scheduling")], id="flavor-topology-name"),
     pytest.param(samples.local_queue, "spec.clusterQueue", DELETE, [("spec.clusterQueue", "required field is missing")], id="local-queue-cluster-queue-missing"),
     pytest.param(samples.local_queue, "spec", DELETE, [("spec", "required field is missing")], id="local-queue-spec-missing"),
     pytest.param(samples.local_queue, "spec.clusterQueue", "", [("spec.clusterQueue", "required field is empty")], id="local-queue-cluster-queue-empty"),
@@ -451,7 +450,6 @@ WORKLOAD_CASES = [
         [{"name": n, "count": 3, "minCount": 2, "template": {"spec": {"containers": [_container()]}}} for n in ("a", "b")],
         [("spec.podSets", "at most one podSet may set minCount (partial admission), got 2")], id="two-pod-sets-with-min-count",
     ),
-    pytest.param(samples.workload, "spec.podSets[0].topologyRequest", {"required": "rack"}, [("spec.podSets[0].topologyRequest", "not supported: Topology Aware Scheduling")], id="topology-request"),
     pytest.param(samples.workload, "spec.podSets[0].template", DELETE, [("spec.podSets[0].template", "required field is missing")], id="template-missing"),
     pytest.param(samples.workload, "spec.podSets[0].template.metadata", {"name": "x"}, [("spec.podSets[0].template.metadata.name", "unknown field; expected one of: annotations, labels")], id="template-metadata-name"),
     pytest.param(samples.workload, "spec.podSets[0].template.metadata", {"labels": {"a": "b c"}}, [("spec.podSets[0].template.metadata.labels[a]", "must be a label value")], id="template-label-value"),
@@ -578,7 +576,6 @@ STATUS_CASES = [
     pytest.param(f"{PSA}.resourceUsage.memory", "4097", [(f"{PSA}.resourceUsage[memory]", 'must be a multiple of count (4), got "4097"')], id="assignment-usage-not-a-multiple"),
     pytest.param(f"{PSA}.resourceUsage.cpu", "-4", [(f"{PSA}.resourceUsage[cpu]", 'must be non-negative, got "-4"')], id="assignment-usage-negative"),
     pytest.param(f"{PSA}.flavors.cpu", "On Demand", [(f"{PSA}.flavors[cpu]", "must be a DNS-1123 subdomain")], id="assignment-flavor-name"),
-    pytest.param(f"{PSA}.topologyAssignment", {}, [(f"{PSA}.topologyAssignment", "not supported: Topology Aware Scheduling")], id="assignment-topology"),
     pytest.param(
         "status.admission.podSetAssignments", [],
         [("status.admission.podSetAssignments", "must have one entry per podSet (1) while QuotaReserved is True, got 0")],
@@ -651,7 +648,7 @@ IDENTITY_CASES = [
     pytest.param("apiVersion", "batch/v1", [("apiVersion", 'unsupported apiVersion "batch/v1"; sluicegate reads sluicegate.io/v1beta2')], id="api-version-unknown"),
     pytest.param("apiVersion", "kueue.x-k8s.io/v1alpha1", [("apiVersion", 'unsupported apiVersion "kueue.x-k8s.io/v1alpha1"')], id="api-version-old-alpha"),
     pytest.param("kind", DELETE, [("kind", "required field is missing")], id="kind-missing"),
-    pytest.param("kind", "Job", [("kind", 'must be one of ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload for apiVersion kueue.x-k8s.io/v1beta2, got "Job"')], id="kind-unknown"),
+    pytest.param("kind", "Job", [("kind", 'must be one of ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload, Topology for apiVersion kueue.x-k8s.io/v1beta2, got "Job"')], id="kind-unknown"),
     pytest.param("kind", "PriorityClass", [("kind", 'got "PriorityClass"')], id="kind-from-another-group"),
 ]
 

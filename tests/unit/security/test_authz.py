@@ -80,9 +80,9 @@ def test_cluster_admin_binding_and_system_masters_do_everything() -> None:
             assert a.allowed(p, verb, kind, ns)
         assert a.visible_namespaces(p, "list", "Workload") is None
     # Kinds nobody classified: only cluster admins.
-    assert a.allowed(user("root"), "create", "Topology", "")
+    assert a.allowed(user("root"), "create", "AdmissionCheck", "")
     assert not authorizer("bindings:\n- {role: admin, namespaces: ['*'], users: [u]}\n").allowed(
-        user("u"), "get", "Topology", "")
+        user("u"), "get", "AdmissionCheck", "")
 
 
 def test_no_policy_is_closed_to_all_but_cluster_admins() -> None:
