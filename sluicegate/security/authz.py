@@ -37,8 +37,8 @@ Roles:
   kube-batch PodGroups (a kube-batch Queue is a ClusterQueue: cluster-admin).
 * ``admin``: edit + create/update/delete of LocalQueues.
 * ``cluster-admin``: everything, including every change to cluster-scoped
-  kinds (ClusterQueue, Cohort, ResourceFlavor, WorkloadPriorityClass,
-  PriorityClass, Namespace, Node).
+  kinds (ClusterQueue, Cohort, ResourceFlavor, Topology,
+  WorkloadPriorityClass, PriorityClass, Namespace, Node).
 
 Cluster-scoped kinds are readable (get/list/watch) by anyone holding any
 namespace role, in any namespace: a user must see the ClusterQueues,
