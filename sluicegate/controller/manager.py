@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, aclosing
 from dataclasses import replace
 from typing import Protocol
@@ -480,7 +480,7 @@ class Manager:
     async def watch_batches(
         self, namespace: str, name: str, send_initial: bool, *, max_batch: int,
         namespaces: Collection[str] | None = None,
-    ) -> AsyncIterator[list[WatchEvent]]:
+    ) -> AsyncGenerator[list[WatchEvent], None]:
         """Events in order, as lists of up to ``max_batch``: whatever is waiting, never held back.
 
         A sender that passes a list on in one message pays the transport's

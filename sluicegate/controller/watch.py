@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable
 
 from sluicegate.controller.errors import FailedPrecondition
 from sluicegate.manifest.encode import EncodedObject
@@ -181,7 +181,7 @@ class Watchers:
 
     async def stream(
         self, w: Watcher, initial: Iterable[WatchEvent], *, max_batch: int,
-    ) -> AsyncIterator[list[WatchEvent]]:
+    ) -> AsyncGenerator[list[WatchEvent], None]:
         """The watcher's events in order, as lists of up to ``max_batch``.
 
         Whatever is waiting goes at once after a quiet spell; while events keep
