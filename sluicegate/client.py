@@ -440,7 +440,11 @@ class Client:
 
         For a reader that needs only some events' bodies (``ev.workload.json``)
         or their timing (``ev.time``: when the controller published it).
-        Restarts across a leader takeover like :meth:`watch_workloads`."""
+        Restarts across a leader takeover like :meth:`watch_workloads`.  A
+        reader that falls further behind than the controller keeps events for
+        gets ClientError FAILED_PRECONDITION "watch expired ..." (as Kubernetes
+        ends such a watch): it resumes by watching again with
+        ``send_initial=True``, which lists every workload first."""
         loop = asyncio.get_running_loop()
         initial = send_initial
         for _ in range(1000):
