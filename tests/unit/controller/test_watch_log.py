@@ -82,3 +82,31 @@ async def test_without_watchers_nothing_is_kept() -> None:
     for i in range(5):
         _create(m, f"w-{i}")
     assert (m.commit.watchers.held, m.commit.watchers.alive) == (0, 0)
+
+
+async def test_a_reader_stuck_sending_has_its_call_cancelled_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import aclosing
+
+    from sluicegate.controller import watch
+
+    monkeypatch.setattr(watch, "STALLED_GRACE_S", 0.01)
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    m.commit.watchers.backlog = 5
+    m.commit.watchers.flush_s = 0.0
+    holding = asyncio.Event()
+
+    async def reader() -> None:
+        async with aclosing(m.watch_batches("", "", False, max_batch=100)) as events:
+            await anext(events)
+            holding.set()
+            await asyncio.Event().wait()  # a transport whose send never completes
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0)
+    _create(m, "w-00")
+    await asyncio.wait_for(holding.wait(), 5)
+    for i in range(1, 12):
+        _create(m, f"w-{i:02d}")
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
