@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import os
 import statistics
@@ -82,7 +83,7 @@ def decision_bench(repeats: int) -> dict:
     for _ in range(repeats):
         snap = m.cache.snapshot(clock())
         t0 = time.perf_counter()
-        entries = run_cycle(heads, snap, preemptor=m.preemptor, ordering=order_for(snap))
+        entries = run_cycle(heads, snap, preemptor=m.scheduler.preemptor, ordering=order_for(snap))
         times.append(time.perf_counter() - t0)
         e = entries[0]
         assert e.status is EntryStatus.PREEMPTING, (e.status, e.message)
@@ -95,6 +96,46 @@ def decision_bench(repeats: int) -> dict:
         "decision_ms_median": round(statistics.median(times) * 1000, 3),
         "decision_ms_p99": round(times[int(len(times) * 0.99) - 1] * 1000, 3),
         "repeats": repeats,
+    }
+
+
+def _when(wl: dict, cond: str, status: str = "True") -> float | None:
+    for c in wl.get("status", {}).get("conditions", []):
+        if c["type"] == cond and c["status"] == status:
+            return dt.datetime.fromisoformat(c["lastTransitionTime"]).timestamp()
+    return None
+
+
+def preemption_legs(t0: float, acked: float, urgent: dict, low: list[dict]) -> dict:
+    """Where the time from submission to the preemptor's pods running went, leg by leg (ms from submission).
+
+    Controller-stamped: the victims' Evicted condition (preemption decided,
+    stop commands queued to the agents in the same commit), their
+    QuotaReserved=False (quota freed, once the agents reported the pods
+    gone), the preemptor's QuotaReserved and Admitted.  Agent-stamped: the
+    victims' pods' exit and the preemptor's pods' start.  One machine, one clock.
+    """
+    victims = [w for w in low if _when(w, "Evicted") is not None]
+    decided = [t for w in victims if (t := _when(w, "Evicted")) is not None]
+    freed = [t for w in victims if (t := _when(w, "QuotaReserved", "False")) is not None]
+    gone = [float(p["finishedAt"]) for w in victims
+            for p in (w.get("status", {}).get("extra", {}).get("lastPods")
+                      or w.get("status", {}).get("extra", {}).get("pods") or []) if p.get("finishedAt")]
+    pods = urgent.get("status", {}).get("extra", {}).get("pods", [])
+    started = [float(p["startedAt"]) for p in pods if p.get("startedAt")]
+
+    def ms(t: float | None) -> float | None:
+        return None if t is None else round((t - t0) * 1000, 1)
+
+    return {
+        "victims": len(victims),
+        "create_acknowledged": ms(acked),
+        "preemption_decided_first_last": [ms(min(decided, default=None)), ms(max(decided, default=None))],
+        "victim_pods_exited_first_last": [ms(min(gone, default=None)), ms(max(gone, default=None))],
+        "victim_quota_freed_first_last": [ms(min(freed, default=None)), ms(max(freed, default=None))],
+        "preemptor_quota_reserved": ms(_when(urgent, "QuotaReserved")),
+        "preemptor_admitted": ms(_when(urgent, "Admitted")),
+        "preemptor_pods_started_first_last": [ms(min(started, default=None)), ms(max(started, default=None))],
     }
 
 
@@ -144,6 +185,7 @@ async def e2e() -> dict:
                 t0 = time.time()
                 await c.create_workload(Document(json.dumps(wl_doc("urgent", "lq", "1", 1000, count=20, grace=0,
                                                                    command=["sleep", "600"])), "bench"))
+                acked = time.time()
                 while time.monotonic() < deadline + 60:
                     w = await c.get_workload("urgent")
                     pods = w.get("status", {}).get("extra", {}).get("pods", [])
@@ -153,9 +195,12 @@ async def e2e() -> dict:
                     await asyncio.sleep(0.01)
                 else:
                     raise SystemExit("urgent workload never ran")
+                legs = preemption_legs(t0, acked, w, [x for x in await c.list_workloads(namespace="default")
+                                                      if x["metadata"]["name"].startswith("low-")])
                 for w in await c.list_workloads(namespace="default"):
                     await c.delete_workload(w["metadata"]["name"])
-            return {"low_priority_pods": 120, "preemptor_pods": 20, "submit_to_all_running_s": round(latency, 3)}
+            return {"low_priority_pods": 120, "preemptor_pods": 20, "submit_to_all_running_s": round(latency, 3),
+                    "legs_ms": legs}
         finally:
             for p in procs:
                 p.terminate()

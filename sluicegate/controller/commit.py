@@ -119,6 +119,8 @@ class Committer:
         self._group_depth = 0
         self._group_wrote = False
         self.versions: dict[Ref, int] = {}
+        # The version of the last write (a deletion's watch event carries it).
+        self.last_version = 0
         # ref -> (object, its JSON): valid only while the object is that very
         # instance (model objects are immutable, so identity means "unchanged").
         self._encoded: dict[Ref, tuple[Obj, EncodedObject]] = {}
@@ -270,6 +272,7 @@ class Committer:
                 self.observer.workload_stored(self.cache.workloads.get(obj.key), obj)
         for r in deletes:
             self.versions.pop(r, None)
+        self.last_version = version
         return version
 
     def _store_failed(self, exc: StoreError) -> None:
@@ -351,7 +354,11 @@ class Committer:
     # ---------------------------------------------------------- watchers
 
     def event(self, type_: str, wl: Workload) -> WatchEvent:
-        return WatchEvent(type_, wl, self.versions.get(("Workload", wl.namespace, wl.name), 0), self.encoded(wl))
+        version = self.versions.get(("Workload", wl.namespace, wl.name), 0)
+        if type_ == "DELETED":
+            # Its version left with it: the deletion is the write just made.
+            version = max(version, self.last_version)
+        return WatchEvent(type_, wl, version, self.encoded(wl))
 
     def publish(self, type_: str, wl: Workload) -> None:
         """Tell the watchers (last: after the store, the cache and the agents)."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, aclosing
 from dataclasses import replace
 from typing import Protocol
 
@@ -472,14 +472,15 @@ class Manager:
         return out[:limit] if limit else out
 
     async def watch(self, namespace: str, name: str, send_initial: bool) -> AsyncIterator[WatchEvent]:
-        async for batch in self.watch_batches(namespace, name, send_initial, max_batch=1):
-            for ev in batch:
-                yield ev
+        async with aclosing(self.watch_batches(namespace, name, send_initial, max_batch=1)) as batches:
+            async for batch in batches:
+                for ev in batch:
+                    yield ev
 
     async def watch_batches(
         self, namespace: str, name: str, send_initial: bool, *, max_batch: int,
         namespaces: Collection[str] | None = None,
-    ) -> AsyncIterator[list[WatchEvent]]:
+    ) -> AsyncGenerator[list[WatchEvent], None]:
         """Events in order, as lists of up to ``max_batch``: whatever is waiting, never held back.
 
         A sender that passes a list on in one message pays the transport's
@@ -490,8 +491,10 @@ class Manager:
         initial = ([self.commit.event("ADDED", wl)
                     for wl in self.list_workloads(namespace=namespace, namespaces=namespaces) if w.wants(wl)]
                    if send_initial else [])
-        async for events in self.commit.watchers.stream(w, initial, max_batch=max_batch):
-            yield events
+        # Closing this closes the stream at once (its watcher is gone), not when a collection finds it.
+        async with aclosing(self.commit.watchers.stream(w, initial, max_batch=max_batch)) as events:
+            async for batch in events:
+                yield batch
 
     # ------------------------------------------------------------ generic
 

@@ -316,10 +316,23 @@ class ControllerMetrics:
     def _describe(self) -> Iterator[Metric]:
         yield from self._process_families()
         yield from self._manager_families(None)
+        yield from self._watch_families(None)
 
     def _collect(self) -> Iterator[Metric]:
         yield from self._process_families()
         yield from self._manager_families(self._manager)
+        yield from self._watch_families(self._manager)
+
+    def _watch_families(self, m: Manager | None) -> Iterator[Metric]:
+        w = m.commit.watchers if m is not None else None
+        yield gauge_family("sluicegate_watchers", "Open watches of workloads.",
+                           (), [((), float(len(w)) if w is not None else 0.0)])
+        yield gauge_family("sluicegate_watchers_alive",
+                           "Watcher objects not yet freed: open watches and ended ones still being torn down "
+                           "(above sluicegate_watchers for long: a leak).",
+                           (), [((), float(w.alive) if w is not None else 0.0)])
+        yield gauge_family("sluicegate_watch_events_held", "Events held for watchers that have not read them yet.",
+                           (), [((), float(w.held) if w is not None else 0.0)])
 
     def _process_families(self) -> Iterator[Metric]:
         yield gauge_family("sluicegate_controller_leader",

@@ -380,6 +380,7 @@ class _Controller:
             pod_security=s.pod_security,
             observer=self.metrics,
         )
+        manager.commit.watchers.backlog = s.watch_backlog
         t0 = time.monotonic()
         loaded = manager.load(objects)
         log.info("loaded %d objects %s in %.2fs", loaded, "from the warm copy" if objects is not None else

@@ -14,6 +14,7 @@ Every key is optional; unknown keys are errors that name the key.
     placement: true                 # false: quota-only mode, admitted workloads are not run
     finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
+    watchBacklog: 10000             # events kept for a slow watcher; one further behind is ended (it re-lists)
     pkiDir: /var/lib/sluicegate/pki # TLS on: the cluster CA and serving certificate ('sluicegate-controller init')
     tokenListen: 127.0.0.1:7423     # TLS without client certificates: agents joining, bearer-token users
     tokenFile: /etc/sluicegate/tokens.yaml   # bearer tokens (hashed) -> user and groups; reloaded on SIGHUP
@@ -103,6 +104,7 @@ class ControllerSettings:
     placement: bool = True
     finished_retention: float | None = 86400.0
     grpc_grace: float = 5.0
+    watch_backlog: int = 10_000
     pki_dir: str = ""
     token_listen: str = "127.0.0.1:7423"
     token_file: str = ""
@@ -138,6 +140,7 @@ _KEYS = {
     "fencingGrace": ("fencing_grace", "duration"),
     "selfFencing": ("self_fencing", bool),
     "grpcGrace": ("grpc_grace", "duration"),
+    "watchBacklog": ("watch_backlog", int),
     "agentHeartbeatInterval": ("agent_heartbeat_interval", "duration"),
     "placement": ("placement", bool),
     "finishedRetention": ("finished_retention", "duration"),
@@ -190,6 +193,10 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> ControllerSett
                 values[attr] = parse_duration(value) if isinstance(value, str) else float(value)
             except (ValueError, TypeError) as exc:
                 raise SettingsError(f"{path}: {key}: {exc}") from exc
+        elif typ is int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"{path}: {key}: expected a positive whole number, got {value!r}")
+            values[attr] = value
         elif typ is bool:
             if not isinstance(value, bool):
                 raise SettingsError(f"{path}: {key}: expected true or false, got {value!r}")

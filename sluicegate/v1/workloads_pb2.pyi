@@ -81,7 +81,7 @@ class WatchWorkloadsRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., send_initial: _Optional[bool] = ..., max_batch: _Optional[int] = ...) -> None: ...
 
 class WorkloadEvent(_message.Message):
-    __slots__ = ("type", "workload", "more")
+    __slots__ = ("type", "workload", "more", "time")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         TYPE_UNSPECIFIED: _ClassVar[WorkloadEvent.Type]
@@ -95,10 +95,12 @@ class WorkloadEvent(_message.Message):
     TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
     type: WorkloadEvent.Type
     workload: _objects_pb2.Object
     more: _containers.RepeatedCompositeFieldContainer[WorkloadEvent]
-    def __init__(self, type: _Optional[_Union[WorkloadEvent.Type, str]] = ..., workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., more: _Optional[_Iterable[_Union[WorkloadEvent, _Mapping]]] = ...) -> None: ...
+    time: float
+    def __init__(self, type: _Optional[_Union[WorkloadEvent.Type, str]] = ..., workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., more: _Optional[_Iterable[_Union[WorkloadEvent, _Mapping]]] = ..., time: _Optional[float] = ...) -> None: ...
 
 class SetActiveRequest(_message.Message):
     __slots__ = ("namespace", "name", "active")

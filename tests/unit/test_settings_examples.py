@@ -76,3 +76,14 @@ def test_pod_user_settings_load_and_bad_ones_are_named(tmp_path: Path) -> None:
     controller.write_text("podSecurity:\n  namespace: {}\n")
     with pytest.raises(SettingsError, match="podSecurity: expected"):
         load_settings(str(controller), {})
+
+
+def test_watch_backlog_loads_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    assert load_settings(str(DEPLOY / "controller.yaml"), {}).watch_backlog == 10_000
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("watchBacklog: 50\n")
+    assert load_settings(str(cfg), {}).watch_backlog == 50
+    for bad in ("0", "-3", "many", "true", "2.5"):
+        cfg.write_text(f"watchBacklog: {bad}\n")
+        with pytest.raises(SettingsError, match="watchBacklog: expected a positive whole number"):
+            load_settings(str(cfg), {})

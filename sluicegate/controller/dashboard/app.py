@@ -18,7 +18,7 @@ import logging
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from importlib import resources
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
 
@@ -31,7 +31,7 @@ from sluicegate.controller.dashboard.access import (
     host_is_loopback,
 )
 from sluicegate.controller.errors import ControllerError, NotFound, PermissionDenied
-from sluicegate.controller.manager import Manager, WatchEvent, workload_state
+from sluicegate.controller.manager import Manager, workload_state
 from sluicegate.controller.service.gate import Gate
 from sluicegate.security.identity import Principal, Unauthenticated
 
@@ -281,9 +281,8 @@ class Dashboard:
         self, m: Manager, visible: Collection[str] | None,
     ) -> AsyncGenerator[list[dict[str, Any]] | None, None]:
         """Event summaries as they come, None at each keepalive; ends when the dashboard closes."""
-        # An async generator (aclose() ends the watch), annotated as an iterator by the manager.
-        stream = cast(AsyncGenerator[list[WatchEvent], None],
-                      m.watch_batches("", "", False, max_batch=MAX_EVENT_BATCH, namespaces=visible))
+        # An async generator: aclose() ends the watch.
+        stream = m.watch_batches("", "", False, max_batch=MAX_EVENT_BATCH, namespaces=visible)
         closing = asyncio.ensure_future(self._closing.wait())
         nxt: asyncio.Future[Any] | None = None
         try:

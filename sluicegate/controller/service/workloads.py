@@ -14,9 +14,10 @@ from sluicegate.controller.errors import (
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.queueing import pending_positions
 from sluicegate.controller.queues import Position
-from sluicegate.controller.service.codec import documents_from_proto, event_object, object_to_proto
+from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
 from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
+from sluicegate.controller.service.watchwire import batch_message
 from sluicegate.controller.store import StoreError
 from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
@@ -29,11 +30,6 @@ from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-_EVENT = {
-    "ADDED": workloads_pb2.WorkloadEvent.ADDED,
-    "MODIFIED": workloads_pb2.WorkloadEvent.MODIFIED,
-    "DELETED": workloads_pb2.WorkloadEvent.DELETED,
-}
 _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
 # Most watch events one message carries (WatchWorkloadsRequest.max_batch): a
 # workload's JSON is a few KiB, so a full message stays within a few MiB.
@@ -274,15 +270,13 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     batch = [ev for ev in batch if ev.workload.namespace in narrowed]
                     if not batch:
                         continue
-                first = workloads_pb2.WorkloadEvent(type=_EVENT[batch[0].type], workload=event_object(batch[0]))
-                if len(batch) > 1:
-                    first.more.extend(
-                        workloads_pb2.WorkloadEvent(type=_EVENT[ev.type], workload=event_object(ev)) for ev in batch[1:]
-                    )
-                yield first
+                yield batch_message(batch)
+            return
         except (FailedPrecondition, PermissionDenied) as exc:
             code, msg = status_for(exc)
-            await context.abort(code, msg)
+        # Outside the handler: the error ending the call must not chain (and so
+        # keep alive, until a garbage collection) the watch's frames.
+        await context.abort(code, msg)
 
     @handled
     async def Delete(self, request: workloads_pb2.WorkloadRef, context: Context) -> objects_pb2.DeleteResponse:

@@ -1,0 +1,112 @@
+"""The shared watch log: one event for every watcher, bounded for the slowest, nothing kept without watchers.
+
+Shape after the Kubernetes API server's watch cache (kubernetes/kubernetes
+staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go: one ring of
+events that every watcher reads; a watcher too far behind is ended and must
+list again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from sluicegate.controller.manager import Manager
+from sluicegate.controller.store.memory import MemoryStore
+from sluicegate.controller.watch import WatchEvent, WatchExpired
+from sluicegate.manifest.loader import RawDocument
+from tests.builders import workload_doc
+
+
+def _create(m: Manager, name: str, ns: str = "default") -> None:
+    m.create_workload(RawDocument(source="test", body=workload_doc(name, ns=ns)))
+
+
+async def _take(agen: object, n: int) -> list[WatchEvent]:
+    out: list[WatchEvent] = []
+    async with asyncio.timeout(5):  # bounded: a lost event fails, not hangs
+        while len(out) < n:
+            out.extend(await anext(agen))  # type: ignore[call-overload]
+    return out
+
+
+async def test_every_watcher_reads_the_same_event_objects_and_filters_its_own() -> None:
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    everything = m.watch_batches("", "", False, max_batch=100)
+    other_ns = m.watch_batches("team-b", "", False, max_batch=100)
+    named = m.watch_batches("default", "w-1", False, max_batch=1)
+    # Each starts (and registers) on its first read; start them, then publish.
+    firsts = [asyncio.ensure_future(anext(g)) for g in (everything, other_ns, named)]
+    await asyncio.sleep(0)  # let each reach its wait
+    assert len(m.commit.watchers) == 3
+    for i in range(3):
+        _create(m, f"w-{i}")
+    _create(m, "b-0", ns="team-b")
+    a = list(await firsts[0]) + await _take(everything, 4 - len(await firsts[0]))
+    b = list(await firsts[1])
+    c = list(await firsts[2])
+    assert [e.workload.name for e in a] == ["w-0", "w-1", "w-2", "b-0"]
+    assert [e.workload.name for e in b] == ["b-0"] and [e.workload.name for e in c] == ["w-1"]
+    assert b[0] is a[3] and c[0] is a[1]  # one event object, shared (and so its encoded bytes)
+    for g in (everything, other_ns, named):
+        await g.aclose()  # type: ignore[attr-defined]
+    assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
+
+
+async def test_a_watcher_too_far_behind_is_ended_and_the_log_stays_bounded() -> None:
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    m.commit.watchers.backlog = 10
+    m.commit.watchers.flush_s = 0.0
+    slow = m.watch_batches("", "", False, max_batch=5)
+    fast = m.watch_batches("", "", False, max_batch=100)
+    pending = [asyncio.ensure_future(anext(g)) for g in (slow, fast)]
+    await asyncio.sleep(0)
+    got = []
+    for i in range(30):
+        _create(m, f"w-{i:02d}")
+        got.extend(await asyncio.wait_for(pending[1], 5) if i == 0 else await _take(fast, 1))
+        assert m.commit.watchers.held <= 10
+    assert [e.workload.name for e in got] == [f"w-{i:02d}" for i in range(30)]
+    assert len(m.commit.watchers) == 1  # the slow one is no longer counted
+    assert [e.workload.name for e in await asyncio.wait_for(pending[0], 5)] == ["w-00"]  # it had this in hand
+    with pytest.raises(WatchExpired, match="watch expired: it fell more than 10 events behind.*re-list"):
+        await _take(slow, 1)
+    await fast.aclose()  # type: ignore[attr-defined]
+    assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
+
+
+async def test_without_watchers_nothing_is_kept() -> None:
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    for i in range(5):
+        _create(m, f"w-{i}")
+    assert (m.commit.watchers.held, m.commit.watchers.alive) == (0, 0)
+
+
+async def test_a_reader_stuck_sending_has_its_call_cancelled_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import aclosing
+
+    from sluicegate.controller import watch
+
+    monkeypatch.setattr(watch, "STALLED_GRACE_S", 0.01)
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    m.commit.watchers.backlog = 5
+    m.commit.watchers.flush_s = 0.0
+    holding = asyncio.Event()
+
+    async def reader() -> None:
+        async with aclosing(m.watch_batches("", "", False, max_batch=100)) as events:
+            await anext(events)
+            holding.set()
+            await asyncio.Event().wait()  # a transport whose send never completes
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0)
+    _create(m, "w-00")
+    await asyncio.wait_for(holding.wait(), 5)
+    for i in range(1, 12):
+        _create(m, f"w-{i:02d}")
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
