@@ -8,7 +8,7 @@ rebuilt from the store at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from sluicegate.controller.queues import QueueManager, quota_needs
@@ -353,14 +353,18 @@ class Cache:
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.holder
 
-    def snapshot(self, now: float) -> Snapshot:
+    def snapshot(self, now: float, cluster_queues: Iterable[ClusterQueueName] | None = None) -> Snapshot:
+        """The cycle's view of the live state; ``cluster_queues``: the queues whose heads it examines
+        (only their activity is looked up, so a cycle costs what its heads do; None: every queue)."""
+        inactive = self.inactive_queues() if cluster_queues is None else frozenset(
+            cq for cq in set(cluster_queues) if self.inactive_reason(cq) is not None)
         return Snapshot(
             tree=self.tree,
             cluster_queues=self.cluster_queues,
             flavors=self.flavors,
             admitted=self.admitted,
             config=self.config,
-            inactive=self.inactive_queues(),
+            inactive=inactive,
             namespace_labels=self.namespace_labels,
             now=now,
             local_queue_usage=self._local_queue_usage_of,
