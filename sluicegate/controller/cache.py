@@ -58,6 +58,8 @@ class Cache:
     # status stores), and what its admitted workloads hold now, by resource.
     afs: dict[tuple[str, str], AdmissionFairSharingStatus] = field(default_factory=dict)
     afs_admitted: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # Each namespace's effective labels, with the Namespace object (or None) they were read from.
+    _labels: dict[str, tuple[Namespace | None, Mapping[str, str]]] = field(default_factory=dict)
 
     # -- queues and cohorts ---------------------------------------------------
 
@@ -224,8 +226,14 @@ class Cache:
     # -- namespaces and local queues -----------------------------------------
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        ns = self.namespaces.get(namespace) or Namespace(namespace)
-        return ns.effective_labels()
+        ns = self.namespaces.get(namespace)
+        known = self._labels.get(namespace)
+        if known is not None and known[0] is ns:
+            return known[1]
+        labels = (ns or Namespace(namespace)).effective_labels()
+        # Kept with the object they came from: a changed Namespace is a new object.
+        self._labels[namespace] = (ns, labels)
+        return labels
 
     def local_queue_for(self, wl: Workload) -> LocalQueueSpec | None:
         return self.local_queues.get((wl.namespace, wl.queue_name))

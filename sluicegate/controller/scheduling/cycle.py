@@ -198,6 +198,12 @@ def assignment_shape(wl: Workload) -> Hashable:
         for ps in wl.pod_sets))
 
 
+def searches_from_first_flavor(head: Head) -> bool:
+    """The flavor search starts at each group's first flavor: never tried, or every list walked to its end
+    (a tried index of -1; a StrictFIFO head that keeps blocking its queue comes back so)."""
+    return head.last_tried is None or all(i == -1 for ps in head.last_tried for i in ps.values())
+
+
 @dataclass(frozen=True, slots=True)
 class _Remembered:
     versions: tuple[int, ...]
@@ -233,7 +239,7 @@ class AssignmentMemo:
                 and r.flavors == tuple(snapshot.flavors.get(f) for f in spec.flavors))
 
     def _eligible(self, head: Head, snapshot: Snapshot) -> bool:
-        return (head.last_tried is None and not snapshot.fair_sharing
+        return (searches_from_first_flavor(head) and not snapshot.fair_sharing
                 and never_preempts(snapshot.cluster_queues[head.cluster_queue], snapshot.node(head.cluster_queue)))
 
     def recall(self, head: Head, snapshot: Snapshot) -> _Remembered | None:
