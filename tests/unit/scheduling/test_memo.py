@@ -87,3 +87,25 @@ def test_a_queue_that_may_preempt_is_always_searched() -> None:
     high = _cycle(cache, memo, "high", priority=5)
     assert memo.hits == 0
     assert (low.status.value, high.status.value) == ("NotNominated", "Preempting")
+
+
+def test_a_head_whose_last_search_walked_every_flavor_is_answered_too() -> None:
+    """A StrictFIFO head that keeps blocking its queue comes back with every tried index at -1: its next
+    search starts at the first flavor again, as a new head's does."""
+    cache, memo = _cache(), AssignmentMemo()
+    first = _cycle(cache, memo, "blocked")
+    assert first.last_tried == ({"cpu": -1},)
+    again = Head(workload=workload("blocked", pod_set(cpu="1")), cluster_queue=ClusterQueueName("a"),
+                 last_tried=first.last_tried)
+    (entry,) = run_cycle([again], cache.snapshot(0.0), preemptor=Preemptor(), memo=memo)
+    assert memo.hits == 1
+    assert decision(entry) == decision(first)
+
+
+def test_a_search_resumed_past_the_first_flavor_is_not_answered_from_memory() -> None:
+    cache, memo = _cache(), AssignmentMemo()
+    _cycle(cache, memo, "first")
+    resumed = Head(workload=workload("resumed", pod_set(cpu="1")), cluster_queue=ClusterQueueName("a"),
+                   last_tried=({"cpu": 0},))
+    run_cycle([resumed], cache.snapshot(0.0), preemptor=Preemptor(), memo=memo)
+    assert memo.hits == 0
