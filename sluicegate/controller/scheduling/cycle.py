@@ -278,16 +278,6 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
     entries: list[Entry] = []
     inadmissible: list[Entry] = []
     oracle = preemptor.oracle(snapshot)
-    # Whether a queue selects a namespace, asked once per pair in the cycle.
-    selected: dict[tuple[ClusterQueueName, str], bool] = {}
-
-    def namespace_ok(head: Head) -> bool:
-        pair = (head.cluster_queue, head.workload.namespace)
-        ok = selected.get(pair)
-        if ok is None:
-            ok = selected[pair] = _namespace_ok(snapshot, head)
-        return ok
-
     for head in heads:
         e = Entry(head=head)
         cq = head.cluster_queue
@@ -295,7 +285,7 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
             e.message = f"ClusterQueue {cq} not found"
         elif cq in snapshot.inactive:
             e.message = f"ClusterQueue {cq} is inactive"
-        elif not namespace_ok(head):
+        elif not _namespace_ok(snapshot, head):
             e.message = (
                 f"Workload namespace doesn't match ClusterQueue selector: namespace {head.workload.namespace} "
                 f"is not selected by ClusterQueue {cq} (spec.namespaceSelector)"
