@@ -113,6 +113,7 @@ def main() -> None:
 
     cycle_times: list[float] = []
     admitted = 0
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for _ in range(ns.workloads + 10):
         c0 = time.perf_counter()
@@ -122,6 +123,8 @@ def main() -> None:
         if not stats.made_progress:
             break
     t_sched = time.perf_counter() - t0
+    cpu_sched = time.process_time() - cpu0
+    memo = getattr(getattr(m, "scheduler", None), "memo", None)
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cycle_times.sort()
     result = {
@@ -137,6 +140,11 @@ def main() -> None:
         "still_pending": ns.workloads - admitted,
         "scheduling_seconds": round(t_sched, 3),
         "admissions_per_second": round(admitted / t_sched) if t_sched else None,
+        # What a shared machine's load does not change: the process's CPU for the scheduling phase.
+        "scheduling_cpu_seconds": round(cpu_sched, 3),
+        "admissions_per_cpu_second": round(admitted / cpu_sched) if cpu_sched else None,
+        # Heads answered from an earlier cycle's NoFit (their quota path unchanged).
+        "remembered_answers": memo.hits if memo is not None else None,
         "cycles": len(cycle_times),
         "cycle_ms_median": round(statistics.median(cycle_times) * 1000, 2),
         "cycle_ms_p99": round(cycle_times[int(len(cycle_times) * 0.99) - 1] * 1000, 2),

@@ -349,8 +349,10 @@ def table(result: dict[str, Any]) -> str:
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         a = s["averageTimeToAdmissionMs"] / 1000
         ctl = s["controllerAverageTimeToAdmissionMs"]
+        # Beside the evictions of the class: a workload evicted (preempted) waits for admission again.
+        stamped = f"controller-stamped {ctl / 1000:.2f}; " if ctl is not None else ""
         rows.append((f"avg time to admission, {cls} (s)", f"{a:.2f}", kueue(pub.get("admission_s", {}).get(cls), "{:.1f}"),
-                     f"controller-stamped {ctl / 1000:.2f}" if ctl is not None else "-"))
+                     f"{stamped}{s['totalEvictions']} evictions of this class"))
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         rows.append((f"avg time to finish, {cls} (s)", f"{s['averageTimeToFinishMs'] / 1000:.2f}", "-",
                      f"{s['finished']}/{s['planned']} finished, {s['totalEvictions']} evictions"))

@@ -8,7 +8,7 @@ rebuilt from the store at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from sluicegate.controller.queues import QueueManager, quota_needs
@@ -58,6 +58,8 @@ class Cache:
     # status stores), and what its admitted workloads hold now, by resource.
     afs: dict[tuple[str, str], AdmissionFairSharingStatus] = field(default_factory=dict)
     afs_admitted: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # Each namespace's effective labels, with the Namespace object (or None) they were read from.
+    _labels: dict[str, tuple[Namespace | None, Mapping[str, str]]] = field(default_factory=dict)
 
     # -- queues and cohorts ---------------------------------------------------
 
@@ -224,8 +226,14 @@ class Cache:
     # -- namespaces and local queues -----------------------------------------
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        ns = self.namespaces.get(namespace) or Namespace(namespace)
-        return ns.effective_labels()
+        ns = self.namespaces.get(namespace)
+        known = self._labels.get(namespace)
+        if known is not None and known[0] is ns:
+            return known[1]
+        labels = (ns or Namespace(namespace)).effective_labels()
+        # Kept with the object they came from: a changed Namespace is a new object.
+        self._labels[namespace] = (ns, labels)
+        return labels
 
     def local_queue_for(self, wl: Workload) -> LocalQueueSpec | None:
         return self.local_queues.get((wl.namespace, wl.queue_name))
@@ -353,14 +361,18 @@ class Cache:
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.holder
 
-    def snapshot(self, now: float) -> Snapshot:
+    def snapshot(self, now: float, cluster_queues: Iterable[ClusterQueueName] | None = None) -> Snapshot:
+        """The cycle's view of the live state; ``cluster_queues``: the queues whose heads it examines
+        (only their activity is looked up, so a cycle costs what its heads do; None: every queue)."""
+        inactive = self.inactive_queues() if cluster_queues is None else frozenset(
+            cq for cq in set(cluster_queues) if self.inactive_reason(cq) is not None)
         return Snapshot(
             tree=self.tree,
             cluster_queues=self.cluster_queues,
             flavors=self.flavors,
             admitted=self.admitted,
             config=self.config,
-            inactive=self.inactive_queues(),
+            inactive=inactive,
             namespace_labels=self.namespace_labels,
             now=now,
             local_queue_usage=self._local_queue_usage_of,

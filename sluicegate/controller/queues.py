@@ -227,10 +227,10 @@ class ClusterQueueQueue:
             heap = self._heap if self._afs is None else self._fair_heap()
             if not heap:
                 return None
-            *_, key, version = heapq.heappop(heap)
-            wk = WorkloadKey(key)
+            item = heapq.heappop(heap)
+            wk = WorkloadKey(item[3])
             p = self._items.get(wk)
-            if p is None or p.version != version:
+            if p is None or p.version != item[4]:
                 continue
             del self._items[wk]
             self._in_flight[wk] = p

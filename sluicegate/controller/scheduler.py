@@ -21,7 +21,7 @@ from sluicegate.controller.decide_cycle import cycle_effects, heads_back
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
-from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, Head, Preemptor, run_cycle
+from sluicegate.controller.scheduling.cycle import AssignmentMemo, Entry, EntryStatus, Head, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
 from sluicegate.controller.scheduling.placement import CyclePlacer, PlacementCache, PodPlacement
 from sluicegate.controller.store import StoreError
@@ -88,6 +88,8 @@ class Scheduler:
         self.placement = placement
         # Eligible nodes, topology trees and per-node pod fits, kept across cycles (scheduling/placement.py).
         self._placement_cache = PlacementCache.of([])
+        # Answers for heads that did not fit, reused while their part of the quota tree is unchanged.
+        self.memo = AssignmentMemo()
         self.cycle = 0
         # Cycles by outcome, as Kueue's admission_attempts_total{result} counts them.
         self.cycles_admitting = 0
@@ -148,7 +150,7 @@ class Scheduler:
             return stats
         self.cycle += 1
         now = self.clock()
-        snapshot = c.snapshot(now)
+        snapshot = c.snapshot(now, (h.cluster_queue for h in heads))
         placer = CyclePlacer(self.fleet.registry.views(), c.flavors, c.topologies,
                              self._placement_cache) if self.placement else None
         backfill = self._backfill_for(heads)
@@ -160,6 +162,7 @@ class Scheduler:
             ordering=order_for(snapshot),
             placer=(lambda e: placer.place(e.key, self._pod_sets_to_place(e))) if placer is not None else None,
             backfill=backfill,
+            memo=self.memo,
         )
         if backfill is not None:
             self._reservations_changed(before)

@@ -17,15 +17,17 @@ Nothing here performs I/O: the caller acts on the returned decisions.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from sluicegate.controller.scheduling.backfill import BackfillState, Planner, fmt_time
 from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner, Mode, PreemptionOracle
+from sluicegate.controller.scheduling.quota import QuotaNode
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot, queue_order_timestamp
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
-from sluicegate.model.queues import ReclaimPolicy
+from sluicegate.model.objects import ResourceFlavor
+from sluicegate.model.queues import ClusterQueueSpec, PreemptionPolicy, ReclaimPolicy
 from sluicegate.model.resources import FlavorResource
 from sluicegate.model.workloads import Workload
 
@@ -180,8 +182,99 @@ def _namespace_ok(snapshot: Snapshot, head: Head) -> bool:
     return selector.matches(snapshot.namespace_labels(head.workload.namespace))
 
 
-def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor) -> tuple[list[Entry], list[Entry]]:
-    """Assign flavors to every head; return (entries to walk, entries that cannot be admitted)."""
+def never_preempts(spec: ClusterQueueSpec, node: QuotaNode) -> bool:
+    """The queue's policies leave no candidate anywhere: none in its own queue, none in its cohort tree."""
+    p = spec.preemption
+    return p.within_cluster_queue is PreemptionPolicy.NEVER and (
+        node.parent is None or p.reclaim_within_cohort is ReclaimPolicy.NEVER)
+
+
+def assignment_shape(wl: Workload) -> Hashable:
+    """What flavor assignment reads of a workload that cannot preempt: its pod sets' counts after
+    reclaim, requests, node selectors, tolerations and topology requests (not its name, priority or age)."""
+    return (wl.counts_after_reclaim(), tuple(
+        (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())),
+         tuple(sorted(ps.node_selector.items())), ps.tolerations, ps.topology_request)
+        for ps in wl.pod_sets))
+
+
+def searches_from_first_flavor(head: Head) -> bool:
+    """The flavor search starts at each group's first flavor: never tried, or every list walked to its end
+    (a tried index of -1; a StrictFIFO head that keeps blocking its queue comes back so)."""
+    return head.last_tried is None or all(i == -1 for ps in head.last_tried for i in ps.values())
+
+
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    versions: tuple[int, ...]
+    spec: ClusterQueueSpec
+    flavors: tuple[ResourceFlavor | None, ...]
+    assignment: Assignment
+    message: str
+    last_tried: tuple[dict[str, int], ...]
+
+
+class AssignmentMemo:
+    """Why heads could not be admitted, kept across cycles: a head of the same shape in the same
+    ClusterQueue gets the same answer while nothing it depends on changed.
+
+    Flavor assignment reads the workload's shape (``assignment_shape``), the
+    queue's spec, its flavors, and the usage and quotas on its path to the
+    root (``QuotaNode.version``); in a queue whose policies never preempt the
+    preemption oracle finds nothing whoever asks.  So after one head was found
+    not to fit, the next ones behind it cost a lookup until quota moves in
+    their part of the cohort tree, instead of a flavor search each.  Only
+    answers that did not fit are kept (a fit is admitted, which changes the
+    versions), and only for searches from the first flavor.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._answers: dict[tuple[ClusterQueueName, Hashable], _Remembered] = {}
+        self.hits = 0
+
+    def _valid(self, r: _Remembered, snapshot: Snapshot, cq: ClusterQueueName, node: QuotaNode) -> bool:
+        spec = snapshot.cluster_queues[cq]
+        return (r.spec is spec and r.versions == node.path_versions()
+                and r.flavors == tuple(snapshot.flavors.get(f) for f in spec.flavors))
+
+    def _eligible(self, head: Head, snapshot: Snapshot) -> bool:
+        return (searches_from_first_flavor(head) and not snapshot.fair_sharing
+                and never_preempts(snapshot.cluster_queues[head.cluster_queue], snapshot.node(head.cluster_queue)))
+
+    def recall(self, head: Head, snapshot: Snapshot) -> _Remembered | None:
+        if not self._answers or not self._eligible(head, snapshot):
+            return None
+        key = (head.cluster_queue, assignment_shape(head.workload))
+        r = self._answers.get(key)
+        if r is None:
+            return None
+        if not self._valid(r, snapshot, head.cluster_queue, snapshot.node(head.cluster_queue)):
+            del self._answers[key]
+            return None
+        self.hits += 1
+        return r
+
+    def remember(self, head: Head, snapshot: Snapshot, e: Entry) -> None:
+        assert e.assignment is not None
+        if e.assignment.mode() is Mode.FIT or e.targets or e.retry_at is not None \
+                or not self._eligible(head, snapshot):
+            return
+        if len(self._answers) >= self._limit:
+            self._answers.clear()
+        cq = head.cluster_queue
+        spec = snapshot.cluster_queues[cq]
+        self._answers[(cq, assignment_shape(head.workload))] = _Remembered(
+            snapshot.node(cq).path_versions(), spec, tuple(snapshot.flavors.get(f) for f in spec.flavors),
+            e.assignment, e.message, e.last_tried or ())
+
+
+def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
+             memo: AssignmentMemo | None = None) -> tuple[list[Entry], list[Entry]]:
+    """Assign flavors to every head; return (entries to walk, entries that cannot be admitted).
+
+    ``memo``: answers of earlier cycles for heads that did not fit (see AssignmentMemo).
+    """
     entries: list[Entry] = []
     inadmissible: list[Entry] = []
     oracle = preemptor.oracle(snapshot)
@@ -199,11 +292,18 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor) ->
             )
             e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
         else:
+            known = memo.recall(head, snapshot) if memo is not None else None
+            if known is not None:
+                e.assignment, e.message, e.last_tried = known.assignment, known.message, known.last_tried
+                entries.append(e)
+                continue
             e.assignment, e.targets = get_assignment(head, snapshot, oracle)
             e.message = e.assignment.message()
             e.last_tried = tuple(e.assignment.last_tried())
             if not e.targets and e.assignment.mode() is not Mode.FIT:
                 note_protection(e, snapshot, oracle.shielded(head.workload.key))
+            if memo is not None:
+                memo.remember(head, snapshot, e)
             entries.append(e)
             continue
         inadmissible.append(e)
@@ -350,9 +450,12 @@ def process_entry(
     usage = entry.assignment.usage
     # Fit is judged as if every victim claimed so far in this cycle, and this
     # entry's own, were already gone (Kueue's fits()).
-    victims = {**preempted, **{t.victim.key: t.victim for t in entry.targets}}
-    removals = [(snapshot.node(v.cluster_queue), v.usage) for v in victims.values()]
-    with view.simulate_removal(removals):
+    if preempted or entry.targets:
+        victims = {**preempted, **{t.victim.key: t.victim for t in entry.targets}}
+        removals = [(snapshot.node(v.cluster_queue), v.usage) for v in victims.values()]
+        with view.simulate_removal(removals):
+            fits = view.fits(node, usage)
+    else:
         fits = view.fits(node, usage)
     if not fits:
         entry.mark_skipped("Workload no longer fits after processing another workload")
@@ -437,14 +540,16 @@ def run_cycle(
     ordering: Ordering | None = None,
     placer: Placer | None = None,
     backfill: BackfillState | None = None,
+    memo: AssignmentMemo | None = None,
 ) -> list[Entry]:
     """Run one cycle over ``heads``; return every entry with its decision.
 
     ``backfill``: the reservations of Backfill queues, kept between cycles
-    (updated in place); None when no queue uses the strategy.
+    (updated in place); None when no queue uses the strategy.  ``memo``:
+    answers kept between cycles for heads that did not fit.
     """
     # 3. Nominate.
-    entries, inadmissible = nominate(heads, snapshot, preemptor)
+    entries, inadmissible = nominate(heads, snapshot, preemptor, memo)
     # 4. Order.
     order = ordering if ordering is not None else classical_order
     # 5. Walk, recording tentative usage in the snapshot's overlay.

@@ -34,6 +34,7 @@ from sluicegate.controller.scheduling.cycle import (
     IN_COHORT_RECLAMATION,
     NominationOracle,
     Target,
+    never_preempts,
 )
 from sluicegate.controller.scheduling.fairsharing import (
     Strategy,
@@ -505,7 +506,19 @@ def _targets_context(
     )
 
 
+def _no_candidates_by_policy(ctx: _Context) -> bool:
+    """The queue's policies rule out every candidate: none in its own queue, none elsewhere in the tree.
+
+    Both algorithms would search and find nothing (``_same_queue``/``_in_cohort``,
+    ``_fair_candidates``); answering at once keeps a NoFit head of a queue that
+    never preempts as cheap as the quota check that made it one.
+    """
+    return never_preempts(ctx.spec, ctx.node)
+
+
 def _find(ctx: _Context) -> list[Target]:
+    if _no_candidates_by_policy(ctx):
+        return []
     if ctx.snapshot.fair_sharing:
         return _fair_targets(ctx, strategies_from_config(ctx.snapshot.config.fair_sharing))
     return _classic_targets(ctx)
@@ -543,6 +556,8 @@ class _Oracle:
         self._shielded: dict[WorkloadKey, dict[WorkloadKey, float]] = {}
 
     def _find(self, ctx: _Context) -> list[Target]:
+        if _no_candidates_by_policy(ctx):
+            return []
         key = (ctx.cq, ctx.workload.key, frozenset(ctx.requests.items()), ctx.frs)
         found = self._searched.get(key)
         if found is None:

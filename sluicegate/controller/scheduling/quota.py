@@ -49,6 +49,7 @@ class QuotaNode:
         "child_cohorts",
         "explicit",
         "weight",
+        "version",
     )
 
     def __init__(self, name: str, *, is_cohort: bool) -> None:
@@ -64,6 +65,9 @@ class QuotaNode:
         self.explicit = not is_cohort
         # fairSharing.weight; 0 makes the node's share infinite once it borrows.
         self.weight: Fraction = Fraction(1)
+        # Bumped whenever the live usage or the quotas of this node change: an answer computed
+        # from a queue's path to the root still holds while every version on the path is the same.
+        self.version = 0
 
     def __repr__(self) -> str:
         kind = "Cohort" if self.is_cohort else "ClusterQueue"
@@ -78,6 +82,15 @@ class QuotaNode:
         if q is not None and q.lending_limit is not None:
             return max(0, self.subtree_quota.get(fr, 0) - q.lending_limit)
         return 0
+
+    def path_versions(self) -> tuple[int, ...]:
+        """The versions of this node and its ancestors (see ``version``)."""
+        out = [self.version]
+        node = self.parent
+        while node is not None:
+            out.append(node.version)
+            node = node.parent
+        return tuple(out)
 
     def path_to_root(self) -> Iterator[QuotaNode]:
         """Ancestors, nearest first (not including self)."""
@@ -237,6 +250,7 @@ class LiveUsage(UsageView):
         return node.usage.get(fr, 0)
 
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
+        node.version += 1
         v = node.usage.get(fr, 0) + delta
         if v:
             node.usage[fr] = v
@@ -405,6 +419,7 @@ class QuotaTree:
 
     def _recompute(self, node: QuotaNode) -> None:
         """Rebuild subtree quotas (and cohort usage) below ``node``."""
+        node.version += 1
         if not node.is_cohort:
             node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
             return
