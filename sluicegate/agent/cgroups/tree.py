@@ -6,7 +6,7 @@ import asyncio
 import errno
 import os
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from sluicegate.agent.cgroups.values import (
@@ -127,6 +127,20 @@ def own_cgroup(controller: str, *, proc_self_cgroup: Path = PROC_SELF_CGROUP) ->
     return "/"
 
 
+def home_procs(mounts: Iterable[tuple[str, Path]]) -> dict[str, str] | None:
+    """This process's ``cgroup.procs`` in each ``(controller, mount)`` hierarchy ("" for v2).
+
+    None when one is not writable.
+    """
+    homes: dict[str, str] = {}
+    for controller, mount in mounts:
+        procs = mount / own_cgroup(controller).lstrip("/") / "cgroup.procs"
+        if not os.access(procs, os.W_OK):
+            return None
+        homes[controller] = str(procs)
+    return homes
+
+
 def resolve_parent(mount: Path, parent: str, controller: str) -> Path:
     path = own_cgroup(controller) if parent == PARENT_SELF else parent
     return mount / path.lstrip("/")
@@ -138,12 +152,24 @@ def resolve_parent(mount: Path, parent: str, controller: str) -> Path:
 class TreeDriver:
     """Behaviour both cgroup versions share: a base directory per hierarchy."""
 
-    def __init__(self, *, bases: Sequence[tuple[str, Path]], shell: str) -> None:
+    def __init__(
+        self, *, bases: Sequence[tuple[str, Path]], shell: str, homes: Mapping[str, str] | None = None
+    ) -> None:
         # (controller, base directory); cpu and cpuacct may share one.
         self._bases: tuple[tuple[str, Path], ...] = tuple(bases)
         self._shell = shell
+        # The agent's own ``cgroup.procs`` per controller: where a spawner
+        # (which starts in the agent's cgroups) goes back to after a start.
+        # None: the way back is not writable, so commands start through the
+        # wrapper.
+        self._homes: dict[str, str] | None = None if homes is None else dict(homes)
         # Computed once: create and remove_pod walk them for every pod.
         self._unique_bases: tuple[Path, ...] = tuple(dict.fromkeys(base for _, base in self._bases))
+
+    @property
+    def homes(self) -> Mapping[str, str] | None:
+        """The agent's own ``cgroup.procs`` by controller, where spawners return (None: the wrapper is used)."""
+        return self._homes
 
     @property
     def base_dirs(self) -> tuple[Path, ...]:
@@ -199,6 +225,27 @@ class TreeDriver:
 
     def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], T]) -> T:
         return start(self.placement_argv(handle, argv))
+
+    def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
+        """``(enter, home)`` ``cgroup.procs`` files for a spawner to start a command in ``handle``'s cgroups.
+
+        None when commands must start through the wrapper instead.
+        """
+        if handle is None:
+            return ()
+        homes = self._homes
+        if homes is None:
+            return None
+        places: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for controller, directory in handle.paths:
+            home = homes.get(controller)
+            if home is None:
+                return None
+            if directory not in seen:
+                seen.add(directory)
+                places.append((f"{directory}/cgroup.procs", home))
+        return tuple(places)
 
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
         if handle is None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sluicegate.agent.cgroups.tree import (
     TreeDriver,
+    home_procs,
     read_int,
     read_keyed,
     resolve_parent,
@@ -24,11 +25,9 @@ from sluicegate.agent.cgroups.values import (
     CgroupHandle,
     CgroupLimits,
     CgroupUnavailable,
-    T,
     cfs_quota_us,
     cpu_shares,
 )
-from sluicegate.agent.placement import PlacementError, ThreadPlacer
 
 log = logging.getLogger("sluicegate.agent.cgroups")
 
@@ -38,29 +37,20 @@ log = logging.getLogger("sluicegate.agent.cgroups")
 class CgroupV1(TreeDriver):
     """Per-controller hierarchies; memory is required, cpu and cpuacct are used when present.
 
-    With a ``placer`` (what ``setup`` gives when the agent's thread can move
-    between its cgroups and the pods'), commands are forked from a thread
-    inside their cgroups; without one, through the placement wrapper.
+    With ``homes`` (what ``setup`` gives when the agent's own cgroups are
+    writable), commands start from a spawner that enters their cgroups
+    (``spawn_places``); without, through the placement wrapper.
     """
 
     def __init__(
-        self, *, bases: Sequence[tuple[str, Path]], shell: str = "/bin/sh", placer: ThreadPlacer | None = None
+        self, *, bases: Sequence[tuple[str, Path]], shell: str = "/bin/sh", homes: Mapping[str, str] | None = None
     ) -> None:
-        super().__init__(bases=bases, shell=shell)
-        self._placer = placer
+        super().__init__(bases=bases, shell=shell, homes=homes)
 
-    @property
-    def placer(self) -> ThreadPlacer | None:
-        return self._placer
-
-    def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], T]) -> T:
-        if handle is None or self._placer is None or self._tight_quota(handle):
-            return super().spawn(handle, argv, start)
-        command = list(argv)
-        try:
-            return self._placer.run([f"{directory}/tasks" for directory in handle.dir_names], lambda: start(command))
-        except PlacementError as exc:
-            raise CgroupError(path=exc.path, operation="place", detail=exc.detail) from exc
+    def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
+        if handle is not None and self._tight_quota(handle):
+            return None
+        return super().spawn_places(handle)
 
     @property
     def kind(self) -> str:
@@ -73,7 +63,7 @@ class CgroupV1(TreeDriver):
 
     def describe(self) -> str:
         parts = ", ".join(f"{name}={base}" for name, base in self._bases)
-        how = "from a thread inside their cgroups" if self._placer is not None else f"through {self._shell}"
+        how = "from a spawner inside their cgroups" if self._homes is not None else f"through {self._shell}"
         return f"cgroup v1 ({parts}; commands start {how})"
 
     @classmethod
@@ -93,7 +83,6 @@ class CgroupV1(TreeDriver):
             )
         bases: list[tuple[str, Path]] = []
         seen: dict[str, Path] = {}
-        hierarchies: list[tuple[str, Path]] = []
         # The devices hierarchy only where pods hold devices: one more directory per container.
         for controller in (*V1_CONTROLLERS, "devices") if devices else V1_CONTROLLERS:
             mount = root / controller
@@ -115,18 +104,15 @@ class CgroupV1(TreeDriver):
                     log.debug("cgroup v1 %s hierarchy is not writable at %s: %s", controller, base_dir, exc)
                     continue
                 seen[real] = base_dir
-                hierarchies.append((controller, mount))
             bases.append((controller, base_dir))
         memory_base = bases[0][1]
         if not os.access(memory_base / "cgroup.procs", os.W_OK):
             raise CgroupUnavailable(path=str(memory_base), operation="detect", detail="cgroup.procs is not writable")
-        placer = ThreadPlacer(hierarchies=hierarchies)
-        try:
-            placer.probe([str(base / "tasks") for base in seen.values()])
-        except PlacementError as exc:
-            log.info("cgroup v1: commands start through %s, not from a thread inside their cgroups: %s", shell, exc)
+        homes = home_procs([(controller, root / controller) for controller, _ in bases])
+        if homes is None:
+            log.info("cgroup v1: commands start through %s: the agent's own cgroups are not writable", shell)
             return cls(bases=bases, shell=shell)
-        return cls(bases=bases, shell=shell, placer=placer)
+        return cls(bases=bases, shell=shell, homes=homes)
 
     def _tight_quota(self, handle: CgroupHandle) -> bool:
         cpu = handle.dir_for("cpu")

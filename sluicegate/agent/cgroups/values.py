@@ -154,6 +154,13 @@ class CgroupDriver(Protocol):
         """
         ...
 
+    def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
+        """``(enter, home)`` ``cgroup.procs`` pairs: a spawner started in the agent's cgroups writes its pid
+        into each ``enter``, starts the command, and writes it into each ``home``.  None: start through
+        ``spawn`` (the wrapper) instead.
+        """
+        ...
+
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]: ...
 
     def working_set_bytes(self, handle: CgroupHandle | None) -> int | None: ...

@@ -24,6 +24,7 @@ from sluicegate.agent.runtime.process import (
     privilege_argv,
 )
 from sluicegate.agent.runtime.rules import pod_phase
+from sluicegate.agent.runtime.spawning import Spawners
 from sluicegate.agent.runtime.state import LivePod
 from sluicegate.agent.runtime.values import (
     Clock,
@@ -60,6 +61,7 @@ class RuntimeBase:
         self._adopt_called = False
         self._boot_id = read_boot_id()
         self._found_commands: dict[tuple[str, str], str] = {}
+        self._spawners = Spawners()
         self._dirs_ready = False
         self._seq = 0
         self._pods: dict[str, LivePod] = {}
