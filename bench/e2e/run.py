@@ -352,7 +352,9 @@ def main() -> None:
         try:
             tls_flags, admin = init_tls(tmp) if ns.tls else ([], None)
             ctl, info = start(["sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
-                               "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", "1", *tls_flags],
+                               "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", "1",
+                               # No dashboard: its fixed port would collide with any other controller here.
+                               "--dashboard-listen", "", *tls_flags],
                               tmp / "controller.log", tmp / "c.ready")
             procs.append(ctl)
             pids = {"controller": ctl.pid}

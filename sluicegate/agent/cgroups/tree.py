@@ -22,7 +22,7 @@ from sluicegate.agent.cgroups.values import (
 # --- small file helpers -----------------------------------------------------
 
 
-def write_value(path: Path, value: str, *, operation: str) -> None:
+def write_value(path: str | Path, value: str, *, operation: str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
         try:
@@ -57,7 +57,7 @@ def read_text(path: str | Path) -> str | None:
         os.close(fd)
 
 
-def read_int(path: Path) -> int | None:
+def read_int(path: str | Path) -> int | None:
     text = read_text(path)
     if text is None:
         return None
@@ -67,7 +67,7 @@ def read_int(path: Path) -> int | None:
         return None
 
 
-def read_keyed(path: Path, key: str) -> int | None:
+def read_keyed(path: str | Path, key: str) -> int | None:
     """Value of ``key`` in a flat-keyed file such as memory.stat or memory.events."""
     text = read_text(path)
     if text is None:
@@ -94,7 +94,7 @@ def check_name(kind: str, name: str) -> None:
         raise CgroupError(path=name, operation="create", detail=f"{kind} {name!r} cannot be a directory name")
 
 
-async def rmdir_retrying(path: Path, *, attempts: int, interval: float) -> None:
+async def rmdir_retrying(path: str | Path, *, attempts: int, interval: float) -> None:
     # An exiting process can stay charged to its cgroup for a moment after
     # the parent saw it exit, so EBUSY is retried a bounded number of times.
     for attempt in range(max(1, attempts)):
@@ -165,6 +165,8 @@ class TreeDriver:
         self._homes: dict[str, str] | None = None if homes is None else dict(homes)
         # Computed once: create and remove_pod walk them for every pod.
         self._unique_bases: tuple[Path, ...] = tuple(dict.fromkeys(base for _, base in self._bases))
+        self._base_names: tuple[tuple[str, str], ...] = tuple((name, str(base)) for name, base in self._bases)
+        self._unique_base_names: tuple[str, ...] = tuple(str(base) for base in self._unique_bases)
 
     @property
     def homes(self) -> Mapping[str, str] | None:
@@ -191,28 +193,29 @@ class TreeDriver:
     def create(self, *, pod_uid: str, container: str, limits: CgroupLimits) -> CgroupHandle:
         check_name("pod uid", pod_uid)
         check_name("container name", container)
-        made: dict[Path, Path] = {}
-        for base in self._unique_bases:
-            pod_dir = base / pod_uid
-            leaf = pod_dir / container
+        # Strings, not pathlib: this runs for every container start.
+        made: dict[str, str] = {}
+        for base in self._unique_base_names:
+            pod_dir = f"{base}/{pod_uid}"
+            leaf = f"{pod_dir}/{container}"
             try:
                 try:
                     os.mkdir(pod_dir)
                 except FileExistsError:
                     pass  # the pod's next container
                 else:
-                    self._prepare_dir(pod_dir)
+                    self._prepare_dir(Path(pod_dir))
                 try:
                     os.mkdir(leaf)
                 except FileExistsError:
                     pass  # a restart, or a start after an agent restart
             except OSError as exc:
-                raise CgroupError(path=str(leaf), operation="create", detail=exc.strerror or str(exc)) from exc
+                raise CgroupError(path=leaf, operation="create", detail=exc.strerror or str(exc)) from exc
             made[base] = leaf
         handle = CgroupHandle(
             pod_uid=pod_uid,
             container=container,
-            paths=tuple((controller, str(made[base])) for controller, base in self._bases),
+            paths=tuple((controller, made[base]) for controller, base in self._base_names),
         )
         self._apply_limits(handle, limits)
         return handle
@@ -298,10 +301,10 @@ class TreeDriver:
 
     async def _remove_known(self, pod_uid: str, containers: Sequence[str], attempts: int, interval: float) -> bool:
         """Remove the named leaves and the pod directories; False when something else is left in them."""
-        for base in self._unique_bases:
-            pod_dir = base / pod_uid
+        for base in self._unique_base_names:
+            pod_dir = f"{base}/{pod_uid}"
             for name in containers:
-                await rmdir_retrying(pod_dir / name, attempts=attempts, interval=interval)
+                await rmdir_retrying(f"{pod_dir}/{name}", attempts=attempts, interval=interval)
             try:
                 os.rmdir(pod_dir)
             except FileNotFoundError:

@@ -46,6 +46,14 @@ class CgroupV1(TreeDriver):
         self, *, bases: Sequence[tuple[str, Path]], shell: str = "/bin/sh", homes: Mapping[str, str] | None = None
     ) -> None:
         super().__init__(bases=bases, shell=shell, homes=homes)
+        # CFS quota (-1: none) by cpu directory, as written by _apply_limits: spawn_places need not read it back.
+        self._quotas: dict[str, dict[str, int]] = {}
+
+    async def remove_pod(
+        self, pod_uid: str, *, containers: Sequence[str] | None = None, attempts: int = 50, interval: float = 0.02
+    ) -> None:
+        self._quotas.pop(pod_uid, None)
+        await super().remove_pod(pod_uid, containers=containers, attempts=attempts, interval=interval)
 
     def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
         if handle is not None and self._tight_quota(handle):
@@ -115,24 +123,26 @@ class CgroupV1(TreeDriver):
         return cls(bases=bases, shell=shell, homes=homes)
 
     def _tight_quota(self, handle: CgroupHandle) -> bool:
-        cpu = handle.dir_for("cpu")
+        cpu = handle.name_for("cpu")
         if cpu is None:
             return False
-        quota = read_int(cpu / "cpu.cfs_quota_us")  # -1: no limit
+        known = self._quotas.get(handle.pod_uid, {}).get(cpu)
+        # -1: no limit; read back only for a cgroup this driver did not write (made before an agent restart).
+        quota = known if known is not None else read_int(f"{cpu}/cpu.cfs_quota_us")
         return quota is not None and 0 < quota < THREAD_PLACEMENT_MIN_QUOTA_US
 
     def _apply_limits(self, handle: CgroupHandle, limits: CgroupLimits) -> None:
-        memory = handle.dir_for("memory")
-        cpu = handle.dir_for("cpu")
+        memory = handle.name_for("memory")
+        cpu = handle.name_for("cpu")
         if limits.memory_limit_bytes is not None and memory is not None:
-            write_value(memory / "memory.limit_in_bytes", str(limits.memory_limit_bytes), operation="set memory limit")
+            write_value(f"{memory}/memory.limit_in_bytes", str(limits.memory_limit_bytes), operation="set memory limit")
             # memory+swap at the same value keeps swap out of the picture (see
             # v2); it must be written after the memory limit, which it may not
             # undercut.  Kernels without swap accounting have no such file.
-            if (memory / "memory.memsw.limit_in_bytes").exists():
+            if os.path.exists(f"{memory}/memory.memsw.limit_in_bytes"):
                 try:
                     write_value(
-                        memory / "memory.memsw.limit_in_bytes",
+                        f"{memory}/memory.memsw.limit_in_bytes",
                         str(limits.memory_limit_bytes),
                         operation="set memory+swap limit",
                     )
@@ -145,44 +155,45 @@ class CgroupV1(TreeDriver):
                     operation="limit",
                     detail="a CPU limit needs the v1 cpu hierarchy, which is not mounted or not writable",
                 )
-            write_value(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US), operation="set CPU period")
+            write_value(f"{cpu}/cpu.cfs_period_us", str(CFS_PERIOD_US), operation="set CPU period")
             quota = cfs_quota_us(limits.cpu_limit_millicores)
-            write_value(cpu / "cpu.cfs_quota_us", str(quota), operation="set CPU limit")
+            write_value(f"{cpu}/cpu.cfs_quota_us", str(quota), operation="set CPU limit")
         if cpu is not None:
-            write_value(cpu / "cpu.shares", str(cpu_shares(limits.cpu_request_millicores)), operation="set CPU shares")
+            self._quotas.setdefault(handle.pod_uid, {})[cpu] = quota if limits.cpu_limit_millicores else -1
+            write_value(f"{cpu}/cpu.shares", str(cpu_shares(limits.cpu_request_millicores)), operation="set CPU shares")
         if limits.device_deny:
-            devices = handle.dir_for("devices")
+            devices = handle.name_for("devices")
             if devices is None:
                 raise CgroupError(path=str(memory), operation="limit",
                                   detail="denying device files needs the v1 devices hierarchy, which is not "
                                          "mounted or not writable")
             for rule in limits.device_deny:
-                write_value(devices / "devices.deny", rule, operation="deny a device")
+                write_value(f"{devices}/devices.deny", rule, operation="deny a device")
 
     def working_set_bytes(self, handle: CgroupHandle | None) -> int | None:
-        memory = None if handle is None else handle.dir_for("memory")
+        memory = None if handle is None else handle.name_for("memory")
         if memory is None:
             return None
-        usage = read_int(memory / "memory.usage_in_bytes")
+        usage = read_int(f"{memory}/memory.usage_in_bytes")
         if usage is None:
             return None
-        inactive = read_keyed(memory / "memory.stat", "total_inactive_file") or 0
+        inactive = read_keyed(f"{memory}/memory.stat", "total_inactive_file") or 0
         return max(0, usage - inactive)
 
     def cpu_seconds(self, handle: CgroupHandle | None) -> float | None:
-        cpuacct = None if handle is None else handle.dir_for("cpuacct")
+        cpuacct = None if handle is None else handle.name_for("cpuacct")
         if cpuacct is None:
             return None
-        usage = read_int(cpuacct / "cpuacct.usage")
+        usage = read_int(f"{cpuacct}/cpuacct.usage")
         return None if usage is None else usage / 1e9
 
     def oom_kills(self, handle: CgroupHandle | None) -> int:
-        memory = None if handle is None else handle.dir_for("memory")
+        memory = None if handle is None else handle.name_for("memory")
         if memory is None:
             return 0
-        kills = read_keyed(memory / "memory.oom_control", "oom_kill")
+        kills = read_keyed(f"{memory}/memory.oom_control", "oom_kill")
         if kills is not None:
             return kills
         # Kernels before 4.13 have no oom_kill counter.  failcnt counts how
         # often usage hit the limit, which is the closest signal they offer.
-        return read_int(memory / "memory.failcnt") or 0
+        return read_int(f"{memory}/memory.failcnt") or 0

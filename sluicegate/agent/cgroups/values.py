@@ -114,6 +114,13 @@ class CgroupHandle:
     container: str
     paths: tuple[tuple[str, str], ...]
 
+    def name_for(self, controller: str) -> str | None:
+        """``dir_for`` as a string (what the per-start and per-exit paths use: no pathlib)."""
+        for name, directory in self.paths:
+            if name == controller:
+                return directory
+        return None
+
     def dir_for(self, controller: str) -> Path | None:
         for name, directory in self.paths:
             if name == controller:
