@@ -40,6 +40,11 @@ MAX_MESSAGE: Final = 1 << 16
 BUFFER_BYTES: Final = 4 << 20
 # A spawner for a user that has had no child for this long is closed.
 IDLE_SECONDS: Final = 60.0
+# At most this many spawners for users at once: a node whose pods each have
+# their own uid would otherwise keep one per running pod.  Past it, a pod of
+# a new user starts through the wrapper and setpriv (``has_room``); idle ones
+# are closed at once when more than half of them are in use.
+MAX_USER_SPAWNERS: Final = 32
 
 Key = tuple[int, int, bool] | None  # (uid, gid, no_new_privs); None: the root spawner
 
@@ -263,13 +268,22 @@ class Spawners:
                 os.close(fd)
             raise StartFailure(f"the spawner could not make one for uid {uid}: {reply}")
         link = self._links[key] = SpawnerLink(socket.socket(fileno=fds[0]), reply[2], key)
-        self._retire_idle()
         return link
+
+    def has_room(self, key: Key) -> bool:
+        """Whether ``spawn`` can serve ``key`` now (else start through the wrapper)."""
+        if key is None or key in self._links:
+            return True
+        self._retire_idle()
+        return len(self._links) - (None in self._links) < MAX_USER_SPAWNERS
 
     def _retire_idle(self) -> None:
         now = time.monotonic()
+        crowded = len(self._links) - (None in self._links) > MAX_USER_SPAWNERS // 2
         for key, link in list(self._links.items()):
-            if key is not None and (link.dead or not link.children and now - link.idle_since > IDLE_SECONDS):
+            if key is None:
+                continue
+            if link.dead or not link.children and (crowded or now - link.idle_since > IDLE_SECONDS):
                 link.close()
                 del self._links[key]
 

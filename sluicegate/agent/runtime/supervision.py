@@ -28,7 +28,7 @@ from sluicegate.agent.runtime.process import (
     signal_name,
 )
 from sluicegate.agent.runtime.rules import restart_delay, should_restart
-from sluicegate.agent.runtime.spawning import SpawnedChild
+from sluicegate.agent.runtime.spawning import Key, SpawnedChild
 from sluicegate.agent.runtime.state import LiveContainer, LivePod
 from sluicegate.agent.runtime.values import (
     EXIT_CODE_OOM,
@@ -42,6 +42,11 @@ from sluicegate.agent.runtime.values import (
 
 log = logging.getLogger("sluicegate.agent.runtime")
 
+
+
+def _spawner_key(pod: LivePod) -> Key:
+    run_as = pod.spec.run_as
+    return None if run_as is None else (run_as.uid, run_as.gid, run_as.no_new_privs)
 
 
 class Supervision(RuntimeBase):
@@ -84,7 +89,7 @@ class Supervision(RuntimeBase):
             try:
                 places = self._cgroups.spawn_places(container.cgroup)
                 child: Child
-                if places is not None:
+                if places is not None and self._spawners.has_room(_spawner_key(pod)):
                     child = self._spawn_child(pod, argv, env, cwd, places, log_fd)
                 else:
                     child = self._spawn_wrapped(pod, container, argv, env, cwd, log_fd)
@@ -132,8 +137,7 @@ class Supervision(RuntimeBase):
         log_fd: int,
     ) -> SpawnedChild:
         """Start through a spawner: vfork semantics, placed by it, the user set without an exec in between."""
-        run_as = pod.spec.run_as
-        key = None if run_as is None else (run_as.uid, run_as.gid, run_as.no_new_privs)
+        key = _spawner_key(pod)
         command = argv[0]
         if "/" in command:
             candidates: tuple[str, ...] = (command if os.path.isabs(command) else os.path.join(cwd, command),)

@@ -40,6 +40,7 @@ from sluicegate.agent.runtime import (
     Reason,
     RestartPolicy,
     SystemClock,
+    spawning,
 )
 from sluicegate.agent.runtime.process import Exit
 from sluicegate.agent.runtime.spawning import PlacementFailure, Spawners
@@ -339,3 +340,24 @@ async def test_a_command_that_disappears_is_a_start_error_again(tmp_path: Path) 
         )
     finally:
         await _finish(runtime)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="spawners for users need root")
+async def test_spawners_for_users_are_bounded_and_idle_ones_make_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node whose pods each have a uid of their own must not keep a spawner per running pod without end.
+    monkeypatch.setattr(spawning, "MAX_USER_SPAWNERS", 2)
+    spawners = Spawners()
+    try:
+        sleepers = [
+            spawners.spawn(key=(uid, uid, True), candidates=("/bin/sleep",), argv=("sleep", "30"), env={}, cwd="/",
+                           places=(), log_fd=1)
+            for uid in (61001, 61002)
+        ]
+        assert (spawners.has_room((61001, 61001, True)), spawners.has_room((61003, 61003, True))) == (True, False)
+        for child in sleepers:
+            os.kill(child.pid, signal.SIGKILL)
+            assert await asyncio.wait_for(child.exit(), WAIT) == Exit(code=137, signal=signal.SIGKILL)
+            child.release()
+        assert spawners.has_room((61003, 61003, True)) is True
+    finally:
+        spawners.close()
