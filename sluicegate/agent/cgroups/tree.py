@@ -251,12 +251,12 @@ class TreeDriver:
         return tuple(places)
 
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
-        if handle is None:
+        # The first (memory) hierarchy holds every process of the container:
+        # a process enters all of them before its command runs, memory first,
+        # and only root moves it out.  One read per check, not one per hierarchy.
+        if handle is None or not handle.paths:
             return frozenset()
-        found: set[int] = set()
-        for directory in handle.dir_names:
-            found |= read_pids(f"{directory}/cgroup.procs")
-        return frozenset(found)
+        return frozenset(read_pids(f"{handle.paths[0][1]}/cgroup.procs"))
 
     def _signal_all(self, directories: Iterable[str | Path]) -> None:
         for directory in directories:
