@@ -23,6 +23,7 @@ from sluicegate.agent.runtime.process import (
     append_line,
     command_problem,
     killpg,
+    open_pidfd,
     privilege_argv,
     readable,
     signal_name,
@@ -115,7 +116,9 @@ class Supervision(RuntimeBase):
         stat = read_stat(pid)
         # The child is not reaped before we look, so its /proc entry exists.
         start_ticks = stat.start_ticks if stat is not None else 0
-        container.proc = Proc(pid=pid, start_ticks=start_ticks, child=child, pidfd=None)
+        # A spawner's child is not ours to wait for, but a pidfd tells us when it ends (see _await_termination).
+        pidfd = open_pidfd(pid) if isinstance(child, SpawnedChild) else None
+        container.proc = Proc(pid=pid, start_ticks=start_ticks, child=child, pidfd=pidfd)
         container.pid = pid
         container.start_ticks = start_ticks
         container.started_at = now
@@ -280,8 +283,16 @@ class Supervision(RuntimeBase):
 
     async def _await_termination(self, pod: LivePod, container: LiveContainer) -> Termination:
         proc = container.proc
+        exit: Exit | None = None
         if proc is not None:
-            exit = await self._wait_exit(proc)
+            if proc.child is not None and proc.pidfd is not None:
+                # Started by a spawner: the kernel tells us at once that it
+                # ended; its status comes from the spawner meanwhile and is
+                # read after the drain, by when it is here (one hop less
+                # between the end and the drain).
+                await readable(proc.pidfd)
+            else:
+                exit = await self._wait_exit(proc)
             # The group id is the main pid.  It stays ours while the child is
             # an unreaped zombie or any member is alive.
             pgid: int | None = proc.pid
@@ -295,6 +306,9 @@ class Supervision(RuntimeBase):
         if container.started_mono is not None:
             container.last_run_seconds = self._clock.monotonic() - container.started_mono
         survivors = await self._drain(pod, container, pgid)
+        if exit is None:
+            assert proc is not None
+            exit = await self._wait_exit(proc)
         termination = self._classify(pod, container, exit, finished_at)
         if survivors:
             termination = Termination(
