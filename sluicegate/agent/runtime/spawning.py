@@ -21,6 +21,7 @@ import logging
 import marshal
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -34,8 +35,10 @@ from sluicegate.agent.runtime.process import Exit, StartFailure
 log = logging.getLogger("sluicegate.agent.runtime")
 
 ZYGOTE: Final = str(Path(__file__).with_name("zygote.py"))
-# How long a start (or a new spawner) may take before the spawner is given up.
-REPLY_SECONDS: Final = 10.0
+# How long a start (or a new spawner) may take before the spawner is given
+# up (killed: a process of its user may have stopped it) and replaced.  The
+# agent's loop waits meanwhile; a start takes well under a millisecond.
+REPLY_SECONDS: Final = 2.0
 MAX_MESSAGE: Final = 1 << 16
 BUFFER_BYTES: Final = 4 << 20
 # A spawner for a user that has had no child for this long is closed.
@@ -102,6 +105,11 @@ class SpawnerLink:
                         os.close(fd)
         except (OSError, EOFError, ValueError) as exc:
             self._die(f"{exc}")
+            if isinstance(exc, TimeoutError):
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             raise StartFailure(f"the spawner failed: {exc}") from exc
 
     def _send(self, data: bytes, fds: Sequence[int], deadline: float) -> None:

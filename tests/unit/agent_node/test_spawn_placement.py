@@ -361,3 +361,25 @@ async def test_spawners_for_users_are_bounded_and_idle_ones_make_room(monkeypatc
         assert spawners.has_room((61003, 61003, True)) is True
     finally:
         spawners.close()
+
+
+async def test_a_stopped_spawner_is_given_up_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process of the spawner's user may stop it (SIGSTOP): the start fails after a short wait, not for ever.
+    monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
+    spawners = Spawners()
+    try:
+        first = spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(),
+                               log_fd=1)
+        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
+        first.release()
+        (stopped,) = spawners.pids()
+        os.kill(stopped, signal.SIGSTOP)
+        with pytest.raises(spawning.StartFailure, match="the spawner failed"):
+            spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(), log_fd=1)
+        second = spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(),
+                                log_fd=1)
+        assert (await asyncio.wait_for(second.exit(), WAIT), stopped in spawners.pids()) == (
+            Exit(code=0, signal=None), False)
+        second.release()
+    finally:
+        spawners.close()
