@@ -63,6 +63,7 @@ __all__ = [
     "AtomicFile",
     "CheckpointFile",
     "encode_pod",
+    "encode_spec",
     "entry_pieces",
     "save",
     "load",
@@ -257,9 +258,27 @@ def _dumps(value: JSONValue) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def encode_pod(pod: PodRecord) -> str:
-    """The runtime part of one pod's record as JSON text (see ``entry_pieces``)."""
-    return _dumps(_pod_json(pod))
+def encode_spec(spec: JSONObject) -> str:
+    """A pod spec as ``encode_pod`` writes it; the runtime encodes each pod's (unchanging) spec once."""
+    return _dumps(spec)
+
+
+def encode_pod(pod: PodRecord, *, spec_text: str | None = None) -> str:
+    """The runtime part of one pod's record as JSON text (see ``entry_pieces``).
+
+    With ``spec_text`` (``encode_spec(pod.spec)``), only what changes is
+    encoded and the spec's text is spliced in: the same text, since keys
+    are sorted and ``spec`` sorts just before ``stop``, the record's last
+    key but ``uid``.  (Inside JSON strings quotes are escaped, and no key
+    inside ``stop`` or ``uid`` is called so: the last ``,"stop":`` is the key.)
+    """
+    if spec_text is None:
+        return _dumps(_pod_json(pod))
+    document = _pod_json(pod)
+    del document["spec"]
+    text = _dumps(document)
+    cut = text.rindex(',"stop":')
+    return "".join((text[:cut], ',"spec":', spec_text, text[cut:]))
 
 
 def entry_pieces(node: str | None, runtime: str | None) -> tuple[str, ...]:

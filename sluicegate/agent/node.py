@@ -221,7 +221,7 @@ class AgentNode:
         """(Re)start the readiness probes of a running pod (after start, or after adoption)."""
         m = self.meta.get(uid)
         st = self.runtime.status(uid)
-        if m is None or st is None or st.finished:
+        if m is None or not m.probes or st is None or st.finished:
             return
         # Exec probes run as the pod's user, from its HOME.
         prefix = self.runtime.privilege_argv(uid)

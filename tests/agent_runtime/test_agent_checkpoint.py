@@ -323,3 +323,22 @@ def test_a_record_whose_parts_name_different_pods_makes_the_checkpoint_unreadabl
                                 "pods": [{"node": {"uid": "pod-b"}, "runtime": record}]}))
     with pytest.raises(CheckpointError, match="node part of 'pod-b'"):
         checkpoint.load(path)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [pytest.param("stopping", id="plain"), pytest.param('a ,"stop": inside', id="key-like-text"),
+     pytest.param("", id="empty")],
+)
+@pytest.mark.parametrize("stopping", [True, False], ids=["stop", "no-stop"])
+def test_a_record_with_its_spec_encoded_once_is_the_same_text(message: str, stopping: bool) -> None:
+    # The runtime encodes a pod's spec once and splices it into each new record of the pod.
+    base = _record()
+    record = PodRecord(
+        uid=base.uid, spec=base.spec, phase=base.phase, finished=base.finished, reason=base.reason, message=message,
+        stop=StopRecord(reason="Killed", message=message, deadline=1.5) if stopping else None,
+        containers=base.containers,
+    )
+    spliced = checkpoint.encode_pod(record, spec_text=checkpoint.encode_spec(record.spec))
+    assert spliced == checkpoint.encode_pod(record)
+    assert json.loads(spliced)["spec"] == record.spec

@@ -1,8 +1,10 @@
-"""A pod's processes run as its user, started through every placement path (thread, wrapper, none).
+"""A pod's processes run as its user, started through every placement path (spawner, wrapper, none).
 
-The user switch (setpriv) comes after placement: the process is in its
-cgroups and runs as the pod's user, with no supplementary groups and
-no_new_privs, in its private HOME.
+Placement comes before the user switch (the spawner's POSIX_SPAWN_RESETIDS,
+or setpriv after the wrapper): the process is in its cgroups and runs as
+the pod's user in all of real, effective, saved and filesystem ids, with
+no supplementary groups, no capabilities and no_new_privs, in its private
+HOME.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def proc_ids(pid: int) -> tuple[str, str, str, str]:
     return status["Uid"], status["Gid"], status["Groups"], status["NoNewPrivs"]
 
 
+def proc_caps(pid: int) -> dict[str, int]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: int(v.strip(), 16) for k, _, v in (line.partition(":") for line in lines)
+            if k in ("CapInh", "CapPrm", "CapEff", "CapAmb")}
+
+
 async def _runs_as_nobody(make_runtime: RuntimeFactory, driver: CgroupDriver, *, cpu_limit: int | None = None) -> None:
     runtime = make_runtime(driver)
     container = Container(name="main", command=("sleep", "30"), limits={} if cpu_limit is None else {"cpu": cpu_limit})
@@ -39,9 +47,10 @@ async def _runs_as_nobody(make_runtime: RuntimeFactory, driver: CgroupDriver, *,
     pid = status.containers[0].pid
     assert pid is not None
     both = f"{NOBODY}\t{NOBODY}\t{NOBODY}\t{NOBODY}"
-    # After exec: setpriv has replaced itself with the command (same pid).
+    # After exec (through setpriv on the wrapper path): the command itself (same pid).
     await eventually(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == "sleep", timeout=5)
     assert proc_ids(pid) == (both, both, "", "1")
+    assert proc_caps(pid) == {"CapInh": 0, "CapPrm": 0, "CapEff": 0, "CapAmb": 0}
     home = runtime.home(spec.uid)
     info = home.stat()
     assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (NOBODY, 0o700)
@@ -58,5 +67,5 @@ async def test_a_pod_runs_as_its_user_in_its_cgroups(make_runtime: RuntimeFactor
 
 
 async def test_the_v1_wrapper_path_places_as_root_then_drops(make_runtime: RuntimeFactory, v1_driver: CgroupV1) -> None:
-    # A CPU limit under a tenth of a CPU starts through the sh wrapper, not the placer thread.
+    # A CPU limit under a tenth of a CPU starts through the sh wrapper, not from the spawner.
     await _runs_as_nobody(make_runtime, v1_driver, cpu_limit=50)

@@ -51,6 +51,9 @@ class NoCgroups:
     def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], T]) -> T:
         return start(list(argv))
 
+    def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
+        return ()
+
     def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
         return frozenset()
 

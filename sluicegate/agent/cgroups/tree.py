@@ -6,7 +6,7 @@ import asyncio
 import errno
 import os
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from sluicegate.agent.cgroups.values import (
@@ -22,7 +22,7 @@ from sluicegate.agent.cgroups.values import (
 # --- small file helpers -----------------------------------------------------
 
 
-def write_value(path: Path, value: str, *, operation: str) -> None:
+def write_value(path: str | Path, value: str, *, operation: str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
         try:
@@ -57,7 +57,7 @@ def read_text(path: str | Path) -> str | None:
         os.close(fd)
 
 
-def read_int(path: Path) -> int | None:
+def read_int(path: str | Path) -> int | None:
     text = read_text(path)
     if text is None:
         return None
@@ -67,7 +67,7 @@ def read_int(path: Path) -> int | None:
         return None
 
 
-def read_keyed(path: Path, key: str) -> int | None:
+def read_keyed(path: str | Path, key: str) -> int | None:
     """Value of ``key`` in a flat-keyed file such as memory.stat or memory.events."""
     text = read_text(path)
     if text is None:
@@ -94,7 +94,7 @@ def check_name(kind: str, name: str) -> None:
         raise CgroupError(path=name, operation="create", detail=f"{kind} {name!r} cannot be a directory name")
 
 
-async def rmdir_retrying(path: Path, *, attempts: int, interval: float) -> None:
+async def rmdir_retrying(path: str | Path, *, attempts: int, interval: float) -> None:
     # An exiting process can stay charged to its cgroup for a moment after
     # the parent saw it exit, so EBUSY is retried a bounded number of times.
     for attempt in range(max(1, attempts)):
@@ -127,6 +127,20 @@ def own_cgroup(controller: str, *, proc_self_cgroup: Path = PROC_SELF_CGROUP) ->
     return "/"
 
 
+def home_procs(mounts: Iterable[tuple[str, Path]]) -> dict[str, str] | None:
+    """This process's ``cgroup.procs`` in each ``(controller, mount)`` hierarchy ("" for v2).
+
+    None when one is not writable.
+    """
+    homes: dict[str, str] = {}
+    for controller, mount in mounts:
+        procs = mount / own_cgroup(controller).lstrip("/") / "cgroup.procs"
+        if not os.access(procs, os.W_OK):
+            return None
+        homes[controller] = str(procs)
+    return homes
+
+
 def resolve_parent(mount: Path, parent: str, controller: str) -> Path:
     path = own_cgroup(controller) if parent == PARENT_SELF else parent
     return mount / path.lstrip("/")
@@ -138,12 +152,26 @@ def resolve_parent(mount: Path, parent: str, controller: str) -> Path:
 class TreeDriver:
     """Behaviour both cgroup versions share: a base directory per hierarchy."""
 
-    def __init__(self, *, bases: Sequence[tuple[str, Path]], shell: str) -> None:
+    def __init__(
+        self, *, bases: Sequence[tuple[str, Path]], shell: str, homes: Mapping[str, str] | None = None
+    ) -> None:
         # (controller, base directory); cpu and cpuacct may share one.
         self._bases: tuple[tuple[str, Path], ...] = tuple(bases)
         self._shell = shell
+        # The agent's own ``cgroup.procs`` per controller: where a spawner
+        # (which starts in the agent's cgroups) goes back to after a start.
+        # None: the way back is not writable, so commands start through the
+        # wrapper.
+        self._homes: dict[str, str] | None = None if homes is None else dict(homes)
         # Computed once: create and remove_pod walk them for every pod.
         self._unique_bases: tuple[Path, ...] = tuple(dict.fromkeys(base for _, base in self._bases))
+        self._base_names: tuple[tuple[str, str], ...] = tuple((name, str(base)) for name, base in self._bases)
+        self._unique_base_names: tuple[str, ...] = tuple(str(base) for base in self._unique_bases)
+
+    @property
+    def homes(self) -> Mapping[str, str] | None:
+        """The agent's own ``cgroup.procs`` by controller, where spawners return (None: the wrapper is used)."""
+        return self._homes
 
     @property
     def base_dirs(self) -> tuple[Path, ...]:
@@ -165,28 +193,29 @@ class TreeDriver:
     def create(self, *, pod_uid: str, container: str, limits: CgroupLimits) -> CgroupHandle:
         check_name("pod uid", pod_uid)
         check_name("container name", container)
-        made: dict[Path, Path] = {}
-        for base in self._unique_bases:
-            pod_dir = base / pod_uid
-            leaf = pod_dir / container
+        # Strings, not pathlib: this runs for every container start.
+        made: dict[str, str] = {}
+        for base in self._unique_base_names:
+            pod_dir = f"{base}/{pod_uid}"
+            leaf = f"{pod_dir}/{container}"
             try:
                 try:
                     os.mkdir(pod_dir)
                 except FileExistsError:
                     pass  # the pod's next container
                 else:
-                    self._prepare_dir(pod_dir)
+                    self._prepare_dir(Path(pod_dir))
                 try:
                     os.mkdir(leaf)
                 except FileExistsError:
                     pass  # a restart, or a start after an agent restart
             except OSError as exc:
-                raise CgroupError(path=str(leaf), operation="create", detail=exc.strerror or str(exc)) from exc
+                raise CgroupError(path=leaf, operation="create", detail=exc.strerror or str(exc)) from exc
             made[base] = leaf
         handle = CgroupHandle(
             pod_uid=pod_uid,
             container=container,
-            paths=tuple((controller, str(made[base])) for controller, base in self._bases),
+            paths=tuple((controller, made[base]) for controller, base in self._base_names),
         )
         self._apply_limits(handle, limits)
         return handle
@@ -200,13 +229,34 @@ class TreeDriver:
     def spawn(self, handle: CgroupHandle | None, argv: Sequence[str], start: Callable[[list[str]], T]) -> T:
         return start(self.placement_argv(handle, argv))
 
-    def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
+    def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
+        """``(enter, home)`` ``cgroup.procs`` files for a spawner to start a command in ``handle``'s cgroups.
+
+        None when commands must start through the wrapper instead.
+        """
         if handle is None:
+            return ()
+        homes = self._homes
+        if homes is None:
+            return None
+        places: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for controller, directory in handle.paths:
+            home = homes.get(controller)
+            if home is None:
+                return None
+            if directory not in seen:
+                seen.add(directory)
+                places.append((f"{directory}/cgroup.procs", home))
+        return tuple(places)
+
+    def pids(self, handle: CgroupHandle | None) -> frozenset[int]:
+        # The first (memory) hierarchy holds every process of the container:
+        # a process enters all of them before its command runs, memory first,
+        # and only root moves it out.  One read per check, not one per hierarchy.
+        if handle is None or not handle.paths:
             return frozenset()
-        found: set[int] = set()
-        for directory in handle.dir_names:
-            found |= read_pids(f"{directory}/cgroup.procs")
-        return frozenset(found)
+        return frozenset(read_pids(f"{handle.paths[0][1]}/cgroup.procs"))
 
     def _signal_all(self, directories: Iterable[str | Path]) -> None:
         for directory in directories:
@@ -251,10 +301,10 @@ class TreeDriver:
 
     async def _remove_known(self, pod_uid: str, containers: Sequence[str], attempts: int, interval: float) -> bool:
         """Remove the named leaves and the pod directories; False when something else is left in them."""
-        for base in self._unique_bases:
-            pod_dir = base / pod_uid
+        for base in self._unique_base_names:
+            pod_dir = f"{base}/{pod_uid}"
             for name in containers:
-                await rmdir_retrying(pod_dir / name, attempts=attempts, interval=interval)
+                await rmdir_retrying(f"{pod_dir}/{name}", attempts=attempts, interval=interval)
             try:
                 os.rmdir(pod_dir)
             except FileNotFoundError:

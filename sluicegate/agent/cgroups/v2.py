@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sluicegate.agent.cgroups.tree import (
     TreeDriver,
+    home_procs,
     read_int,
     read_keyed,
     read_text,
@@ -33,8 +34,15 @@ from sluicegate.agent.cgroups.values import (
 class CgroupV2(TreeDriver):
     """The unified hierarchy.  ``controllers`` are the ones delegated to the base."""
 
-    def __init__(self, *, base_dir: Path, controllers: frozenset[str], shell: str = "/bin/sh") -> None:
-        super().__init__(bases=[("unified", base_dir)], shell=shell)
+    def __init__(
+        self,
+        *,
+        base_dir: Path,
+        controllers: frozenset[str],
+        shell: str = "/bin/sh",
+        home: str | None = None,
+    ) -> None:
+        super().__init__(bases=[("unified", base_dir)], shell=shell, homes=None if home is None else {"unified": home})
         self._base_dir = base_dir
         self._controllers = controllers
 
@@ -106,7 +114,9 @@ class CgroupV2(TreeDriver):
                 ) from exc
         if not os.access(chain[-1] / "cgroup.procs", os.W_OK):
             raise CgroupUnavailable(path=str(chain[-1]), operation="detect", detail="cgroup.procs is not writable")
-        return cls(base_dir=chain[-1], controllers=controllers, shell=shell)
+        homes = home_procs([("", mount)])
+        return cls(base_dir=chain[-1], controllers=controllers, shell=shell,
+                   home=None if homes is None else homes[""])
 
     def _prepare_dir(self, directory: Path) -> None:
         if self._controllers:

@@ -36,32 +36,32 @@ MIN_SHARES: Final = 2
 MAX_SHARES: Final = 262_144
 
 # Below this CFS quota (a tenth of a CPU), v1 starts commands through the
-# wrapper, not from a thread inside the cgroup: that thread's own work and
-# the child's exec count against the quota, and a thread throttled for the
-# rest of a period (up to 100 ms) would hold up every start meanwhile.
+# wrapper, not from a spawner inside the cgroup: the spawner's own work
+# counts against the quota, and a spawner throttled for the rest of a
+# period (up to 100 ms) would hold up every start meanwhile.
 THREAD_PLACEMENT_MIN_QUOTA_US: Final = 10_000
 
 # Exit status of the placement wrapper when it could not enter a cgroup.
 # Container CLIs (docker, podman) use 125 for "failed before the command ran".
 PLACEMENT_FAILED_EXIT: Final = 125
 
-# How a command starts inside its cgroups.  On v1, a thread of the agent
-# enters the container's cgroups alone and forks the command from there
-# (``sluicegate.agent.placement``).  On v2 a thread can join a cgroup on
-# its own only inside a "threaded" subtree, which the memory controller
-# does not support: a process moves whole.  There the placement wrapper
-# below runs first.  (v1 falls back to it when the thread cannot come back
-# to the agent's own cgroups.)
+# How a command starts inside its cgroups.  Normally a spawner process
+# (``sluicegate.agent.runtime.zygote``: small, single-threaded, started by
+# the agent) writes its own pid into the container's cgroups, starts the
+# command with posix_spawn (the child starts where its parent is) and goes
+# back (``spawn_places``).  Where the agent's own cgroups are not writable
+# (no way back), or for tiny CPU quotas, the placement wrapper below runs
+# first, from the agent itself.
 #
-# Why a shell and not preexec_fn, or moving the pid from the agent after fork:
+# Why neither way uses preexec_fn in the agent, or moves the pid from the agent after fork:
 # * preexec_fn runs Python in the forked child of a multi-threaded process
 #   (asyncio's executor, the child watcher, grpc) and can deadlock on a lock
 #   another thread held at fork time; CPython documents it as unsafe there.
 # * Writing the child's pid from the parent after Popen returns races with
 #   the child: it may already have exec'd, allocated memory charged elsewhere,
 #   or forked helpers that stay outside the cgroup.
-# * clone3(CLONE_INTO_CGROUP) would be ideal but is v2-only and not exposed
-#   by Python 3.11.
+# * clone3(CLONE_INTO_CGROUP) would save the spawner's two moves but is
+#   v2-only and not exposed by Python 3.11.
 # The wrapper writes its own pid ($$) into each hierarchy's cgroup.procs and
 # only then execs the command, so the user's process (same pid, since exec
 # keeps it) starts life inside its cgroups; if a write fails it exits with
@@ -114,6 +114,13 @@ class CgroupHandle:
     container: str
     paths: tuple[tuple[str, str], ...]
 
+    def name_for(self, controller: str) -> str | None:
+        """``dir_for`` as a string (what the per-start and per-exit paths use: no pathlib)."""
+        for name, directory in self.paths:
+            if name == controller:
+                return directory
+        return None
+
     def dir_for(self, controller: str) -> Path | None:
         for name, directory in self.paths:
             if name == controller:
@@ -151,6 +158,13 @@ class CgroupDriver(Protocol):
         The started process is in its cgroups before the command runs; if
         it cannot be placed the command does not run (CgroupError, or on v2
         the wrapper exits with PLACEMENT_FAILED_EXIT).
+        """
+        ...
+
+    def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
+        """``(enter, home)`` ``cgroup.procs`` pairs: a spawner started in the agent's cgroups writes its pid
+        into each ``enter``, starts the command, and writes it into each ``home``.  None: start through
+        ``spawn`` (the wrapper) instead.
         """
         ...
 

@@ -9,7 +9,9 @@ unit side from killing them.
 
 A pod with ``run_as`` runs as that user and group, without supplementary
 groups and (``no_new_privs``) unable to gain privileges through exec: the
-command is started through ``setpriv`` after it was placed in its cgroups.
+command is started by a spawner process for that user (``zygote``,
+``spawning``) after it was placed in its cgroups, or through ``setpriv``
+on the wrapper path.
 Its ``HOME`` is ``<data_dir>/pods/<uid>/home`` (0700, the pod user's, the
 default working directory); the data directory and ``pods/`` are 0711 and
 logs 0600 (root's), so no pod reads another's logs or the checkpoint.
@@ -40,7 +42,8 @@ of running), on an injected clock so tests do not wait.
 The package is layered, each module importing only those above it:
 ``values`` (statuses, settings; the pod itself is :mod:`sluicegate.agent.pod`), ``errors``, ``rules`` (the
 kubelet's rules as pure functions), ``codec`` (checkpoint JSON),
-``process`` (pidfd, signals, setpriv), ``state`` (mutable per-pod state),
+``process`` (pidfd, signals, setpriv), ``spawning`` (the spawner processes,
+``zygote``), ``state`` (mutable per-pod state),
 then the runtime itself in three layers: ``bookkeeping`` (snapshots, the
 batched checkpoint write), ``supervision`` (processes) and ``core``
 (``PodRuntime``'s commands and queries).

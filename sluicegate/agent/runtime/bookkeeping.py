@@ -24,6 +24,7 @@ from sluicegate.agent.runtime.process import (
     privilege_argv,
 )
 from sluicegate.agent.runtime.rules import pod_phase
+from sluicegate.agent.runtime.spawning import Spawners
 from sluicegate.agent.runtime.state import LivePod
 from sluicegate.agent.runtime.values import (
     Clock,
@@ -55,17 +56,21 @@ class RuntimeBase:
         self._monitor = monitor if monitor is not None else Monitor(clock=self._clock.now)
         self._config = config if config is not None else RuntimeConfig()
         self._checkpoint_path = ckpt.path_for(self._data_dir)
+        self._pods_root = self._data_dir / "pods"
         self._checkpoint_file = ckpt.CheckpointFile(self._checkpoint_path)
         self._needs_adopt = self._checkpoint_path.exists()
         self._adopt_called = False
         self._boot_id = read_boot_id()
         self._found_commands: dict[tuple[str, str], str] = {}
+        self._spawners = Spawners()
         self._dirs_ready = False
         self._seq = 0
         self._pods: dict[str, LivePod] = {}
         # The checkpoint, kept encoded per pod: a write re-encodes only the
         # pods in ``_stale`` and copies the others (see ``_flush``).
         self._records: dict[str, str] = {}
+        # Each pod's spec as JSON text: it never changes, so it is encoded once.
+        self._spec_texts: dict[str, str] = {}
         self._stale: set[str] = set()
         self._file_stale = False
         self._unpublished: list[PodStatus] = []
@@ -101,7 +106,7 @@ class RuntimeBase:
         return pod
 
     def _pod_dir(self, uid: str) -> Path:
-        return self._data_dir / "pods" / uid
+        return self._pods_root / uid
 
     def home(self, uid: str) -> Path:
         """A pod's private HOME (and default working directory)."""
@@ -221,6 +226,7 @@ class RuntimeBase:
     def _drop_record(self, uid: str) -> None:
         """The runtime no longer knows ``uid``: its record loses its runtime part with the next write."""
         self._records.pop(uid, None)
+        self._spec_texts.pop(uid, None)
         self._entries_stale.add(uid)
         self._file_stale = True
 
@@ -295,7 +301,10 @@ class RuntimeBase:
             for uid in self._stale:
                 pod = self._pods.get(uid)
                 if pod is not None:
-                    self._records[uid] = ckpt.encode_pod(self._record(pod))
+                    spec_text = self._spec_texts.get(uid)
+                    if spec_text is None:
+                        spec_text = self._spec_texts[uid] = ckpt.encode_spec(pod.spec_json)
+                    self._records[uid] = ckpt.encode_pod(self._record(pod), spec_text=spec_text)
             self._entries_stale |= self._stale
             self._stale.clear()
             node = self._node_json

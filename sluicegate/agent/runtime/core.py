@@ -335,6 +335,8 @@ class PodRuntime(Supervision):
                 if container.proc is not None and container.proc.pidfd is not None:
                     os.close(container.proc.pidfd)
                     container.proc.pidfd = None
+        # The spawners end with their sockets; what they started runs on.
+        self._spawners.close()
 
     async def _resume_stop(self, pod: LivePod, grace: float) -> None:
         assert pod.stop is not None
@@ -432,7 +434,7 @@ class PodRuntime(Supervision):
             elif stat.exited:
                 why = "the process has exited"
             else:
-                proc = Proc(pid=pid, start_ticks=ticks, popen=None, pidfd=pidfd)
+                proc = Proc(pid=pid, start_ticks=ticks, child=None, pidfd=pidfd)
             if proc is None and pidfd is not None:
                 os.close(pidfd)
         if proc is not None:

@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from sluicegate.agent.monitor import read_stat
 from sluicegate.agent.pod import RunAs
@@ -72,13 +72,80 @@ class Exit:
     signal: int | None
 
 
+class Child(Protocol):
+    """A main process this agent started: its exit status while it is pinned (not reaped)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the pid, hence the process group id, cannot be reused yet (the child is not reaped)."""
+        ...
+
+    async def exit(self) -> Exit | None:
+        """The exit status once it ended; None when it can no longer be known (the process may still run)."""
+        ...
+
+    def release(self) -> None:
+        """Reap it (after its group was drained)."""
+        ...
+
+
+class PopenChild:
+    """A child of the agent itself (the wrapper path): exits through its pidfd and ``waitid``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], *, poll_seconds: float) -> None:
+        self.popen = popen
+        self.pidfd = open_pidfd(popen.pid)
+        self._poll_seconds = poll_seconds
+        self._released = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def pinned(self) -> bool:
+        return not self._released
+
+    async def exit(self) -> Exit | None:
+        pid = self.popen.pid
+        while True:
+            if self.pidfd is not None:
+                await readable(self.pidfd)
+            # WNOWAIT leaves the child a zombie until its group is drained: a
+            # zombie keeps its pid, hence the group id, from being reused, so
+            # killpg() cannot hit an unrelated group while we clean up.
+            try:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if info is None:
+                await asyncio.sleep(self._poll_seconds)
+                continue
+            if info.si_code == os.CLD_EXITED:
+                return Exit(code=info.si_status, signal=None)
+            return Exit(code=128 + info.si_status, signal=info.si_status)
+
+    def release(self) -> None:
+        self._released = True
+        try:
+            self.popen.wait(timeout=0.5)
+        except (subprocess.TimeoutExpired, ChildProcessError):
+            pass
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
 @dataclass(slots=True)
 class Proc:
-    """A watched main process: our child (``popen``) or adopted from a checkpoint."""
+    """A watched main process: our child (``child``) or adopted from a checkpoint (``pidfd``, if any)."""
 
     pid: int
     start_ticks: int
-    popen: subprocess.Popen[bytes] | None
+    child: Child | None
     pidfd: int | None
 
     def alive(self) -> bool:
@@ -86,11 +153,8 @@ class Proc:
         return stat is not None and stat.start_ticks == self.start_ticks and not stat.exited
 
     def release(self) -> None:
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=0.5)
-            except (subprocess.TimeoutExpired, ChildProcessError):
-                pass
+        if self.child is not None:
+            self.child.release()
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None

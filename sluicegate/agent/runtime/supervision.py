@@ -15,7 +15,9 @@ from sluicegate.agent.pod import Container
 from sluicegate.agent.runtime.bookkeeping import RuntimeBase
 from sluicegate.agent.runtime.process import (
     HOME_DIR,
+    Child,
     Exit,
+    PopenChild,
     Proc,
     StartFailure,
     append_line,
@@ -27,6 +29,7 @@ from sluicegate.agent.runtime.process import (
     signal_name,
 )
 from sluicegate.agent.runtime.rules import restart_delay, should_restart
+from sluicegate.agent.runtime.spawning import Key, SpawnedChild
 from sluicegate.agent.runtime.state import LiveContainer, LivePod
 from sluicegate.agent.runtime.values import (
     EXIT_CODE_OOM,
@@ -40,6 +43,11 @@ from sluicegate.agent.runtime.values import (
 
 log = logging.getLogger("sluicegate.agent.runtime")
 
+
+
+def _spawner_key(pod: LivePod) -> Key:
+    run_as = pod.spec.run_as
+    return None if run_as is None else (run_as.uid, run_as.gid, run_as.no_new_privs)
 
 
 class Supervision(RuntimeBase):
@@ -71,7 +79,6 @@ class Supervision(RuntimeBase):
             problem = command_problem(argv[0], env, cwd, found=self._found_commands)
             if problem is not None:
                 raise StartFailure(problem)
-            argv = [*privilege_argv(pod.spec.run_as), *argv]
             if container.cgroup is None:
                 container.cgroup = self._cgroups.create(
                     pod_uid=pod.uid, container=spec.name, limits=spec.cgroup_limits()
@@ -80,26 +87,13 @@ class Supervision(RuntimeBase):
             # Root's and private: the pod writes through the fd it inherits,
             # and no other pod can read it.
             log_fd = os.open(container.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-
-            def start(launch: list[str]) -> subprocess.Popen[bytes]:
-                return subprocess.Popen(
-                    launch,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_fd,
-                    stderr=subprocess.STDOUT,
-                    cwd=cwd,
-                    env=env,
-                    # Own session, hence own process group: signals reach the
-                    # whole container, and no terminal hangup reaches it when
-                    # the agent goes away.
-                    start_new_session=True,
-                    close_fds=True,
-                )
-
             try:
-                # Placement may fork from another thread; this one waits, so
-                # the spawn stays one step nothing else interleaves with.
-                popen = self._cgroups.spawn(container.cgroup, argv, start)
+                places = self._cgroups.spawn_places(container.cgroup)
+                child: Child
+                if places is not None and self._spawners.has_room(_spawner_key(pod)):
+                    child = self._spawn_child(pod, argv, env, cwd, places, log_fd)
+                else:
+                    child = self._spawn_wrapped(pod, container, argv, env, cwd, log_fd)
             finally:
                 os.close(log_fd)
         except (StartFailure, CgroupError, OSError, subprocess.SubprocessError) as exc:
@@ -118,11 +112,14 @@ class Supervision(RuntimeBase):
                 finished_at=now,
             )
             return
-        stat = read_stat(popen.pid)
+        pid = child.pid
+        stat = read_stat(pid)
         # The child is not reaped before we look, so its /proc entry exists.
         start_ticks = stat.start_ticks if stat is not None else 0
-        container.proc = Proc(pid=popen.pid, start_ticks=start_ticks, popen=popen, pidfd=open_pidfd(popen.pid))
-        container.pid = popen.pid
+        # A spawner's child is not ours to wait for, but a pidfd tells us when it ends (see _await_termination).
+        pidfd = open_pidfd(pid) if isinstance(child, SpawnedChild) else None
+        container.proc = Proc(pid=pid, start_ticks=start_ticks, child=child, pidfd=pidfd)
+        container.pid = pid
         container.start_ticks = start_ticks
         container.started_at = now
         container.started_mono = self._clock.monotonic()
@@ -131,33 +128,67 @@ class Supervision(RuntimeBase):
         container.terminated = None
         container.starting = False
         container.lost_note = ""
-        log.info("pod %s container %s started: pid %d", pod.uid, spec.name, popen.pid)
+        log.info("pod %s container %s started: pid %d", pod.uid, spec.name, pid)
+
+    def _spawn_child(
+        self,
+        pod: LivePod,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        places: tuple[tuple[str, str], ...],
+        log_fd: int,
+    ) -> SpawnedChild:
+        """Start through a spawner: vfork semantics, placed by it, the user set without an exec in between."""
+        key = _spawner_key(pod)
+        command = argv[0]
+        if "/" in command:
+            candidates: tuple[str, ...] = (command if os.path.isabs(command) else os.path.join(cwd, command),)
+        else:
+            # Where command_problem found it first, then the rest of PATH in order (as execvp).
+            known = self._found_commands.get((command, env.get("PATH", os.defpath)))
+            search = tuple(os.path.join(d or ".", command) for d in os.get_exec_path(env))
+            candidates = search if known is None else (known, *(c for c in search if c != known))
+        return self._spawners.spawn(key=key, candidates=candidates, argv=argv, env=env, cwd=cwd, places=places,
+                                    log_fd=log_fd)
+
+    def _spawn_wrapped(
+        self, pod: LivePod, container: LiveContainer, argv: list[str], env: dict[str, str], cwd: str, log_fd: int
+    ) -> PopenChild:
+        """Start through the placement wrapper and setpriv, from the agent itself (two more execs)."""
+        launch = [*privilege_argv(pod.spec.run_as), *argv]
+
+        def start(command: list[str]) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                # Own session, hence own process group: signals reach the
+                # whole container, and no terminal hangup reaches it when
+                # the agent goes away.
+                start_new_session=True,
+                close_fds=True,
+            )
+
+        popen = self._cgroups.spawn(container.cgroup, launch, start)
+        return PopenChild(popen, poll_seconds=self._config.exit_poll_seconds)
 
     async def _wait_exit(self, proc: Proc) -> Exit:
+        if proc.child is not None:
+            exit = await proc.child.exit()
+            if exit is not None:
+                return exit
+            # Its parent (a spawner) died first: wait as for an adopted process.
         while True:
             if proc.pidfd is not None:
                 await readable(proc.pidfd)
-            elif proc.alive():
+            if proc.alive():
                 await asyncio.sleep(self._config.exit_poll_seconds)
                 continue
-            if proc.popen is None:
-                if proc.alive():
-                    await asyncio.sleep(self._config.exit_poll_seconds)
-                    continue
-                return Exit(code=None, signal=None)
-            # WNOWAIT leaves the child a zombie until its group is drained: a
-            # zombie keeps its pid, hence the group id, from being reused, so
-            # killpg() cannot hit an unrelated group while we clean up.
-            try:
-                info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
-            except ChildProcessError:
-                return Exit(code=None, signal=None)
-            if info is None:
-                await asyncio.sleep(self._config.exit_poll_seconds)
-                continue
-            if info.si_code == os.CLD_EXITED:
-                return Exit(code=info.si_status, signal=None)
-            return Exit(code=128 + info.si_status, signal=info.si_status)
+            return Exit(code=None, signal=None)
 
     def _leftovers(self, container: LiveContainer, pgid: int | None) -> tuple[frozenset[int], frozenset[int]]:
         """Live members of the container's process group and of its cgroup.
@@ -252,8 +283,16 @@ class Supervision(RuntimeBase):
 
     async def _await_termination(self, pod: LivePod, container: LiveContainer) -> Termination:
         proc = container.proc
+        exit: Exit | None = None
         if proc is not None:
-            exit = await self._wait_exit(proc)
+            if proc.child is not None and proc.pidfd is not None:
+                # Started by a spawner: the kernel tells us at once that it
+                # ended; its status comes from the spawner meanwhile and is
+                # read after the drain, by when it is here (one hop less
+                # between the end and the drain).
+                await readable(proc.pidfd)
+            else:
+                exit = await self._wait_exit(proc)
             # The group id is the main pid.  It stays ours while the child is
             # an unreaped zombie or any member is alive.
             pgid: int | None = proc.pid
@@ -267,6 +306,9 @@ class Supervision(RuntimeBase):
         if container.started_mono is not None:
             container.last_run_seconds = self._clock.monotonic() - container.started_mono
         survivors = await self._drain(pod, container, pgid)
+        if exit is None:
+            assert proc is not None
+            exit = await self._wait_exit(proc)
         termination = self._classify(pod, container, exit, finished_at)
         if survivors:
             termination = Termination(
@@ -303,7 +345,7 @@ class Supervision(RuntimeBase):
         if proc is None:
             return
         pgid = proc.pid
-        if proc.popen is not None:
+        if proc.child is not None and proc.child.pinned:
             # Our own child, not reaped yet (that happens in release()): its pid,
             # hence the group id, cannot be handed out again until then.  On v2
             # it may not be in its cgroup yet -- the placement wrapper enters it

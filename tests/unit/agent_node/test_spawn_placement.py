@@ -1,4 +1,4 @@
-"""Starting commands inside their cgroups: v1 forks from a thread placed in them, without a shell.
+"""Starting commands inside their cgroups: v1 starts them from a spawner process placed in them, without a shell.
 
 Real cgroups (skipped where v1 is not writable), nested under the test
 process's own cgroup in each hierarchy, each test with its own base.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import signal
 import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -21,14 +22,13 @@ from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import (
     DEFAULT_ROOT,
     PARENT_SELF,
-    CgroupError,
     CgroupHandle,
     CgroupLimits,
     CgroupUnavailable,
     CgroupV1,
     NoCgroups,
 )
-from sluicegate.agent.placement import PlacementError, ThreadPlacer
+from sluicegate.agent.cgroups.tree import home_procs
 from sluicegate.agent.runtime import (
     EXIT_CODE_START_ERROR,
     Container,
@@ -40,7 +40,10 @@ from sluicegate.agent.runtime import (
     Reason,
     RestartPolicy,
     SystemClock,
+    spawning,
 )
+from sluicegate.agent.runtime.process import Exit
+from sluicegate.agent.runtime.spawning import PlacementFailure, Spawners
 
 from .conftest import FAST
 
@@ -57,8 +60,8 @@ async def v1() -> AsyncIterator[CgroupV1]:
         driver = CgroupV1.setup(root=DEFAULT_ROOT, parent=PARENT_SELF, base=_unique("sluicegate-test"))
     except CgroupUnavailable as exc:
         pytest.skip(f"cgroup v1 is not writable here: {exc}")
-    if driver.placer is None:
-        pytest.skip("the starter thread cannot move between cgroups here; the shell wrapper is used")
+    if driver.homes is None:
+        pytest.skip("the agent's own cgroups are not writable here; the shell wrapper is used")
     bases = list(driver.base_dirs)
     yield driver
     await driver.sweep(keep=frozenset())
@@ -88,6 +91,10 @@ def _thread_cgroups(tid: int) -> dict[str, str]:
     return _cgroup_lines(Path(f"/proc/{os.getpid()}/task/{tid}/cgroup").read_text())
 
 
+def _process_cgroups(pid: int) -> dict[str, str]:
+    return _cgroup_lines(Path(f"/proc/{pid}/cgroup").read_text())
+
+
 def _start(stdout: int) -> Callable[[list[str]], subprocess.Popen[bytes]]:
     def start(argv: list[str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, start_new_session=True)
@@ -95,56 +102,78 @@ def _start(stdout: int) -> Callable[[list[str]], subprocess.Popen[bytes]]:
     return start
 
 
-def _spawn_cat(v1: CgroupV1, handle: CgroupHandle, tmp_path: Path) -> tuple[list[str], dict[str, str], list[str]]:
-    """Spawn ``cat /proc/self/cgroup`` in ``handle``; its argv, the cgroups it saw, and the handle's controllers."""
+async def _spawn_cat(v1: CgroupV1, handle: CgroupHandle, tmp_path: Path) -> tuple[str, dict[str, str], list[str]]:
+    """Start ``cat /proc/self/cgroup`` in ``handle`` as the runtime would: how it started, the cgroups it saw,
+    and the handle's controllers."""
     out = tmp_path / "out"
+    places = v1.spawn_places(handle)
     with open(out, "wb") as sink:
-        proc = v1.spawn(handle, ["cat", "/proc/self/cgroup"], _start(sink.fileno()))
-    assert proc.wait(timeout=WAIT) == 0
-    return list(proc.args), _cgroup_lines(out.read_text()), [name for name, _ in handle.paths]  # type: ignore[arg-type]
+        if places is None:
+            proc = v1.spawn(handle, ["cat", "/proc/self/cgroup"], _start(sink.fileno()))
+            assert proc.wait(timeout=WAIT) == 0
+            how = str(list(proc.args)[0])  # type: ignore[arg-type]
+        else:
+            spawners = Spawners()
+            try:
+                child = spawners.spawn(key=None, candidates=("/bin/cat",), argv=("cat", "/proc/self/cgroup"),
+                                       env={}, cwd="/", places=places, log_fd=sink.fileno())
+                exit = await asyncio.wait_for(child.exit(), WAIT)
+                assert exit is not None and exit.code == 0
+                child.release()
+            finally:
+                spawners.close()
+            how = "spawner"
+    return how, _cgroup_lines(out.read_text()), [name for name, _ in handle.paths]
 
 
 async def test_v1_command_starts_in_its_cgroups_as_itself(v1: CgroupV1, tmp_path: Path) -> None:
     handle = v1.create(pod_uid="pod-a", container="main", limits=CgroupLimits(cpu_request_millicores=100))
     before = _thread_cgroups(threading.get_native_id())
-    args, seen, controllers = _spawn_cat(v1, handle, tmp_path)
-    # No shell ran first: the child is the command itself, already in every leaf.
-    assert (args, {c: seen[c] for c in controllers}) == (
-        ["cat", "/proc/self/cgroup"],
-        {c: _relative(handle, c) for c in controllers},
-    )
-    # The starter thread went home, and the calling thread never moved.
-    assert v1.placer is not None
-    (placer_tid,) = v1.placer.thread_ids()
-    assert (_thread_cgroups(placer_tid), _thread_cgroups(threading.get_native_id())) == (before, before)
-    # What this thread forks next (a probe, say) is not in the pod's cgroup.
-    after = subprocess.run(["cat", "/proc/self/cgroup"], capture_output=True, text=True, timeout=WAIT, check=True)
-    assert {c: _cgroup_lines(after.stdout)[c] for c in controllers} == {c: before[c] for c in controllers}
+    places = v1.spawn_places(handle)
+    assert places is not None
+    spawners = Spawners()
+    out = tmp_path / "out"
+    try:
+        with open(out, "wb") as sink:
+            child = spawners.spawn(key=None, candidates=("/bin/cat",), argv=("cat", "/proc/self/cgroup"), env={},
+                                   cwd="/", places=places, log_fd=sink.fileno())
+        (spawner,) = spawners.pids()
+        exit = await asyncio.wait_for(child.exit(), WAIT)
+        # No shell ran first: the child is the command itself, already in every leaf.
+        controllers = [name for name, _ in handle.paths]
+        seen = _cgroup_lines(out.read_text())
+        assert (exit, {c: seen[c] for c in controllers}) == (
+            Exit(code=0, signal=None),
+            {c: _relative(handle, c) for c in controllers},
+        )
+        # The spawner went home, and this process never moved.
+        assert ({c: _process_cgroups(spawner)[c] for c in controllers},
+                _thread_cgroups(threading.get_native_id())) == ({c: before[c] for c in controllers}, before)
+        child.release()
+    finally:
+        spawners.close()
 
 
 @pytest.mark.parametrize(
-    ("cpu_limit_millicores", "starts_with"),
+    ("cpu_limit_millicores", "how"),
     [
-        pytest.param(None, "cat", id="no-cpu-limit-thread"),
-        pytest.param(1000, "cat", id="one-cpu-thread"),
+        pytest.param(None, "spawner", id="no-cpu-limit-spawner"),
+        pytest.param(1000, "spawner", id="one-cpu-spawner"),
         pytest.param(50, "/bin/sh", id="tiny-quota-wrapper"),
     ],
 )
 async def test_v1_tiny_cpu_quotas_start_through_the_wrapper(
-    v1: CgroupV1, tmp_path: Path, cpu_limit_millicores: int | None, starts_with: str
+    v1: CgroupV1, tmp_path: Path, cpu_limit_millicores: int | None, how: str
 ) -> None:
-    # A thread throttled inside a tiny quota would stall every start; the
+    # A spawner throttled inside a tiny quota would stall every start; the
     # wrapper pays for its exec out of the container's own quota instead.
     handle = v1.create(
         pod_uid="pod-q", container="main", limits=CgroupLimits(cpu_limit_millicores=cpu_limit_millicores)
     )
     if handle.dir_for("cpu") is None:
         pytest.skip("no v1 cpu hierarchy here")
-    args, seen, controllers = _spawn_cat(v1, handle, tmp_path)
-    assert (args[0], {c: seen[c] for c in controllers}) == (
-        starts_with,
-        {c: _relative(handle, c) for c in controllers},
-    )
+    started, seen, controllers = await _spawn_cat(v1, handle, tmp_path)
+    assert (started, {c: seen[c] for c in controllers}) == (how, {c: _relative(handle, c) for c in controllers})
 
 
 async def test_v1_failed_placement_does_not_run_the_command(v1: CgroupV1, tmp_path: Path) -> None:
@@ -159,36 +188,48 @@ async def test_v1_failed_placement_does_not_run_the_command(v1: CgroupV1, tmp_pa
             for name, directory in handle.paths
         ),
     )
+    places = v1.spawn_places(bogus)
+    assert places is not None
     marker = tmp_path / "ran"
-    with pytest.raises(CgroupError) as raised:
-        v1.spawn(bogus, ["touch", str(marker)], _start(subprocess.DEVNULL))
-    assert (raised.value.operation, marker.exists()) == ("place", False)
-    # It came back from the memory leaf it had entered before the failure.
-    assert v1.placer is not None
-    (placer_tid,) = v1.placer.thread_ids()
-    assert _thread_cgroups(placer_tid) == _thread_cgroups(threading.get_native_id())
-    assert v1.pids(handle) == frozenset()
+    spawners = Spawners()
+    try:
+        with pytest.raises(PlacementFailure) as raised:
+            spawners.spawn(key=None, candidates=("/usr/bin/touch", "/bin/touch"), argv=("touch", str(marker)),
+                           env={}, cwd="/", places=places, log_fd=1)
+        (spawner,) = spawners.pids()
+        assert (str(raised.value).startswith("could not enter cgroup"), marker.exists()) == (True, False)
+        # It came back from the memory leaf it had entered before the failure.
+        assert _process_cgroups(spawner) == _thread_cgroups(threading.get_native_id())
+        assert v1.pids(handle) == frozenset()
+    finally:
+        spawners.close()
 
 
-def test_an_unusable_home_is_reported_before_anything_starts(tmp_path: Path) -> None:
-    placer = ThreadPlacer(hierarchies=[("memory", tmp_path)], cgroup_file=tmp_path / "no-such-file")
-    marker = tmp_path / "ran"
-    with pytest.raises(PlacementError):
-        placer.run([], lambda: marker.touch())
-    assert (marker.exists(), placer.thread_ids()) == (False, ())
+def test_an_unusable_home_means_the_wrapper(tmp_path: Path) -> None:
+    # No way back for a spawner (here: no cgroup.procs at all): setup gives no homes, and starts use the wrapper.
+    assert home_procs([("memory", tmp_path / "missing")]) is None
+    driver = CgroupV1(bases=[("memory", tmp_path)])
+    handle = CgroupHandle(pod_uid="p", container="c", paths=(("memory", str(tmp_path / "p" / "c")),))
+    assert (driver.homes, driver.spawn_places(handle), driver.spawn_places(None)) == (None, None, ())
 
 
-def test_an_idle_starter_thread_ends_and_another_takes_over(tmp_path: Path) -> None:
-    cgroup_file = tmp_path / "cgroup"
-    cgroup_file.write_text("4:memory:/\n")
-    (tmp_path / "tasks").write_text("")
-    placer = ThreadPlacer(hierarchies=[("memory", tmp_path)], idle_seconds=0.01, cgroup_file=cgroup_file)
-    assert placer.run([], lambda: "first") == "first"
-    (first,) = [t for t in threading.enumerate() if t.native_id in placer.thread_ids()]
-    first.join(timeout=WAIT)
-    assert (first.is_alive(), placer.thread_ids()) == (False, ())
-    assert placer.run([], lambda: "second") == "second"
-    assert len(placer.thread_ids()) == 1
+async def test_a_spawner_that_dies_is_replaced_and_its_exits_are_unknown(tmp_path: Path) -> None:
+    spawners = Spawners()
+    try:
+        child = spawners.spawn(key=None, candidates=("/bin/sleep",), argv=("sleep", "30"), env={}, cwd="/",
+                               places=(), log_fd=1)
+        (first,) = spawners.pids()
+        os.kill(first, signal.SIGKILL)
+        assert await asyncio.wait_for(child.exit(), WAIT) is None
+        assert child.pinned is False
+        os.kill(child.pid, signal.SIGKILL)
+        second = spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(),
+                                log_fd=1)
+        assert await asyncio.wait_for(second.exit(), WAIT) == Exit(code=0, signal=None)
+        assert spawners.pids() != (first,)
+        second.release()
+    finally:
+        spawners.close()
 
 
 async def test_remove_pod_with_names_still_removes_leaves_it_was_not_told_of(v1: CgroupV1) -> None:
@@ -259,7 +300,7 @@ async def test_runtime_reports_a_failed_placement_as_a_start_error(v1: CgroupV1,
         status = await runtime.stop(spec.uid, grace_seconds=0)
         end = status.container("main").terminated
         assert end is not None
-        assert (status.phase, end.reason, end.exit_code, end.message.startswith("cgroup place at"), marker.read_text()) == (
+        assert (status.phase, end.reason, end.exit_code, end.message.startswith("could not enter cgroup"), marker.read_text()) == (
             PodPhase.FAILED,
             Reason.START_ERROR,
             EXIT_CODE_START_ERROR,
@@ -299,3 +340,46 @@ async def test_a_command_that_disappears_is_a_start_error_again(tmp_path: Path) 
         )
     finally:
         await _finish(runtime)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="spawners for users need root")
+async def test_spawners_for_users_are_bounded_and_idle_ones_make_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node whose pods each have a uid of their own must not keep a spawner per running pod without end.
+    monkeypatch.setattr(spawning, "MAX_USER_SPAWNERS", 2)
+    spawners = Spawners()
+    try:
+        sleepers = [
+            spawners.spawn(key=(uid, uid, True), candidates=("/bin/sleep",), argv=("sleep", "30"), env={}, cwd="/",
+                           places=(), log_fd=1)
+            for uid in (61001, 61002)
+        ]
+        assert (spawners.has_room((61001, 61001, True)), spawners.has_room((61003, 61003, True))) == (True, False)
+        for child in sleepers:
+            os.kill(child.pid, signal.SIGKILL)
+            assert await asyncio.wait_for(child.exit(), WAIT) == Exit(code=137, signal=signal.SIGKILL)
+            child.release()
+        assert spawners.has_room((61003, 61003, True)) is True
+    finally:
+        spawners.close()
+
+
+async def test_a_stopped_spawner_is_given_up_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process of the spawner's user may stop it (SIGSTOP): the start fails after a short wait, not for ever.
+    monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
+    spawners = Spawners()
+    try:
+        first = spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(),
+                               log_fd=1)
+        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
+        first.release()
+        (stopped,) = spawners.pids()
+        os.kill(stopped, signal.SIGSTOP)
+        with pytest.raises(spawning.StartFailure, match="the spawner failed"):
+            spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(), log_fd=1)
+        second = spawners.spawn(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(),
+                                log_fd=1)
+        assert (await asyncio.wait_for(second.exit(), WAIT), stopped in spawners.pids()) == (
+            Exit(code=0, signal=None), False)
+        second.release()
+    finally:
+        spawners.close()
