@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -151,6 +152,19 @@ class PeakRSS:
         self._stop.set()
         self.thread.join()
 
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far of each process (an agent with its spawners), each pods' share, and the bench's."""
+        out: dict[str, float] = {}
+        for k, p in self.procs.items():
+            helpers = [] if k == "controller" else live_descendants(p)
+            out[k] = sum(sum(q.cpu_times()[:2]) for q in [p, *helpers])
+            if k != "controller":
+                out[f"{k}-pods"] = sum(t.children_user + t.children_system for t in (q.cpu_times() for q in [p, *helpers]))
+                out[f"{k}-spawners"] = sum(sum(q.cpu_times()[:2]) for q in helpers)
+        bench = psutil.Process().cpu_times()
+        out["bench"] = bench.user + bench.system
+        return out
+
 
 def live_descendants(process: psutil.Process) -> list[psutil.Process]:
     """The processes below ``process`` that are not pods (an agent's spawners: ``python ... zygote.py``)."""
@@ -217,7 +231,8 @@ def join(info: dict, admin: Path, name: str, data_dir: Path) -> None:
                     "--data-dir", str(data_dir)], check=True, capture_output=True, cwd=ROOT)
 
 
-async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: str, config: Path | None = None) -> dict:
+async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: str, config: Path | None = None,
+                on_start: Callable[[], None] = lambda: None) -> dict:
     submitted: dict[str, float] = {}
     acknowledged: dict[str, float] = {}
     reserved: dict[str, float] = {}
@@ -276,6 +291,7 @@ async def drive(server: str, jobs: int, concurrency: int, rate: float, observe: 
         queue: asyncio.Queue[int] = asyncio.Queue()
         for i in range(jobs):
             queue.put_nowait(i)
+        on_start()
         t0 = time.time()
         late: list[float] = []
 
@@ -371,7 +387,10 @@ def main() -> None:
                 procs.append(a)
                 pids[name] = a.pid
             with PeakRSS(pids) as rss:
-                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency, ns.rate, ns.observe, admin))
+                at_start: dict[str, float] = {}
+                result = asyncio.run(drive(info["grpc"], ns.jobs, ns.concurrency, ns.rate, ns.observe, admin,
+                                           on_start=lambda: at_start.update(rss.cpu())))
+                at_end = rss.cpu()
             result["tls"] = bool(ns.tls)
             import urllib.request
 
@@ -384,22 +403,18 @@ def main() -> None:
             result["peak_rss_mib"] = {k: round(v / 2**20, 1) for k, v in rss.peak.items()}
             # CPU (user+sys) each process spent, per job: where the two cores went.
             # An agent's spawner processes (its descendants still alive now) are
-            # the agent's own work: their CPU counts as the agent's.
-            result["cpu_ms_per_job"] = {}
-            for k, p in rss.procs.items():
-                helpers = [] if k == "controller" else live_descendants(p)
-                own = sum(sum(q.cpu_times()[:2]) for q in [p, *helpers])
-                result["cpu_ms_per_job"][k] = round(own * 1000 / ns.jobs, 2)
-                if k != "controller":
-                    # What the pods' processes (and any wrapper exec'd before them)
-                    # used, as the kernel charged it to whoever reaped them: the
-                    # agent or its spawners.
-                    pods = sum(t.children_user + t.children_system for t in (q.cpu_times() for q in [p, *helpers]))
-                    result["cpu_ms_per_job"][f"{k}-pods"] = round(pods * 1000 / ns.jobs, 2)
-                    result["cpu_ms_per_job"][f"{k}-spawners"] = round(
-                        sum(sum(q.cpu_times()[:2]) for q in helpers) * 1000 / ns.jobs, 2)
-            bench_cpu = psutil.Process().cpu_times()
-            result["cpu_ms_per_job"]["bench"] = round((bench_cpu.user + bench_cpu.system) * 1000 / ns.jobs, 2)
+            # the agent's own work: their CPU counts as the agent's; "-pods" is
+            # what the pods' processes used, as the kernel charged it to whoever
+            # reaped them (the agent or its spawners).  "cpu_ms_per_job" counts
+            # each process's whole life (start-up included); "cpu_ms_per_job_run"
+            # only what it spent from the first submission to the last
+            # completion, which is the per-job cost.
+            result["cpu_ms_per_job"] = {k: round(v * 1000 / ns.jobs, 2) for k, v in at_end.items()}
+            result["cpu_ms_per_job_run"] = {k: round((v - at_start.get(k, 0.0)) * 1000 / ns.jobs, 2)
+                                            for k, v in at_end.items()}
+            run = result["cpu_ms_per_job_run"]
+            result["cpu_ms_per_job_run"]["controller+agents"] = round(
+                sum(v for k, v in run.items() if k in pids), 2)
             result["machine"] = f"{os.cpu_count()} cpus, {round(psutil.virtual_memory().total / 2**30)} GiB"
             result["agent_data"] = f"{agents_dir} ({filesystem_of(agents_dir)})"
             print(json.dumps(result, indent=2))
