@@ -37,7 +37,10 @@ log = logging.getLogger("sluicegate.agent.runtime")
 ZYGOTE: Final = str(Path(__file__).with_name("zygote.py"))
 # How long a start (or a new spawner) may take before the spawner is given
 # up (killed: a process of its user may have stopped it) and replaced.  The
-# agent's loop waits meanwhile; a start takes well under a millisecond.
+# agent's loop waits meanwhile; a start takes well under a millisecond.  A
+# user's spawner can be signalled by that user's processes (its real uid is
+# theirs), so a user whose spawner stalled once gets no spawner again: their
+# pods start through the wrapper, and no user can stall the agent twice.
 REPLY_SECONDS: Final = 2.0
 MAX_MESSAGE: Final = 1 << 16
 BUFFER_BYTES: Final = 4 << 20
@@ -68,6 +71,7 @@ class SpawnerLink:
             sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
         self.children: dict[int, SpawnedChild] = {}
         self.dead = False
+        self.stalled = False
         self.idle_since = time.monotonic()
         self._rid = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -106,6 +110,7 @@ class SpawnerLink:
         except (OSError, EOFError, ValueError) as exc:
             self._die(f"{exc}")
             if isinstance(exc, TimeoutError):
+                self.stalled = True
                 try:
                     os.kill(self.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -236,6 +241,8 @@ class Spawners:
     def __init__(self, *, python: str = sys.executable) -> None:
         self._python = python
         self._links: dict[Key, SpawnerLink] = {}
+        # Users whose spawner stalled (see REPLY_SECONDS): they start through the wrapper.
+        self.distrusted: set[Key] = set()
         self._root_process: subprocess.Popen[bytes] | None = None
 
     def pids(self) -> tuple[int, ...]:
@@ -280,7 +287,14 @@ class Spawners:
 
     def has_room(self, key: Key) -> bool:
         """Whether ``spawn`` can serve ``key`` now (else start through the wrapper)."""
-        if key is None or key in self._links:
+        if key is None:
+            return True
+        link = self._links.get(key)
+        if link is not None and link.stalled:
+            self._distrust(key)
+        if key in self.distrusted:
+            return False
+        if key in self._links:
             return True
         self._retire_idle()
         return len(self._links) - (None in self._links) < MAX_USER_SPAWNERS
@@ -291,9 +305,18 @@ class Spawners:
         for key, link in list(self._links.items()):
             if key is None:
                 continue
-            if link.dead or not link.children and (crowded or now - link.idle_since > IDLE_SECONDS):
+            if link.stalled:
+                self._distrust(key)
+            elif link.dead or not link.children and (crowded or now - link.idle_since > IDLE_SECONDS):
                 link.close()
                 del self._links[key]
+
+    def _distrust(self, key: Key) -> None:
+        self._links.pop(key, None)
+        if key not in self.distrusted:
+            self.distrusted.add(key)
+            log.warning("the spawner for uid %s stopped answering (a process of that user may have stopped it): "
+                        "that user's pods start through the wrapper from now on", key[0] if key else 0)
 
     def spawn(
         self,

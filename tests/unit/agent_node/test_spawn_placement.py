@@ -383,3 +383,27 @@ async def test_a_stopped_spawner_is_given_up_and_replaced(monkeypatch: pytest.Mo
         second.release()
     finally:
         spawners.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="spawners for users need root")
+async def test_a_user_whose_spawner_stalled_starts_through_the_wrapper_from_then_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The user's own processes can stop their spawner; replacing it would let them stall the agent again and again.
+    monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
+    key = (61005, 61005, True)
+    spawners = Spawners()
+    try:
+        first = spawners.spawn(key=key, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(),
+                               log_fd=1)
+        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
+        first.release()
+        root_pid = spawners.link(None).pid
+        (stopped,) = [pid for pid in spawners.pids() if pid != root_pid]
+        os.kill(stopped, signal.SIGSTOP)
+        with pytest.raises(spawning.StartFailure, match="the spawner failed"):
+            spawners.spawn(key=key, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(), log_fd=1)
+        assert (spawners.has_room(key), key in spawners.distrusted, stopped in spawners.pids()) == (False, True, False)
+        assert spawners.has_room((61006, 61006, True)) is True
+    finally:
+        spawners.close()
