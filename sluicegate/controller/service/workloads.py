@@ -22,6 +22,7 @@ from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
 from sluicegate.manifest.timefmt import format_rfc3339
+from sluicegate.model import Workload
 from sluicegate.model.names import workload_key
 from sluicegate.security.audit import AuditRecord
 from sluicegate.security.identity import Principal
@@ -155,8 +156,9 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     rec = gate.record(p, "create", "Workload", ns, name, context, exc=res)
                 else:
                     wl, was_new = res
+                    obj = _brief(self.m, wl) if request.brief else object_to_proto(self.m, wl)
                     r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
-                        workload=object_to_proto(self.m, wl), created=was_new))
+                        workload=obj, created=was_new))
                     rec = gate.record(p, "create", "Workload", ns, name, context,
                                       detail="created" if was_new else "existing")
             assert rec is not None
@@ -320,6 +322,12 @@ def _pending(at: Position) -> workloads_pb2.PendingWorkload:
         message=cond.message if cond is not None and waiting else "",
         creation_timestamp=format_rfc3339(wl.creation_timestamp),
     )
+
+
+def _brief(m: Manager, wl: Workload) -> objects_pb2.Object:
+    """A created workload's reference and version, without its JSON (CreateWorkloadsRequest.brief)."""
+    version = m.versions.get(("Workload", wl.namespace, wl.name), 0)
+    return objects_pb2.Object(kind="Workload", namespace=wl.namespace, name=wl.name, resource_version=version)
 
 
 def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:
