@@ -17,9 +17,9 @@ from sluicegate.manifest.syntax import (
     show,
 )
 from sluicegate.manifest.taints import read_tolerations
-from sluicegate.model import Container, PodSet, Workload, WorkloadStatus
+from sluicegate.model import Container, PodSet, Workload
 from sluicegate.model.podgroups import group_name
-from sluicegate.model.workloads import Probe, SecurityContext
+from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
@@ -170,7 +170,7 @@ def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
     # A Job in a kube-batch PodGroup takes its queue from the PodGroup, once it exists.
     queue_name = spec.string("queueName", required=not group_name(meta.annotations), check=dns_subdomain_problem)
     pod_sets = _shared_pod_sets(spec)
-    status = read_status(doc, pod_sets, dialect) if doc.has("status") else WorkloadStatus()
+    status = read_status(doc, pod_sets, dialect) if doc.has("status") else NO_STATUS
     return Workload(
         namespace=meta.namespace,
         name=meta.name,

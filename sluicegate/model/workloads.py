@@ -156,6 +156,10 @@ class WorkloadStatus:
         return c is not None and c.is_true
 
 
+# The status of a workload nothing has happened to yet: one value for all of them.
+NO_STATUS = WorkloadStatus()
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     namespace: str
@@ -173,7 +177,8 @@ class Workload:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     generation: int = 1
-    status: WorkloadStatus = field(default_factory=WorkloadStatus)
+    # Shared until something happens to the workload (frozen, never changed in place).
+    status: WorkloadStatus = NO_STATUS
 
     @property
     def key(self) -> WorkloadKey:
