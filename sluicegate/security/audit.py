@@ -62,8 +62,8 @@ class AuditRecord:
         """The record as one JSON line at time ``t`` (``stamp``: ``rfc3339(t)`` when the caller has it)."""
         p = self.principal
         rec: dict[str, object] = {
-            "time": stamp or rfc3339(t), "user": p.user, "groups": sorted(p.groups), "verb": self.verb, "kind": self.kind,
-            "namespace": self.namespace, "name": self.name, "outcome": self.outcome,
+            "time": stamp or rfc3339(t), "user": p.user, "groups": sorted(p.groups), "verb": self.verb,
+            "kind": self.kind, "namespace": self.namespace, "name": self.name, "outcome": self.outcome,
         }
         if self.code:
             rec["code"] = self.code
