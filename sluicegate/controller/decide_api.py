@@ -38,8 +38,8 @@ from sluicegate.model.conditions import set_condition
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.model.pods import pods_or_last
-from sluicegate.model.workloads import Workload
-from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
+from sluicegate.model.workloads import PodSet, Workload
+from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, PodUserPolicy, resolve_pod_user
 
 
 def resolve_priority(c: Cache, wl: Workload) -> Workload:
@@ -155,9 +155,27 @@ def marked_inadmissible(c: Cache, wl: Workload, now: float, *, reason: str | Non
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
+# Pod sets shared by workloads of one shape (decode_workload) pass their
+# namespace's policy once: (namespace, id(policy), id(pod sets)) -> the policy
+# and pod sets themselves, kept so that the ids stay theirs.  Bounded, oldest out.
+POD_SECURITY_MEMO_SIZE = 4096
+_pod_security_passed: dict[tuple[str, int, int], tuple[PodUserPolicy, tuple[PodSet, ...]]] = {}
+
+
 def check_pod_security(pod_security: PodUserPolicies, wl: Workload) -> None:
     """InvalidArgument naming the field when a pod set's securityContext breaks its namespace's policy."""
     policy = pod_security.for_namespace(wl.namespace)
+    key = (wl.namespace, id(policy), id(wl.pod_sets))
+    passed = _pod_security_passed.get(key)
+    if passed is not None and passed[0] is policy and passed[1] is wl.pod_sets:
+        return
+    _check_pod_security(policy, wl)
+    if len(_pod_security_passed) >= POD_SECURITY_MEMO_SIZE:
+        del _pod_security_passed[next(iter(_pod_security_passed))]
+    _pod_security_passed[key] = (policy, wl.pod_sets)
+
+
+def _check_pod_security(policy: PodUserPolicy, wl: Workload) -> None:
     for i, ps in enumerate(wl.pod_sets):
         base = f"spec.podSets[{i}].template.spec"
         containers = [(f"{base}.{kind}[{j}].securityContext", c.security_context)

@@ -181,11 +181,16 @@ def _reject_non_json_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON value")
 
 
+# Built once: json.loads with options builds a new decoder for every call.
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicate_json_keys,
+                                 parse_constant=_reject_non_json_constant)
+
+
 def _parse_json(text: str, source: str) -> list[RawDocument]:
     if not text.strip():
         return []
     try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_json_keys, parse_constant=_reject_non_json_constant)
+        data = _JSON_DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc.msg}")], line=exc.lineno) from None
     except RecursionError:

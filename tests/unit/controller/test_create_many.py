@@ -19,6 +19,7 @@ from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import RawDocument, parse_text
+from sluicegate.security.podsecurity import PodUserPolicies, PodUserPolicy
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
 from .served import Served, serve, workload_body
@@ -272,3 +273,23 @@ def test_a_new_uid_is_a_random_version_4_uuid() -> None:
     for text in uids:
         u = uuid.UUID(text)
         assert (str(u), u.version, u.variant) == (text, 4, uuid.RFC_4122)
+
+
+def test_pod_sets_shared_across_namespaces_meet_each_namespace_s_policy() -> None:
+    """Workloads of one shape share one decoded pod set value; passing one namespace's policy
+    says nothing about another's."""
+    policies = PodUserPolicies(namespaces={"trusted": PodUserPolicy(uid=1000, gid=1000, allow_root=True)})
+    m = Manager(MemoryStore(), clock=Clock(), placement=False, pod_security=policies)
+
+    def as_root(name: str, namespace: str) -> RawDocument:
+        body = json.loads(workload_body(name, "1"))
+        body["metadata"]["namespace"] = namespace
+        body["spec"]["podSets"][0]["template"]["spec"]["securityContext"] = {"runAsUser": 0}
+        return parse_text(json.dumps(body), f"{name}.json", fmt="json")[0]
+
+    results = m.create_workloads([as_root("a", "trusted"), as_root("b", "default"), as_root("c", "trusted")])
+    assert [outcome(r) for r in results][0::2] == ["a: created", "c: created"]
+    refused = results[1]
+    assert isinstance(refused, InvalidArgument)
+    assert "spec.podSets[0].template.spec.securityContext.runAsUser" in str(refused), refused
+    assert sorted(wl.name for wl in m.cache.workloads.values()) == ["a", "c"]
