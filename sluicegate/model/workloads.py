@@ -179,10 +179,12 @@ class Workload:
     generation: int = 1
     # Shared until something happens to the workload (frozen, never changed in place).
     status: WorkloadStatus = NO_STATUS
+    # "namespace/name", made once per value: the cache, the queues, the timers
+    # and every commit read it, far more often than workloads are made.
+    key: WorkloadKey = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> WorkloadKey:
-        return workload_key(self.namespace, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", workload_key(self.namespace, self.name))
 
     @property
     def has_quota_reservation(self) -> bool:
