@@ -82,8 +82,8 @@ class Document:
 # Most creations one request carries.
 CREATE_BATCH = 256
 
-# Client.create_workloads: most documents sent and not yet answered at once
-# (flow control: the server is never more than this far behind the client).
+# Client.create_workloads: most documents sent and not yet taken by the
+# caller (flow control: neither the server nor the caller falls further behind).
 CREATE_WINDOW = 8192
 
 _CreateFuture = asyncio.Future[workloads_pb2.CreateWorkloadResponse]
@@ -228,8 +228,9 @@ class _BulkCreate:
 
     A feeder reads the documents (``window`` ahead at most); per CreateStream
     call a sender writes what waits, up to CREATE_BATCH per request, while
-    fewer than ``window`` are unanswered, and a reader matches answers to
-    the batches in order and hands them to ``answers``.
+    fewer than ``window`` are sent and not yet taken by the caller (so a slow
+    reader holds the stream back as a slow server does), and a reader
+    matches answers to the batches in order and hands them to ``answers``.
     """
 
     def __init__(self, documents: Iterable[Document] | AsyncIterable[Document], window: int) -> None:
@@ -237,7 +238,9 @@ class _BulkCreate:
         self.window = max(1, window)
         self.waiting: collections.deque[workloads_pb2.CreateWorkloadRequest] = collections.deque()
         self.sent: collections.deque[list[workloads_pb2.CreateWorkloadRequest]] = collections.deque()
+        # Sent and not answered (what a new call sends again); sent and not yet taken by the caller.
         self.unanswered = 0
+        self.untaken = 0
         self.source_done = False
         # Set when there may be something to send (documents came, the window opened, the source ended).
         self.wake = asyncio.Event()
@@ -269,17 +272,18 @@ class _BulkCreate:
     async def send(self, call: Any) -> None:
         try:
             while True:
-                while not self.waiting or self.unanswered >= self.window:
+                while not self.waiting or self.untaken >= self.window:
                     if self.source_done and not self.waiting:
                         await call.done_writing()
                         return
                     self.wake.clear()
                     await self.wake.wait()
-                n = min(CREATE_BATCH, len(self.waiting), self.window - self.unanswered)
+                n = min(CREATE_BATCH, len(self.waiting), self.window - self.untaken)
                 batch = [self.waiting.popleft() for _ in range(n)]
                 self.room.set()
                 self.sent.append(batch)
                 self.unanswered += n
+                self.untaken += n
                 await call.write(workloads_pb2.CreateWorkloadsRequest(items=batch, brief=True))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
             pass  # the call is over; the reader learns why
@@ -292,7 +296,6 @@ class _BulkCreate:
                 call.cancel()
                 raise ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")
             self.unanswered -= len(batch)
-            self.wake.set()
             self.answers.put_nowait([_bulk_result(r) for r in resp.results])
         if self.sent or self.waiting or not self.source_done:
             raise ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")
@@ -303,7 +306,13 @@ class _BulkCreate:
         for batch in reversed(self.sent):
             self.waiting.extendleft(reversed(batch))
         self.sent.clear()
+        self.untaken -= self.unanswered
         self.unanswered = 0
+
+    def taken(self, n: int) -> None:
+        """The caller took ``n`` answers: as many more may go out."""
+        self.untaken -= n
+        self.wake.set()
 
 
 def _obj(o: objects_pb2.Object) -> dict[str, Any]:
@@ -491,7 +500,8 @@ class Client:
         own create would raise (the others go on).  The documents travel on a
         CreateStream call of their own, as fast as they come (an async
         iterable may pace them), CREATE_BATCH to a request, with at most
-        ``window`` unanswered; answers are brief (no JSON).  When the call
+        ``window`` sent and not yet taken by the caller; answers are brief
+        (no JSON).  When the call
         ends UNAVAILABLE (a follower, a takeover) the unanswered ones go again
         to the leader: one that had committed answers created=False.  Raises
         ClientError when the stream itself fails (refused, no controller).
@@ -501,6 +511,7 @@ class Client:
         pause = FAILOVER_PAUSE
         feeder = asyncio.create_task(bulk.feed(), name="sluicegate-bulk-feed")
         tasks: list[asyncio.Task[None]] = []
+        call: Any = None
         try:
             for _ in range(1000):
                 call = self._workloads.CreateStream()
@@ -527,6 +538,7 @@ class Client:
                         return
                     for a in answers:
                         yield a
+                    bulk.taken(len(answers))
                     if answers:
                         pause = FAILOVER_PAUSE
                 call.cancel()
@@ -555,6 +567,9 @@ class Client:
                 pause = next_pause
             raise ClientError(grpc.StatusCode.UNAVAILABLE, "no controller accepted the creations")
         finally:
+            # Also when the caller stopped reading early: the call ends here, not when the client closes.
+            if call is not None:
+                call.cancel()
             for t in (feeder, *tasks):
                 t.cancel()
             await asyncio.gather(feeder, *tasks, return_exceptions=True)

@@ -293,3 +293,18 @@ def test_pod_sets_shared_across_namespaces_meet_each_namespace_s_policy() -> Non
     assert isinstance(refused, InvalidArgument)
     assert "spec.podSets[0].template.spec.securityContext.runAsUser" in str(refused), refused
     assert sorted(wl.name for wl in m.cache.workloads.values()) == ["a", "c"]
+
+
+async def test_a_caller_that_stops_reading_early_ends_its_stream_and_the_client_goes_on(served: Served) -> None:
+    docs = [Document(workload_body(f"e{i}", "1"), f"e{i}") for i in range(600)]
+    async with Client(served.address) as client:
+        async with asyncio.timeout(CREATE_DEADLINE):
+            answers = client.create_workloads(docs, window=256)
+            first = await anext(answers)
+            await answers.aclose()
+            _, created = await client.create_workload(Document(workload_body("after", "1"), "after"))
+    assert not isinstance(first, ClientError) and (first.name, first.created) == ("e0", True)
+    assert created is True
+    # What was sent before the stop may have been stored; nothing after the window was.
+    names = {wl.name for wl in served.manager.cache.workloads.values()}
+    assert "e0" in names and "after" in names and len(names) <= 256 + 1
