@@ -12,7 +12,7 @@ import builtins
 import collections
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +81,10 @@ class Document:
 # queues while a request is being written goes out as the next one.
 # Most creations one request carries.
 CREATE_BATCH = 256
+
+# Client.create_workloads: most documents sent and not yet taken by the
+# caller (flow control: neither the server nor the caller falls further behind).
+CREATE_WINDOW = 8192
 
 _CreateFuture = asyncio.Future[workloads_pb2.CreateWorkloadResponse]
 _STATUS_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
@@ -195,6 +199,120 @@ class _CreateStream:
                     await task
                 except asyncio.CancelledError:
                     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """One answer of :meth:`Client.create_workloads`: the workload and whether it is new."""
+
+    namespace: str
+    name: str
+    resource_version: int
+    # False: a workload of that name and the same spec existed, and nothing changed.
+    created: bool
+
+
+def _create_request(d: Document) -> workloads_pb2.CreateWorkloadRequest:
+    return workloads_pb2.CreateWorkloadRequest(document=objects_pb2.Document(body=d.body.encode(), source=d.source))
+
+
+def _bulk_result(r: workloads_pb2.CreateWorkloadResult) -> Created | ClientError:
+    if r.code != 0:
+        return ClientError(_STATUS_BY_NUMBER.get(r.code, grpc.StatusCode.UNKNOWN), r.message)
+    w = r.response.workload
+    return Created(w.namespace, w.name, w.resource_version, r.response.created)
+
+
+class _BulkCreate:
+    """The state of one ``create_workloads``: documents read but not sent, batches sent but not answered.
+
+    A feeder reads the documents (``window`` ahead at most); per CreateStream
+    call a sender writes what waits, up to CREATE_BATCH per request, while
+    fewer than ``window`` are sent and not yet taken by the caller (so a slow
+    reader holds the stream back as a slow server does), and a reader
+    matches answers to the batches in order and hands them to ``answers``.
+    """
+
+    def __init__(self, documents: Iterable[Document] | AsyncIterable[Document], window: int) -> None:
+        self.documents = documents
+        self.window = max(1, window)
+        self.waiting: collections.deque[workloads_pb2.CreateWorkloadRequest] = collections.deque()
+        self.sent: collections.deque[list[workloads_pb2.CreateWorkloadRequest]] = collections.deque()
+        # Sent and not answered (what a new call sends again); sent and not yet taken by the caller.
+        self.unanswered = 0
+        self.untaken = 0
+        self.source_done = False
+        # Set when there may be something to send (documents came, the window opened, the source ended).
+        self.wake = asyncio.Event()
+        # Set when the feeder may read more documents.
+        self.room = asyncio.Event()
+        self.room.set()
+        # Lists of answers in order; None once the call ended with everything answered.
+        self.answers: asyncio.Queue[list[Created | ClientError] | None] = asyncio.Queue()
+
+    async def _hold(self) -> None:
+        if len(self.waiting) >= self.window:
+            self.wake.set()
+            self.room.clear()
+            await self.room.wait()
+
+    async def feed(self) -> None:
+        if isinstance(self.documents, AsyncIterable):
+            async for d in self.documents:
+                self.waiting.append(_create_request(d))
+                self.wake.set()
+                await self._hold()
+        else:
+            for d in self.documents:
+                self.waiting.append(_create_request(d))
+                await self._hold()
+        self.source_done = True
+        self.wake.set()
+
+    async def send(self, call: Any) -> None:
+        try:
+            while True:
+                while not self.waiting or self.untaken >= self.window:
+                    if self.source_done and not self.waiting:
+                        await call.done_writing()
+                        return
+                    self.wake.clear()
+                    await self.wake.wait()
+                n = min(CREATE_BATCH, len(self.waiting), self.window - self.untaken)
+                batch = [self.waiting.popleft() for _ in range(n)]
+                self.room.set()
+                self.sent.append(batch)
+                self.unanswered += n
+                self.untaken += n
+                await call.write(workloads_pb2.CreateWorkloadsRequest(items=batch, brief=True))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
+            pass  # the call is over; the reader learns why
+
+    async def read(self, call: Any) -> None:
+        """Answers until the call ends; raises its AioRpcError (or ClientError) when it failed."""
+        async for resp in call:
+            batch = self.sent.popleft() if self.sent else None
+            if batch is None or len(batch) != len(resp.results):
+                call.cancel()
+                raise ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")
+            self.unanswered -= len(batch)
+            self.answers.put_nowait([_bulk_result(r) for r in resp.results])
+        if self.sent or self.waiting or not self.source_done:
+            raise ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")
+        self.answers.put_nowait(None)
+
+    def resend(self) -> None:
+        """After a call failed: its unanswered batches go out again first, in order, on the next call."""
+        for batch in reversed(self.sent):
+            self.waiting.extendleft(reversed(batch))
+        self.sent.clear()
+        self.untaken -= self.unanswered
+        self.unanswered = 0
+
+    def taken(self, n: int) -> None:
+        """The caller took ``n`` answers: as many more may go out."""
+        self.untaken -= n
+        self.wake.set()
 
 
 def _obj(o: objects_pb2.Object) -> dict[str, Any]:
@@ -372,6 +490,89 @@ class Client:
                 continue
             return _obj(resp.workload), bool(resp.created)
         raise ClientError(grpc.StatusCode.UNAVAILABLE, "no controller accepted the creation")
+
+    async def create_workloads(
+        self, documents: Iterable[Document] | AsyncIterable[Document], *, window: int = CREATE_WINDOW,
+    ) -> AsyncIterator[Created | ClientError]:
+        """Create many workloads: one answer per document, in their order, as the server gives them.
+
+        Each answer is a :class:`Created` or the ClientError that document's
+        own create would raise (the others go on).  The documents travel on a
+        CreateStream call of their own, as fast as they come (an async
+        iterable may pace them), CREATE_BATCH to a request, with at most
+        ``window`` sent and not yet taken by the caller; answers are brief
+        (no JSON).  When the call
+        ends UNAVAILABLE (a follower, a takeover) the unanswered ones go again
+        to the leader: one that had committed answers created=False.  Raises
+        ClientError when the stream itself fails (refused, no controller).
+        """
+        bulk = _BulkCreate(documents, window)
+        loop = asyncio.get_running_loop()
+        pause = FAILOVER_PAUSE
+        feeder = asyncio.create_task(bulk.feed(), name="sluicegate-bulk-feed")
+        tasks: list[asyncio.Task[None]] = []
+        call: Any = None
+        try:
+            for _ in range(1000):
+                call = self._workloads.CreateStream()
+                sender = asyncio.create_task(bulk.send(call), name="sluicegate-bulk-send")
+                reader = asyncio.create_task(bulk.read(call), name="sluicegate-bulk-read")
+                tasks = [sender, reader]
+                failure: BaseException | None = None
+                while True:
+                    got = asyncio.ensure_future(bulk.answers.get())
+                    watched = [got, reader] if feeder.done() else [got, reader, feeder]
+                    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                    bad_source = feeder.exception() if feeder.done() else None
+                    if bad_source is not None:
+                        got.cancel()
+                        raise bad_source  # the caller's iterable failed: its error, unchanged
+                    if not got.done():
+                        got.cancel()
+                        if reader.done() and bulk.answers.empty():
+                            failure = reader.exception()
+                            break
+                        continue
+                    answers = got.result()
+                    if answers is None:
+                        return
+                    for a in answers:
+                        yield a
+                    bulk.taken(len(answers))
+                    if answers:
+                        pause = FAILOVER_PAUSE
+                call.cancel()
+                sender.cancel()
+                exc = failure
+                if isinstance(exc, ClientError):
+                    if not _transient(exc.code, exc.message):
+                        raise exc
+                    rpc = None
+                elif isinstance(exc, grpc.aio.AioRpcError):
+                    code, details = exc.code(), exc.details() or ""
+                    if not _transient(code, details):
+                        if code is grpc.StatusCode.UNIMPLEMENTED:
+                            details = f"the server has no CreateStream (it is older than this client): {details}"
+                        raise ClientError(code, details) from None
+                    rpc = exc
+                elif exc is not None:
+                    raise exc
+                else:
+                    rpc = None
+                bulk.resend()
+                next_pause = await self._failover(rpc, loop.time() + self.timeout, pause)
+                if next_pause is None:
+                    raise ClientError(grpc.StatusCode.UNAVAILABLE, "the creation stream ended and no controller "
+                                      "took it up") from None
+                pause = next_pause
+            raise ClientError(grpc.StatusCode.UNAVAILABLE, "no controller accepted the creations")
+        finally:
+            # Also when the caller stopped reading early: the call ends here, not when the client closes.
+            if call is not None:
+                call.cancel()
+            for t in (feeder, *tasks):
+                t.cancel()
+            await asyncio.gather(feeder, *tasks, return_exceptions=True)
 
     async def get_workload(self, name: str, namespace: str = "default") -> dict[str, Any]:
         resp = await self._call(self._workloads.Get, workloads_pb2.WorkloadRef(namespace=namespace, name=name))

@@ -1,8 +1,8 @@
 """Create the plan's objects over the controller's gRPC API, workloads at their due times.
 
 Everything goes through :class:`sluicegate.client.Client`, the library
-behind sluicectl: one Apply for the queue objects, then one Create per
-workload.  Creation follows an absolute schedule (queue creation + due), so a
+behind sluicectl: one Apply for the queue objects, then the workloads on
+one bulk creation stream.  Creation follows an absolute schedule (queue creation + due), so a
 slow call delays only the workloads behind it instead of stretching every
 later interval as sleeping between calls would.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from bench.kueue_scheduler.config import TAS_NODE_GROUP_VALUE, Plan, QueuePlan, WorkloadPlan
@@ -162,41 +162,37 @@ async def create_workloads(
     concurrency: int,
     on_created: Callable[[WorkloadPlan, float], None] | None = None,
 ) -> CreationStats:
-    """Create each workload at ``start`` + its due time (monotonic seconds)."""
+    """Create each workload at ``start`` + its due time (monotonic seconds).
+
+    The documents are handed to the client library's bulk creation
+    (:meth:`Client.create_workloads`) as they fall due: one CreateStream
+    call, whatever is due at once goes out as one request, and at most
+    ``concurrency`` creations are unanswered at a time.  Each answer is
+    timed when it arrives.
+    """
     stats = CreationStats()
-    slots = asyncio.Semaphore(concurrency)
-    failures: list[Exception] = []
+    workloads = plan.workloads
 
-    async def create(w: WorkloadPlan) -> None:
-        try:
-            _, created = await client.create_workload(Document(workload_document(w), "generator"))
-            now = time.monotonic()
-            if not created:
-                raise RuntimeError(f"workload {w.namespace}/{w.name} already existed; use a fresh store")
-            stats.created += 1
-            stats.lag.append(now - (start + w.due))
-            stats.first_at = now if stats.first_at is None else stats.first_at
-            stats.last_at = now
-            if on_created is not None:
-                on_created(w, now)
-        except Exception as exc:  # re-raised below, after the in-flight calls settle
-            failures.append(exc)
-        finally:
-            slots.release()
+    async def due() -> AsyncIterator[Document]:
+        for w in workloads:
+            delay = start + w.due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)  # pacing to the configured schedule, not synchronisation
+            yield Document(workload_document(w), "generator")
 
-    tasks: set[asyncio.Task[None]] = set()
-    for w in plan.workloads:
-        if failures:
-            break
-        delay = start + w.due - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)  # pacing to the configured schedule, not synchronisation
-        await slots.acquire()
-        t = asyncio.create_task(create(w), name=f"create-{w.namespace}/{w.name}")
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
-    if tasks:
-        await asyncio.gather(*tasks)
-    if failures:
-        raise failures[0]
+    answered = 0
+    async for result in client.create_workloads(due(), window=concurrency):
+        w = workloads[answered]
+        answered += 1
+        if isinstance(result, Exception):
+            raise result
+        if not result.created:
+            raise RuntimeError(f"workload {w.namespace}/{w.name} already existed; use a fresh store")
+        now = time.monotonic()
+        stats.created += 1
+        stats.lag.append(now - (start + w.due))
+        stats.first_at = now if stats.first_at is None else stats.first_at
+        stats.last_at = now
+        if on_created is not None:
+            on_created(w, now)
     return stats

@@ -61,7 +61,7 @@ from bench.kueue_scheduler.config import (  # noqa: E402
 )
 from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
 from bench.kueue_scheduler.recorder import Observation, Recorder, condition_flags  # noqa: E402
-from sluicegate.client import Client  # noqa: E402
+from sluicegate.client import CREATE_WINDOW, Client  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = {name: HERE / "configs" / name / "generator.yaml" for name in ("baseline", "large-scale", "tas")}
@@ -409,7 +409,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="drop the topology constraints (flavor without topologyName, no podset annotations) but keep "
                         "the labelled nodes: the same load without TAS")
     p.add_argument("--concurrency", type=int, default=0,
-                   help="workload creations in flight at once (0: one per workload set, as Kueue's generator, at most 256)")
+                   help=f"workload creations sent and not yet answered at most (0: the client library's "
+                        f"default, {CREATE_WINDOW})")
     p.add_argument("--heartbeat-interval", type=float, default=1.0, help="controller's --agent-heartbeat-interval (s)")
     p.add_argument("--timeout", type=float, default=1800.0, help="give up this many seconds after the queues exist")
     p.add_argument("--output", type=Path, help="write summary.yaml, controller.stats.yaml, CSVs, logs and profiles here")
@@ -446,8 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = dataclasses.replace(plan, queues=tuple(dataclasses.replace(q, min_admit_duration_s=guard)
                                                       for q in plan.queues))
     bound = ideal_bound(plan)
-    concurrency = ns.concurrency or min(256, sum(len(q.workloads_sets) * q.count * c.count
-                                                 for c in cfg.cohorts for q in c.queues_sets))
+    concurrency = ns.concurrency or CREATE_WINDOW
     topology_nodes = plan.nodes
     if topology_nodes and ns.nodes:
         print("error: --nodes: the generator file's topology sets the nodes", file=sys.stderr)
@@ -480,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
             atexit.register(pg.close)
             store_url = pg.create_database()
         ctl_argv += ["-m", "sluicegate.controller.server", "--store", store_url, "--listen", "127.0.0.1:0",
-                     "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", str(ns.heartbeat_interval),
+                     "--health-listen", "127.0.0.1:0", "--dashboard-listen", "",
+                     "--agent-heartbeat-interval", str(ns.heartbeat_interval),
                      "--log-level", ns.controller_log_level, "--ready-file", str(tmp / "c.ready")]
         procs: list[Proc] = []
         spy: subprocess.Popen[bytes] | None = None

@@ -6,7 +6,7 @@ Pure: reads the cache, changes nothing; the manager commits the Effects these re
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -38,23 +38,32 @@ from sluicegate.model.conditions import set_condition
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.model.pods import pods_or_last
-from sluicegate.model.workloads import Workload
-from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, resolve_pod_user
+from sluicegate.model.workloads import PodSet, Workload
+from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, PodUserPolicy, resolve_pod_user
 
 
 def resolve_priority(c: Cache, wl: Workload) -> Workload:
     """Fill spec.priority from the referenced class (WorkloadPriorityClass or PriorityClass)."""
+    priority, priority_class = priority_of(c, wl)
+    if priority == wl.priority and priority_class == wl.priority_class:
+        return wl
+    return replace(wl, priority=priority, priority_class=priority_class)
+
+
+def priority_of(c: Cache, wl: Workload) -> tuple[int, tuple[str, str] | None]:
+    """(spec.priority, the class it comes from): from the referenced class (WorkloadPriorityClass or
+    PriorityClass), else a pod set's priorityClassName, else as the workload says."""
     if wl.priority_class is not None:
         kind, name = wl.priority_class
         if kind == "WorkloadPriorityClass":
             wpc = c.workload_priority_classes.get(name)
             if wpc is None:
                 raise InvalidArgument("spec.priorityClassRef.name", f"WorkloadPriorityClass {name!r} not found")
-            return replace(wl, priority=wpc.value)
+            return wpc.value, wl.priority_class
         value = _pod_priority(c, name)
         if value is None:
             raise InvalidArgument("spec.priorityClassRef.name", f"PriorityClass {name!r} not found")
-        return replace(wl, priority=value)
+        return value, wl.priority_class
     for ps in wl.pod_sets:
         if ps.priority_class_name:
             value = _pod_priority(c, ps.priority_class_name)
@@ -63,8 +72,19 @@ def resolve_priority(c: Cache, wl: Workload) -> Workload:
                     f"spec.podSets[{wl.pod_sets.index(ps)}].template.spec.priorityClassName",
                     f"PriorityClass {ps.priority_class_name!r} not found",
                 )
-            return replace(wl, priority=value, priority_class=("PriorityClass", ps.priority_class_name))
-    return wl
+            return value, ("PriorityClass", ps.priority_class_name)
+    return wl.priority, wl.priority_class
+
+
+# uuid.uuid4() as integer masks: the version nibble (4) and the RFC 4122 variant bits (10).
+_UUID_CLEAR = ~((0xF << 76) | (0x3 << 62))
+_UUID_SET = (0x4 << 76) | (0x2 << 62)
+
+
+def new_uid() -> str:
+    """A random version-4 UUID in its text form, as ``str(uuid.uuid4())`` writes it, at a third of its cost."""
+    h = ((int.from_bytes(os.urandom(16), "big") & _UUID_CLEAR) | _UUID_SET).to_bytes(16, "big").hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _pod_priority(c: Cache, name: str) -> int | None:
@@ -82,18 +102,17 @@ def prepare_workload(c: Cache, pod_security: PodUserPolicies, wl: Workload,
     if old is None:
         check_pod_security(pod_security, wl)
         now = clock()
-        wl = replace(
-            wl,
-            uid=wl.uid or str(uuid.uuid4()),
-            creation_timestamp=wl.creation_timestamp or now,
-        )
-        wl = resolve_priority(c, wl)
+        priority, priority_class = priority_of(c, wl)
+        labels = wl.labels
         job_labels = wl.annotations.get(JOB_LABELS_ANNOTATION)
         if job_labels:
             # A Job's labels reach its Workload only where the Configuration says so.
             source = json.loads(job_labels)
             copied = {k: source[k] for k in c.config.label_keys_to_copy if k in source}
-            wl = replace(wl, labels={**wl.labels, **copied})
+            labels = {**labels, **copied}
+        # One new value for everything the controller fills in: each replace builds a whole Workload.
+        wl = replace(wl, uid=wl.uid or new_uid(), creation_timestamp=wl.creation_timestamp or now,
+                     priority=priority, priority_class=priority_class, labels=labels)
         # A new workload starts from a clean status unless the document
         # carries one (restoring from a backup or a simulate file).
         return marked_inadmissible(c, wl, now), "created"
@@ -136,9 +155,27 @@ def marked_inadmissible(c: Cache, wl: Workload, now: float, *, reason: str | Non
     return replace(wl, status=replace(wl.status, conditions=conds))
 
 
+# Pod sets shared by workloads of one shape (decode_workload) pass their
+# namespace's policy once: (namespace, id(policy), id(pod sets)) -> the policy
+# and pod sets themselves, kept so that the ids stay theirs.  Bounded, oldest out.
+POD_SECURITY_MEMO_SIZE = 4096
+_pod_security_passed: dict[tuple[str, int, int], tuple[PodUserPolicy, tuple[PodSet, ...]]] = {}
+
+
 def check_pod_security(pod_security: PodUserPolicies, wl: Workload) -> None:
     """InvalidArgument naming the field when a pod set's securityContext breaks its namespace's policy."""
     policy = pod_security.for_namespace(wl.namespace)
+    key = (wl.namespace, id(policy), id(wl.pod_sets))
+    passed = _pod_security_passed.get(key)
+    if passed is not None and passed[0] is policy and passed[1] is wl.pod_sets:
+        return
+    _check_pod_security(policy, wl)
+    if len(_pod_security_passed) >= POD_SECURITY_MEMO_SIZE:
+        del _pod_security_passed[next(iter(_pod_security_passed))]
+    _pod_security_passed[key] = (policy, wl.pod_sets)
+
+
+def _check_pod_security(policy: PodUserPolicy, wl: Workload) -> None:
     for i, ps in enumerate(wl.pod_sets):
         base = f"spec.podSets[{i}].template.spec"
         containers = [(f"{base}.{kind}[{j}].securityContext", c.security_context)

@@ -17,9 +17,9 @@ from sluicegate.manifest.syntax import (
     show,
 )
 from sluicegate.manifest.taints import read_tolerations
-from sluicegate.model import Container, PodSet, Workload, WorkloadStatus
+from sluicegate.model import Container, PodSet, Workload
 from sluicegate.model.podgroups import group_name
-from sluicegate.model.workloads import Probe, SecurityContext
+from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import MAX_MILLI_VALUE, MILLI_RESOURCES
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
@@ -144,6 +144,17 @@ SECURITY_CONTEXT_UNSUPPORTED = {
 ENV_UNSUPPORTED = {"valueFrom": "there are no ConfigMaps, Secrets or downward API; give the value directly"}
 RESOURCES_UNSUPPORTED = {"claims": "dynamic resource allocation is not supported"}
 
+# Workloads are submitted by the thousand from a few templates (a job array,
+# Kueue's generator): their podSets are the same text, so they decode to the
+# same value.  Valid podSets are decoded once per distinct text and the frozen
+# PodSets are shared by every workload of that shape, which also keeps one
+# copy of each pod template in memory instead of one per workload.  Keyed by
+# ``repr`` of the parsed value, which tells apart everything JSON and safe
+# YAML produce (1 from True from "1", key order included); bounded, the
+# oldest entry goes first.
+POD_SETS_MEMO_SIZE = 4096
+_pod_sets_memo: dict[str, tuple[PodSet, ...]] = {}
+
 
 def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
     spec = doc.mapping("spec", known=WORKLOAD_SPEC_FIELDS, required=True)
@@ -158,8 +169,8 @@ def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
         )
     # A Job in a kube-batch PodGroup takes its queue from the PodGroup, once it exists.
     queue_name = spec.string("queueName", required=not group_name(meta.annotations), check=dns_subdomain_problem)
-    pod_sets = _read_pod_sets(spec)
-    status = read_status(doc, pod_sets, dialect) if doc.has("status") else WorkloadStatus()
+    pod_sets = _shared_pod_sets(spec)
+    status = read_status(doc, pod_sets, dialect) if doc.has("status") else NO_STATUS
     return Workload(
         namespace=meta.namespace,
         name=meta.name,
@@ -206,6 +217,25 @@ def _read_priority_class(spec: Fields) -> tuple[str, str] | None:
 
 
 # -- pod sets and containers ---------------------------------------------------
+
+
+def _shared_pod_sets(spec: Fields) -> tuple[PodSet, ...]:
+    """``_read_pod_sets``, decoded once per distinct podSets value (see ``_pod_sets_memo``)."""
+    raw = spec.get("podSets")
+    if not isinstance(raw, list):
+        return _read_pod_sets(spec)
+    key = repr(raw)
+    shared = _pod_sets_memo.get(key)
+    if shared is not None:
+        return shared
+    before = len(spec.problems)
+    pod_sets = _read_pod_sets(spec)
+    if len(spec.problems) == before:
+        # Only a valid value is kept: an invalid one must report its problems each time.
+        if len(_pod_sets_memo) >= POD_SETS_MEMO_SIZE:
+            del _pod_sets_memo[next(iter(_pod_sets_memo))]
+        _pod_sets_memo[key] = pod_sets
+    return pod_sets
 
 
 def _read_pod_sets(spec: Fields) -> tuple[PodSet, ...]:

@@ -114,7 +114,7 @@ def read_metadata(doc: Fields, kind: str) -> Meta:
     elif meta.has("namespace"):
         meta.error("namespace", f"{kind} is cluster-scoped and takes no namespace; remove metadata.namespace")
     uid = meta.string("uid")
-    labels = meta.string_map("labels", key_check=qualified_name_problem, value_check=label_value_problem)
+    labels = _shared_labels(meta)
     annotations = meta.string_map("annotations", key_check=qualified_name_problem)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
     if size > _ANNOTATIONS_MAX_BYTES:
@@ -139,6 +139,31 @@ def read_metadata(doc: Fields, kind: str) -> Meta:
         creation_timestamp=created,
         generation=generation if generation is not None else 1,
     )
+
+
+# Objects submitted in bulk carry a handful of distinct label sets (a job
+# array's, a generator's class): each distinct valid set is checked once and
+# its dict shared by every object that has it (models treat them as
+# immutable).  Keyed by ``repr`` of the parsed mapping; bounded, oldest first out.
+LABELS_MEMO_SIZE = 4096
+_labels_memo: dict[str, dict[str, str]] = {}
+
+
+def _shared_labels(meta: Fields) -> dict[str, str]:
+    raw = meta.get("labels")
+    if not isinstance(raw, dict) or not raw:
+        return meta.string_map("labels", key_check=qualified_name_problem, value_check=label_value_problem)
+    key = repr(raw)
+    shared = _labels_memo.get(key)
+    if shared is not None:
+        return shared
+    before = len(meta.problems)
+    labels = meta.string_map("labels", key_check=qualified_name_problem, value_check=label_value_problem)
+    if len(meta.problems) == before:
+        if len(_labels_memo) >= LABELS_MEMO_SIZE:
+            del _labels_memo[next(iter(_labels_memo))]
+        _labels_memo[key] = labels
+    return labels
 
 
 def peek_identity(body: Mapping[Any, object]) -> tuple[str, str]:

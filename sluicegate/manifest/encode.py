@@ -102,6 +102,29 @@ class EncodedObject:
 _to_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
+# A workload's pod sets are immutable and, for workloads of one shape,
+# shared (decode_workload decodes each distinct podSets once).  Their JSON is
+# written once per shared value and spliced into every write of every
+# workload that has it: ``encode_json`` puts this marker where the podSets go
+# (no validated spec field can hold a NUL) and swaps in the cached text.
+_POD_SETS_MARK = "\x00podSets\x00"
+_POD_SETS_MARK_JSON = json.dumps(_POD_SETS_MARK)
+POD_SETS_JSON_SIZE = 4096
+# id(pod sets) -> (the pod sets, kept so the id stays theirs; their JSON).
+_pod_sets_json: dict[int, tuple[tuple[PodSet, ...], str]] = {}
+
+
+def _pod_sets_text(pod_sets: tuple[PodSet, ...]) -> str:
+    hit = _pod_sets_json.get(id(pod_sets))
+    if hit is not None and hit[0] is pod_sets:
+        return hit[1]
+    text = _to_json([_pod_set(ps) for ps in pod_sets])
+    if len(_pod_sets_json) >= POD_SETS_JSON_SIZE:
+        del _pod_sets_json[next(iter(_pod_sets_json))]
+    _pod_sets_json[id(pod_sets)] = (pod_sets, text)
+    return text
+
+
 def encode_json(obj: Decoded) -> EncodedObject:
     """``encode(obj)`` as compact JSON, encoded once for the store, watch events and replies.
 
@@ -113,7 +136,10 @@ def encode_json(obj: Decoded) -> EncodedObject:
     size = 1
     metadata_end = -1
     for key, value in doc.items():
-        piece = f"{',' if size > 1 else ''}{_to_json(key)}:{_to_json(value)}"
+        encoded = _to_json(value)
+        if key == "spec" and isinstance(obj, Workload):
+            encoded = encoded.replace(_POD_SETS_MARK_JSON, _pod_sets_text(obj.pod_sets), 1)
+        piece = f"{',' if size > 1 else ''}{_to_json(key)}:{encoded}"
         text.append(piece)
         size += len(piece)
         if key == "metadata" and isinstance(value, dict):
@@ -309,7 +335,9 @@ def _priority_class(pc: PriorityClass) -> Doc:
 def _workload(wl: Workload, *, share: bool) -> Doc:
     meta = _namespaced_meta(wl)
     meta["generation"] = wl.generation
-    spec: Doc = {"queueName": wl.queue_name, "podSets": [_pod_set(ps) for ps in wl.pod_sets]}
+    # share: encode_json splices in the pod sets' JSON, written once per shared value.
+    pod_sets = _POD_SETS_MARK if share else [_pod_set(ps) for ps in wl.pod_sets]
+    spec: Doc = {"queueName": wl.queue_name, "podSets": pod_sets}
     if wl.priority_class is not None:
         kind, name = wl.priority_class
         if kind not in _GROUP_FOR_KIND:

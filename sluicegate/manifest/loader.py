@@ -181,11 +181,16 @@ def _reject_non_json_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON value")
 
 
+# Built once: json.loads with options builds a new decoder for every call.
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicate_json_keys,
+                                 parse_constant=_reject_non_json_constant)
+
+
 def _parse_json(text: str, source: str) -> list[RawDocument]:
     if not text.strip():
         return []
     try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_json_keys, parse_constant=_reject_non_json_constant)
+        data = _JSON_DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc.msg}")], line=exc.lineno) from None
     except RecursionError:
@@ -194,16 +199,36 @@ def _parse_json(text: str, source: str) -> list[RawDocument]:
         ) from None
     except ValueError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc}")]) from None
-    return _documents_of(data, f"{source}#1", 1)
+    return _documents_of(data, f"{source}#1", 1, bounded=_within_bounds(text))
 
 
-def _documents_of(data: object, source: str, line: int) -> list[RawDocument]:
+def _within_bounds(text: str) -> bool:
+    """Whether JSON text is sure to parse into a tree ``_measure`` accepts, without walking it.
+
+    JSON has no aliases, so the tree has at most as many values and
+    characters as the text; it nests no deeper than its count of opening
+    brackets; and a lone surrogate comes either from the text itself (which
+    then does not encode) or from a ``\\uD800``-style escape.  Counting in C
+    costs far less than the walk; text that fails a test is simply measured.
+    """
+    return (
+        len(text) <= min(MAX_CHARS, MAX_NODES)
+        and _encodable(text)
+        and text.count("{") + text.count("[") <= MAX_DEPTH
+        and "\\ud" not in text
+        and "\\uD" not in text
+    )
+
+
+def _documents_of(data: object, source: str, line: int, *, bounded: bool = False) -> list[RawDocument]:
+    """The documents of one parsed text; ``bounded``: the text already showed the tree is within the limits."""
     if data is None:
         return []
-    try:
-        _measure(data, "", 1, {}, set())
-    except _TreeProblem as exc:
-        raise ManifestError(source, [FieldError(exc.path, exc.message)], line=line) from None
+    if not bounded:
+        try:
+            _measure(data, "", 1, {}, set())
+        except _TreeProblem as exc:
+            raise ManifestError(source, [FieldError(exc.path, exc.message)], line=line) from None
     if not isinstance(data, dict):
         raise ManifestError(
             source,

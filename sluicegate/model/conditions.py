@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from sluicegate.model.workloads import Condition
 
 
@@ -15,6 +17,9 @@ def set_condition(
     now: float,
 ) -> tuple[Condition, ...]:
     st = ("True" if status else "False") if isinstance(status, bool) else status
+    # Tens of thousands of workloads carry a few distinct messages ("... in
+    # ClusterQueue X", "Job finished successfully"): one string for all of them.
+    reason, message = sys.intern(reason), sys.intern(message)
     out: list[Condition] = []
     replaced = False
     for c in conditions:

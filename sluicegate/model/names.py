@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import NewType
 
 ClusterQueueName = NewType("ClusterQueueName", str)
@@ -13,4 +14,6 @@ WorkloadKey = NewType("WorkloadKey", str)
 
 
 def workload_key(namespace: str, name: str) -> WorkloadKey:
-    return WorkloadKey(f"{namespace}/{name}")
+    # Interned: a workload's key is held by the cache, its queue, the heap and
+    # the timers; computed afresh each time it would be one copy per holder.
+    return WorkloadKey(sys.intern(f"{namespace}/{name}"))

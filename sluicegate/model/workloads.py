@@ -156,6 +156,10 @@ class WorkloadStatus:
         return c is not None and c.is_true
 
 
+# The status of a workload nothing has happened to yet: one value for all of them.
+NO_STATUS = WorkloadStatus()
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     namespace: str
@@ -173,11 +177,14 @@ class Workload:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     generation: int = 1
-    status: WorkloadStatus = field(default_factory=WorkloadStatus)
+    # Shared until something happens to the workload (frozen, never changed in place).
+    status: WorkloadStatus = NO_STATUS
+    # "namespace/name", made once per value: the cache, the queues, the timers
+    # and every commit read it, far more often than workloads are made.
+    key: WorkloadKey = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> WorkloadKey:
-        return workload_key(self.namespace, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", workload_key(self.namespace, self.name))
 
     @property
     def has_quota_reservation(self) -> bool:

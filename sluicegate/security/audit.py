@@ -58,11 +58,12 @@ class AuditRecord:
     message: str = ""
     detail: str = ""
 
-    def line(self, t: float) -> str:
+    def line(self, t: float, *, stamp: str = "") -> str:
+        """The record as one JSON line at time ``t`` (``stamp``: ``rfc3339(t)`` when the caller has it)."""
         p = self.principal
         rec: dict[str, object] = {
-            "time": rfc3339(t), "user": p.user, "groups": sorted(p.groups), "verb": self.verb, "kind": self.kind,
-            "namespace": self.namespace, "name": self.name, "outcome": self.outcome,
+            "time": stamp or rfc3339(t), "user": p.user, "groups": sorted(p.groups), "verb": self.verb,
+            "kind": self.kind, "namespace": self.namespace, "name": self.name, "outcome": self.outcome,
         }
         if self.code:
             rec["code"] = self.code
@@ -100,7 +101,8 @@ class AuditLog:
 
     def write(self, records: Iterable[AuditRecord]) -> None:
         now = self._clock()  # type: ignore[operator]
-        data = "".join(r.line(now) for r in records).encode()
+        stamp = rfc3339(now)  # once for a batch: its records share the moment they were written
+        data = "".join(r.line(now, stamp=stamp) for r in records).encode()
         if not data or self._fd < 0:
             return
         try:

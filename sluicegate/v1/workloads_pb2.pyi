@@ -31,10 +31,12 @@ class CreateWorkloadResponse(_message.Message):
     def __init__(self, workload: _Optional[_Union[_objects_pb2.Object, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class CreateWorkloadsRequest(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "brief")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    BRIEF_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[CreateWorkloadRequest]
-    def __init__(self, items: _Optional[_Iterable[_Union[CreateWorkloadRequest, _Mapping]]] = ...) -> None: ...
+    brief: bool
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateWorkloadRequest, _Mapping]]] = ..., brief: _Optional[bool] = ...) -> None: ...
 
 class CreateWorkloadResult(_message.Message):
     __slots__ = ("code", "message", "response")

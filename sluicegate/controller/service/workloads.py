@@ -23,6 +23,7 @@ from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
 from sluicegate.manifest.timefmt import format_rfc3339
+from sluicegate.model import Workload
 from sluicegate.model.names import workload_key
 from sluicegate.security.audit import AuditRecord
 from sluicegate.security.identity import Principal
@@ -104,6 +105,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     ) -> workloads_pb2.CreateWorkloadsResponse:
         gate = self.gate
         grants = gate.authorizer.grants(p)
+        # One peer for the whole request: each item's audit record names it.
+        peer = _KnownPeer(context)
         # Per item: its result when it failed before reaching the manager, else None.
         out: list[workloads_pb2.CreateWorkloadResult | None] = []
         docs: list[RawDocument] = []
@@ -120,13 +123,13 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 parsed = [self._named(parsed[0], generated)]
             except InvalidArgument as exc:
                 out.append(_failed(exc))
-                early.append(gate.record(p, "create", "Workload", "", "", context, exc=exc))
+                early.append(gate.record(p, "create", "Workload", "", "", peer, exc=exc))
                 continue
             ns, name = workload_ref(parsed[0])
             if not grants.allows("create", "Workload", ns):
                 denied = gate.denied_error(p, "create", "Workload", ns)
                 out.append(_failed(denied))
-                early.append(gate.record(p, "create", "Workload", ns, name, context, exc=denied))
+                early.append(gate.record(p, "create", "Workload", ns, name, peer, exc=denied))
                 continue
             out.append(None)
             early.append(None)
@@ -137,7 +140,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             created = iter(self.m.create_workloads(docs))
         except Exception as exc:
             gate.audit_many([r for r in early if r is not None]
-                            + [gate.record(p, "create", "Workload", ns, name, context, exc=exc) for ns, name in refs])
+                            + [gate.record(p, "create", "Workload", ns, name, peer, exc=exc) for ns, name in refs])
             raise
         ref_iter = iter(refs)
         records: list[AuditRecord] = []
@@ -148,12 +151,13 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 ns, name = next(ref_iter)
                 if isinstance(res, Exception):
                     r = _failed(res)
-                    rec = gate.record(p, "create", "Workload", ns, name, context, exc=res)
+                    rec = gate.record(p, "create", "Workload", ns, name, peer, exc=res)
                 else:
                     wl, was_new = res
+                    obj = _brief(self.m, wl) if request.brief else object_to_proto(self.m, wl)
                     r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
-                        workload=object_to_proto(self.m, wl), created=was_new))
-                    rec = gate.record(p, "create", "Workload", ns, name, context,
+                        workload=obj, created=was_new))
+                    rec = gate.record(p, "create", "Workload", ns, name, peer,
                                       detail="created" if was_new else "existing")
             assert rec is not None
             records.append(rec)
@@ -314,6 +318,25 @@ def _pending(at: Position) -> workloads_pb2.PendingWorkload:
         message=cond.message if cond is not None and waiting else "",
         creation_timestamp=format_rfc3339(wl.creation_timestamp),
     )
+
+
+class _KnownPeer:
+    """A request's context whose peer was read once (the gate asks for it per audit record)."""
+
+    def __init__(self, context: Context) -> None:
+        try:
+            self._peer = str(context.peer())
+        except Exception:  # a context without a peer (tests' fakes)
+            self._peer = ""
+
+    def peer(self) -> str:
+        return self._peer
+
+
+def _brief(m: Manager, wl: Workload) -> objects_pb2.Object:
+    """A created workload's reference and version, without its JSON (CreateWorkloadsRequest.brief)."""
+    version = m.versions.get(("Workload", wl.namespace, wl.name), 0)
+    return objects_pb2.Object(kind="Workload", namespace=wl.namespace, name=wl.name, resource_version=version)
 
 
 def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:

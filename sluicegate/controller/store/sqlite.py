@@ -8,6 +8,7 @@ too, at the cost of an fsync per commit.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import urllib.parse
@@ -25,6 +26,11 @@ from sluicegate.controller.store.base import (
     StoreFull,
 )
 from sluicegate.controller.store.migrations import SQLITE_STEPS, latest, to_apply
+
+_PUT = ("INSERT INTO objects(kind, namespace, name, body, resource_version) VALUES (?,?,?,?,?) "
+        "ON CONFLICT(kind, namespace, name) DO UPDATE SET body=excluded.body, "
+        "resource_version=excluded.resource_version")
+_DELETE = "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?"
 
 
 class SqliteStore:
@@ -205,19 +211,14 @@ class SqliteStore:
 
     def _apply(self, changes: Sequence[Change], version: int) -> None:
         db = self._db
-        for ch in changes:
-            if isinstance(ch, Put):
-                db.execute(
-                    "INSERT INTO objects(kind, namespace, name, body, resource_version) VALUES (?,?,?,?,?) "
-                    "ON CONFLICT(kind, namespace, name) DO UPDATE SET body=excluded.body, "
-                    "resource_version=excluded.resource_version",
-                    (ch.kind, ch.namespace, ch.name, ch.body, version),
-                )
-            elif isinstance(ch, Delete):
-                db.execute(
-                    "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?",
-                    (ch.kind, ch.namespace, ch.name),
-                )
+        # Runs of puts and of deletes each go as one executemany (the rows are
+        # bound in C), in the order given, so a put and a delete of one name keep theirs.
+        for is_put, run in itertools.groupby(changes, key=lambda ch: isinstance(ch, Put)):
+            if is_put:
+                db.executemany(_PUT, [(ch.kind, ch.namespace, ch.name, ch.body, version)
+                                      for ch in run if isinstance(ch, Put)])
+            else:
+                db.executemany(_DELETE, [(ch.kind, ch.namespace, ch.name) for ch in run if isinstance(ch, Delete)])
         if not any(isinstance(ch, Put) for ch in changes):
             # Only a batch of deletes must record the version on the side: a
             # batch with a put leaves a row carrying it, and the version is

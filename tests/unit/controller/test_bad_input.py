@@ -142,6 +142,9 @@ async def test_a_store_that_cannot_write_refuses_keeps_serving_reads_and_recover
                 raise err
             return self.db.execute(sql, *args)
 
+        def executemany(self, sql: str, rows: list[tuple[object, ...]]) -> sqlite3.Cursor:
+            return self.execute(sql) if self.full else self.db.executemany(sql, rows)
+
         def close(self) -> None:
             self.db.close()
 

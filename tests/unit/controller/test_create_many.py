@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
 
 from sluicegate.client import Client, ClientError, Document
+from sluicegate.controller.decide_api import new_uid
 from sluicegate.controller.errors import ControllerError, InvalidArgument
 from sluicegate.controller.manager import Manager
+from sluicegate.controller.service.workloads import WorkloadsServicer
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import RawDocument, parse_text
+from sluicegate.security.podsecurity import PodUserPolicies, PodUserPolicy
 from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
-from .served import Served, workload_body
+from .served import Served, serve, workload_body
 from .test_manager import Clock
 
 CREATE_DEADLINE = 10.0
@@ -184,3 +190,121 @@ async def test_closing_the_client_answers_every_creation_on_the_stream(served: S
     # Whoever was told "created" finds it stored.
     told = {o[0]["metadata"]["name"] for o in outcomes if isinstance(o, tuple)}
     assert told <= {wl.name for wl in served.manager.cache.workloads.values()}
+
+
+async def test_create_workloads_answers_every_document_in_order_with_brief_answers(served: Served) -> None:
+    names = [f"b{i:04d}" for i in range(1200)]
+    bodies = {n: workload_body(n, "1") for n in names}
+    bodies["b0007"] = workload_body("b0007", "-1")  # invalid: only its own answer is an error
+    docs = [Document(bodies[n], n) for n in names] + [Document(bodies["b0001"], "again")]
+    async with Client(served.address) as client:
+        async with asyncio.timeout(CREATE_DEADLINE):
+            # A small window: the stream must wait for answers before it sends more, and still finish.
+            answers = [a async for a in client.create_workloads(docs, window=300)]
+    versions = served.manager.versions
+    assert len(answers) == len(docs)
+    for n, a in zip(names, answers, strict=False):
+        if n == "b0007":
+            assert isinstance(a, ClientError) and a.code is grpc.StatusCode.INVALID_ARGUMENT, a
+            assert "spec.podSets[0].template.spec.containers[0]" in a.message
+        else:
+            assert not isinstance(a, ClientError), a
+            assert (a.namespace, a.name, a.created, a.resource_version) == (
+                "default", n, True, versions[("Workload", "default", n)])
+    last = answers[-1]
+    assert not isinstance(last, ClientError) and (last.name, last.created) == ("b0001", False)
+    assert ("Workload", "default", "b0007") not in versions
+    assert len(served.manager.cache.workloads) == len(names) - 1
+
+
+async def test_create_workloads_takes_a_paced_async_source(served: Served) -> None:
+    async def paced() -> AsyncIterator[Document]:
+        for i in range(30):
+            if i % 10 == 0:
+                await asyncio.sleep(0)  # the source yields between groups, as a schedule does
+            yield Document(workload_body(f"p{i}", "1"), f"p{i}")
+
+    async with Client(served.address) as client:
+        async with asyncio.timeout(CREATE_DEADLINE):
+            answers = [a async for a in client.create_workloads(paced())]
+    assert [(a.name, a.created) for a in answers if not isinstance(a, ClientError)] == [
+        (f"p{i}", True) for i in range(30)]
+
+
+async def test_create_workloads_sends_the_unanswered_again_when_the_stream_breaks(tmp_path: Path) -> None:
+    """A broken call (a takeover, a lost connection) is not the end: what had no answer goes again,
+    and what had committed answers created=False."""
+    sent: list[int] = []
+
+    class Flaky(WorkloadsServicer):
+        async def CreateStream(self, request_iterator, context):  # type: ignore[no-untyped-def]
+            async for request in request_iterator:
+                sent.append(len(request.items))
+                response = self._create_many(request, self.gate.authenticate(context), context)
+                if len(sent) == 1:
+                    # Stored, then the call breaks before the answer leaves.
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "controller going away")
+                yield response
+
+    async with serve(tmp_path, workloads=Flaky) as flaky:
+        # A second address for the same controller state: where the client goes once the first breaks.
+        other = grpc.aio.server()
+        workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(flaky.manager), other)
+        port = other.add_insecure_port("127.0.0.1:0")
+        await other.start()
+        try:
+            async with Client(f"{flaky.address},127.0.0.1:{port}") as client:
+                async with asyncio.timeout(CREATE_DEADLINE):
+                    docs = [Document(workload_body(f"f{i}", "1"), f"f{i}") for i in range(5)]
+                    answers = [a async for a in client.create_workloads(docs)]
+        finally:
+            await other.stop(None)
+        stored_names = {wl.name for wl in flaky.manager.cache.workloads.values()}
+    assert len(sent) == 1  # the flaky address saw one request; the rest went to the other
+    assert [a.name for a in answers if not isinstance(a, ClientError)] == [f"f{i}" for i in range(5)]
+    # The first request's workloads were stored before the break: sent again, they are found.
+    assert [a.created for a in answers if not isinstance(a, ClientError)][:sent[0]] == [False] * sent[0]
+    assert stored_names == {f"f{i}" for i in range(5)}
+
+
+def test_a_new_uid_is_a_random_version_4_uuid() -> None:
+    uids = {new_uid() for _ in range(1000)}
+    assert len(uids) == 1000
+    for text in uids:
+        u = uuid.UUID(text)
+        assert (str(u), u.version, u.variant) == (text, 4, uuid.RFC_4122)
+
+
+def test_pod_sets_shared_across_namespaces_meet_each_namespace_s_policy() -> None:
+    """Workloads of one shape share one decoded pod set value; passing one namespace's policy
+    says nothing about another's."""
+    policies = PodUserPolicies(namespaces={"trusted": PodUserPolicy(uid=1000, gid=1000, allow_root=True)})
+    m = Manager(MemoryStore(), clock=Clock(), placement=False, pod_security=policies)
+
+    def as_root(name: str, namespace: str) -> RawDocument:
+        body = json.loads(workload_body(name, "1"))
+        body["metadata"]["namespace"] = namespace
+        body["spec"]["podSets"][0]["template"]["spec"]["securityContext"] = {"runAsUser": 0}
+        return parse_text(json.dumps(body), f"{name}.json", fmt="json")[0]
+
+    results = m.create_workloads([as_root("a", "trusted"), as_root("b", "default"), as_root("c", "trusted")])
+    assert [outcome(r) for r in results][0::2] == ["a: created", "c: created"]
+    refused = results[1]
+    assert isinstance(refused, InvalidArgument)
+    assert "spec.podSets[0].template.spec.securityContext.runAsUser" in str(refused), refused
+    assert sorted(wl.name for wl in m.cache.workloads.values()) == ["a", "c"]
+
+
+async def test_a_caller_that_stops_reading_early_ends_its_stream_and_the_client_goes_on(served: Served) -> None:
+    docs = [Document(workload_body(f"e{i}", "1"), f"e{i}") for i in range(600)]
+    async with Client(served.address) as client:
+        async with asyncio.timeout(CREATE_DEADLINE):
+            answers = client.create_workloads(docs, window=256)
+            first = await anext(answers)
+            await answers.aclose()
+            _, created = await client.create_workload(Document(workload_body("after", "1"), "after"))
+    assert not isinstance(first, ClientError) and (first.name, first.created) == ("e0", True)
+    assert created is True
+    # What was sent before the stop may have been stored; nothing after the window was.
+    names = {wl.name for wl in served.manager.cache.workloads.values()}
+    assert "e0" in names and "after" in names and len(names) <= 256 + 1

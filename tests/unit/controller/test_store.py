@@ -121,13 +121,20 @@ class _Disk:
     def in_transaction(self) -> bool:
         return self._db.in_transaction
 
-    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+    def _check(self, sql: str) -> None:
         if self.full and sql in ("COMMIT", "RELEASE write") or (self.full and sql.startswith("INSERT")):
             err = sqlite3.OperationalError("database or disk is full")
             err.sqlite_errorcode = 13  # type: ignore[attr-defined]
             err.sqlite_errorname = "SQLITE_FULL"  # type: ignore[attr-defined]
             raise err
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        self._check(sql)
         return self._db.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: list[tuple[object, ...]]) -> sqlite3.Cursor:
+        self._check(sql)
+        return self._db.executemany(sql, rows)
 
     def close(self) -> None:
         self._db.close()

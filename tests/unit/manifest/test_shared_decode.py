@@ -1,0 +1,86 @@
+"""Workloads of one shape share their decoded pod sets and labels; what is shared stays correct.
+
+Bulk submissions (a job array, Kueue's performance generator) send thousands
+of documents that differ only in their names: the decoder checks each
+distinct podSets and label set once and hands out one frozen value, and the
+store's JSON of those pod sets is written once.  Nothing about validation
+may change: an invalid value is reported every time, with its field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+
+import pytest
+
+from sluicegate.manifest import ManifestError, decode, encode, parse_text
+from sluicegate.manifest.encode import encode_json
+from sluicegate.model import Workload
+
+from . import samples
+
+
+def workload(name: str, **spec: object) -> Workload:
+    doc = samples.workload()
+    doc["metadata"] = {"name": name, "namespace": "team-a", "labels": {"class": "small", "run-ms": "150"}}
+    doc["spec"].update(spec)
+    wl = decode(parse_text(json.dumps(doc), f"{name}.json", fmt="json")[0])
+    assert isinstance(wl, Workload)
+    return wl
+
+
+def test_workloads_of_one_shape_share_pod_sets_and_labels() -> None:
+    a, b = workload("a"), workload("b")
+    assert (a.name, b.name) == ("a", "b")
+    assert a.pod_sets is b.pod_sets
+    assert a.labels is b.labels and a.labels == {"class": "small", "run-ms": "150"}
+
+
+def test_another_pod_set_value_is_decoded_on_its_own() -> None:
+    pod_sets = copy.deepcopy(samples.workload()["spec"]["podSets"])  # type: ignore[index]
+    pod_sets[0]["count"] = 7
+    a, b = workload("a"), workload("b", podSets=pod_sets)
+    assert a.pod_sets is not b.pod_sets
+    assert (a.pod_sets[0].count, b.pod_sets[0].count) == (4, 7)
+    assert replace(b.pod_sets[0], count=4) == a.pod_sets[0]
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+def test_an_invalid_pod_set_is_reported_every_time(attempt: int) -> None:
+    pod_sets = copy.deepcopy(samples.workload()["spec"]["podSets"])  # type: ignore[index]
+    pod_sets[0]["count"] = -1
+    with pytest.raises(ManifestError) as info:
+        workload(f"bad{attempt}", podSets=pod_sets)
+    assert "spec.podSets[0].count: must be non-negative, got -1" in str(info.value)
+
+
+def test_true_and_one_are_not_confused() -> None:
+    """The memo's key tells apart values that compare equal in Python (1 == True)."""
+    pod_sets = copy.deepcopy(samples.workload()["spec"]["podSets"])  # type: ignore[index]
+    pod_sets[0]["count"] = 1
+    ok = workload("one", podSets=pod_sets)
+    assert ok.pod_sets[0].count == 1
+    pod_sets[0]["count"] = True
+    with pytest.raises(ManifestError) as info:
+        workload("true", podSets=pod_sets)
+    assert "spec.podSets[0].count" in str(info.value)
+
+
+def test_the_stored_json_of_shared_pod_sets_is_the_encoded_document() -> None:
+    a, b = workload("a"), workload("b")
+    for wl in (a, b, a, replace(b, pod_sets=(replace(b.pod_sets[0], count=2),))):
+        assert encode_json(wl).body == json.dumps(encode(wl), separators=(",", ":")).encode()
+    assert json.loads(encode_json(b).body)["spec"]["podSets"] == encode(a)["spec"]["podSets"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"\\ud800"}}', "metadata.name: contains a lone surrogate"),
+    ('{"apiVersion":"v1","kind":"Namespace","metadata":{"labels":{"a":"\\uDC00"}}}', "lone surrogate"),
+    ('{"a":' + "[" * 120 + "]" * 120 + "}", "nested deeper than 100 levels"),
+], ids=["lone-surrogate", "lone-surrogate-uppercase", "too-deep"])
+def test_json_text_outside_the_bounds_is_still_refused(text: str, problem: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        parse_text(text, "t.json", fmt="json")
+    assert problem in str(info.value)
