@@ -340,7 +340,7 @@ def main() -> None:
         try:
             tls_flags, admin = init_tls(tmp) if ns.tls else ([], None)
             ctl, info = start(["sluicegate.controller.server", "--store", str(tmp / "c.db"), "--listen", "127.0.0.1:0",
-                               "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", "1", *tls_flags],
+                               "--health-listen", "127.0.0.1:0", "--dashboard-listen", "", "--agent-heartbeat-interval", "1", *tls_flags],
                               tmp / "controller.log", tmp / "c.ready")
             procs.append(ctl)
             pids = {"controller": ctl.pid}

@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             atexit.register(pg.close)
             store_url = pg.create_database()
         ctl_argv += ["-m", "sluicegate.controller.server", "--store", store_url, "--listen", "127.0.0.1:0",
-                     "--health-listen", "127.0.0.1:0", "--agent-heartbeat-interval", str(ns.heartbeat_interval),
+                     "--health-listen", "127.0.0.1:0", "--dashboard-listen", "", "--agent-heartbeat-interval", str(ns.heartbeat_interval),
                      "--log-level", ns.controller_log_level, "--ready-file", str(tmp / "c.ready")]
         procs: list[Proc] = []
         spy: subprocess.Popen[bytes] | None = None

@@ -217,8 +217,8 @@ class Fleet:
         if rp.static:
             if node is not None:
                 if rp.phase in (RUNNING, PENDING):
-                    node.static_pods[rp.uid] = rp
-                elif node.static_pods.pop(rp.uid, None) is not None:
+                    node.set_static_pod(rp)
+                elif node.drop_static_pod(rp.uid):
                     # The node has room again: workloads parked for lack of it may fit.
                     self.cache.queues.node_capacity_freed()
                     self.commit.wake()
