@@ -37,6 +37,7 @@ from sluicegate.controller.nodes import (
     StopPodCommand,
 )
 from sluicegate.controller.scheduling.placement import PodPlacement, tolerations_of
+from sluicegate.controller.store import StoreError
 from sluicegate.model.names import WorkloadKey, workload_key
 from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
 from sluicegate.model.taints import NO_EXECUTE, Taint
@@ -75,6 +76,14 @@ class Fleet:
         self._taint_dirty: dict[str, dict[str, float]] = {}
         # Log requests in flight: the node asked, and where its chunks go.
         self._log_routes: dict[str, tuple[str, asyncio.Queue[tuple[str, bytes, bool, str]]]] = {}
+        # Pod reports received this turn of the event loop (see report_pods), what runs once
+        # they are stored, and the callback that handles them.
+        self._reports: list[tuple[str, ReportedPod]] = []
+        self._after_reports: list[Callable[[], None]] = []
+        self._flush: asyncio.Handle | None = None
+        # While reports are handled: the settlements that only store a workload, by workload,
+        # written once at the end (the last one holds every earlier one's changes).
+        self._batch: dict[WorkloadKey, Settlement] | None = None
 
     # ------------------------------------------------------------ bindings
 
@@ -212,6 +221,62 @@ class Fleet:
         for p in pods:
             self.pod_status(name, p)
 
+    def report_pods(self, node_name: str, pods: Sequence[ReportedPod],
+                    after: Callable[[], None] | None = None) -> None:
+        """Pod reports from a node's stream, handled with every stream's reports of this turn of the loop.
+
+        The agents' streams deliver a message each per turn of the event
+        loop; the pods of one workload run on many nodes and report on many
+        streams.  Handled one by one, each report stored the whole workload
+        again (O(pods) per report, O(pods^2) per workload).  Gathered until the
+        loop's next turn, a workload's reports are applied in arrival order
+        and stored once, in one transaction with all the others; as the
+        kubelet's status manager does, only the latest state of a pod is
+        written.  ``after`` runs once they are stored (a heartbeat's ack).
+        """
+        self._reports.extend((node_name, p) for p in pods)
+        if after is not None:
+            self._after_reports.append(after)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_soon(self.flush_reports)
+
+    def flush_reports(self) -> None:
+        """Handle the gathered pod reports now: one settlement and one write per workload that changed."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        reports, self._reports = self._reports, []
+        after, self._after_reports = self._after_reports, []
+        try:
+            with self.commit.write_group():
+                self._batch = {}
+                try:
+                    for node_name, rp in reports:
+                        self.pod_status(node_name, rp)
+                    batch = self._batch
+                finally:
+                    self._batch = None
+                for settlement in batch.values():
+                    self.apply(settlement)
+        except StoreError:
+            # The store refuses writes (logged by the committer): the reports
+            # not stored changed nothing, and each agent's next heartbeat
+            # reports its pods again.
+            return
+        for f in after:
+            f()
+
+    def _workload(self, key: WorkloadKey | None) -> Workload | None:
+        """The workload as reports handled so far left it (a batched settlement not yet stored), else the cache's."""
+        if key is None:
+            return None
+        batch = self._batch
+        if batch is not None:
+            pending = batch.get(key)
+            if pending is not None:
+                return pending.workload
+        return self.cache.workloads.get(key)
+
     def pod_status(self, node_name: str, rp: ReportedPod) -> None:
         node = self.registry.nodes.get(node_name)
         if rp.static:
@@ -223,8 +288,7 @@ class Fleet:
                     self.cache.queues.node_capacity_freed()
                     self.commit.wake()
             return
-        key = self.pod_owner.get(rp.uid)
-        wl = self.cache.workloads.get(key) if key else None
+        wl = self._workload(self.pod_owner.get(rp.uid))
         rec = next((r for r in wl.status.pods if r.uid == rp.uid), None) if wl else None
         if wl is None or rec is None:
             self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
@@ -275,7 +339,23 @@ class Fleet:
             self.registry.unbind(rec.node, rec.uid)
             if self.cache.queues.node_capacity_freed():
                 self.commit.wake()
-        self.apply(self.settle(with_pods(wl, pods)))
+        settlement = self.settle(with_pods(wl, pods))
+        batch = self._batch
+        if batch is not None:
+            if not (settlement.stop or settlement.launch or settlement.release or settlement.requeue
+                    or settlement.forget):
+                # Only a new state to store (and reclaimable pods' quota to give back, which the
+                # last state holds too): a later report of the same workload may follow.
+                earlier = batch.get(wl.key)
+                if earlier is not None and earlier.reclaimed and not settlement.reclaimed:
+                    settlement = replace(settlement, reclaimed=True)
+                batch[wl.key] = settlement
+                return
+            # Acted on now; this settlement's workload holds what the batched one had.
+            earlier = batch.pop(wl.key, None)
+            if earlier is not None and earlier.reclaimed and not settlement.reclaimed:
+                settlement = replace(settlement, reclaimed=True)
+        self.apply(settlement)
 
     # ------------------------------------------------------------ settling
 

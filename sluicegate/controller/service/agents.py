@@ -339,16 +339,20 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 # A newer stream took the node over: this one's reports are stale.
                 return
             if kind == "heartbeat":
-                u = msg.heartbeat.usage
-                self.m.fleet.heartbeat(
+                hb = msg.heartbeat
+                u = hb.usage
+                fleet = self.m.fleet
+                fleet.heartbeat(
                     info.name,
                     NodeUsage(u.memory_total, u.memory_available, u.cpu_usage_cores, u.nodefs_available, u.observed_at),
                     list(u.conditions),
-                    [reported_pod(p) for p in msg.heartbeat.pods],
+                    (),
                 )
-                session.ack(msg.heartbeat.seq)
+                # Acknowledged once its pods' reports are handled (with this turn's others).
+                seq = hb.seq
+                fleet.report_pods(info.name, [reported_pod(p) for p in hb.pods], lambda: session.ack(seq))
             elif kind == "pod_status":
-                self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
+                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),))
             elif kind == "log_chunk":
                 ch = msg.log_chunk
                 self.m.fleet.log_chunk(info.name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)
