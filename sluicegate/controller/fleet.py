@@ -313,20 +313,19 @@ class Fleet:
             reason, message = node_eviction
             log.warning("workload %s evicted by node %s: %s", wl.key, node_name, message)
             wl = evict(wl, reason=reason, message=message, now=self.clock())
-        new = replace(
-            rec,
-            phase=rp.phase,
-            reason=rec.reason if rec.reason == "Stopping" and rp.phase not in (FAILED, "Succeeded") else rp.reason,
-            message=rp.message or rec.message,
-            exit_code=rp.exit_code,
-            ready=rp.ready,
-            restarts=rp.restarts,
-            started_at=rp.started_at or rec.started_at,
-            finished_at=rp.finished_at,
-            qos_class=rp.qos_class or rec.qos_class,
-        )
-        if new != rec:
-            self._update_pod(wl, new)
+        phase = rp.phase
+        reason = rec.reason if rec.reason == "Stopping" and phase not in (FAILED, "Succeeded") else rp.reason
+        message = rp.message or rec.message
+        started_at = rp.started_at or rec.started_at
+        qos_class = rp.qos_class or rec.qos_class
+        if (phase == rec.phase and reason == rec.reason and message == rec.message and rp.exit_code == rec.exit_code
+                and rp.ready == rec.ready and rp.restarts == rec.restarts and started_at == rec.started_at
+                and rp.finished_at == rec.finished_at and qos_class == rec.qos_class):
+            return  # as recorded (a heartbeat repeats every pod it runs)
+        self._update_pod(wl, replace(
+            rec, phase=phase, reason=reason, message=message, exit_code=rp.exit_code, ready=rp.ready,
+            restarts=rp.restarts, started_at=started_at, finished_at=rp.finished_at, qos_class=qos_class,
+        ))
 
     def settle(self, wl: Workload) -> Settlement:
         return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
