@@ -125,6 +125,9 @@ class Fleet:
         pods: Sequence[ReportedPod],
         session: Session,
     ) -> None:
+        if self._reports:
+            # Reports still gathered (an older stream's among them) come before what the node says now.
+            self.flush_reports()
         now = self.clock()
         node = self.registry.nodes.get(name)
         if node is None:
@@ -450,6 +453,8 @@ class Fleet:
         lost node's workloads stay until it returns: nobody could tell that
         its pods stopped.
         """
+        if self._reports:
+            self.flush_reports()  # a node's loss is judged on every report received
         now = self.monotonic()
         for node in list(self.registry.nodes.values()):
             silent = now - node.heard_at

@@ -127,3 +127,19 @@ async def test_reports_refused_by_the_store_change_nothing_and_are_not_acknowled
     m.fleet.flush_reports()
     assert m.get_workload("default", "w") == wl
     assert acked == []
+
+
+async def test_a_node_registering_again_comes_after_the_reports_still_gathered() -> None:
+    m, session = cluster()
+    wl = admitted(m, "w", 1)
+    pod = wl.status.pods[0]
+    # Reported Running on the old stream, then the node registers again saying it succeeded.
+    m.fleet.report_pods(pod.node, [report(pod, RUNNING)])
+    m.fleet.register(name=pod.node, labels={}, capacity={"cpu": 2000}, allocatable={"cpu": 2000}, boot_id="b",
+                     agent_version="t", health_address="", pods=[report(pod, SUCCEEDED, finished=20.0)],
+                     session=session)
+    done = m.get_workload("default", "w")
+    assert done.status.is_true("Finished")
+    assert done.status.is_true("PodsReady")  # the Running report was handled first
+    m.fleet.flush_reports()  # nothing left to handle
+    assert m.get_workload("default", "w") == done
