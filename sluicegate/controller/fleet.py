@@ -37,6 +37,7 @@ from sluicegate.controller.nodes import (
     StopPodCommand,
 )
 from sluicegate.controller.scheduling.placement import PodPlacement, tolerations_of
+from sluicegate.controller.store import StoreError
 from sluicegate.model.names import WorkloadKey, workload_key
 from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
 from sluicegate.model.taints import NO_EXECUTE, Taint
@@ -75,6 +76,14 @@ class Fleet:
         self._taint_dirty: dict[str, dict[str, float]] = {}
         # Log requests in flight: the node asked, and where its chunks go.
         self._log_routes: dict[str, tuple[str, asyncio.Queue[tuple[str, bytes, bool, str]]]] = {}
+        # Pod reports received this turn of the event loop (see report_pods), what runs once
+        # they are stored, and the callback that handles them.
+        self._reports: list[tuple[str, ReportedPod]] = []
+        self._after_reports: list[Callable[[], None]] = []
+        self._flush: asyncio.Handle | None = None
+        # While reports are handled: the settlements that only store a workload, by workload,
+        # written once at the end (the last one holds every earlier one's changes).
+        self._batch: dict[WorkloadKey, Settlement] | None = None
 
     # ------------------------------------------------------------ bindings
 
@@ -116,6 +125,9 @@ class Fleet:
         pods: Sequence[ReportedPod],
         session: Session,
     ) -> None:
+        if self._reports:
+            # Reports still gathered (an older stream's among them) come before what the node says now.
+            self.flush_reports()
         now = self.clock()
         node = self.registry.nodes.get(name)
         if node is None:
@@ -212,19 +224,74 @@ class Fleet:
         for p in pods:
             self.pod_status(name, p)
 
+    def report_pods(self, node_name: str, pods: Sequence[ReportedPod],
+                    after: Callable[[], None] | None = None) -> None:
+        """Pod reports from a node's stream, handled with every stream's reports of this turn of the loop.
+
+        The agents' streams deliver a message each per turn of the event
+        loop; the pods of one workload run on many nodes and report on many
+        streams.  Handled one by one, each report stored the whole workload
+        again (O(pods) per report, O(pods^2) per workload).  Gathered until the
+        loop's next turn, a workload's reports are applied in arrival order
+        and stored once, in one transaction with all the others; as the
+        kubelet's status manager does, only the latest state of a pod is
+        written.  ``after`` runs once they are stored (a heartbeat's ack).
+        """
+        self._reports.extend((node_name, p) for p in pods)
+        if after is not None:
+            self._after_reports.append(after)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_soon(self.flush_reports)
+
+    def flush_reports(self) -> None:
+        """Handle the gathered pod reports now: one settlement and one write per workload that changed."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        reports, self._reports = self._reports, []
+        after, self._after_reports = self._after_reports, []
+        try:
+            with self.commit.write_group():
+                self._batch = {}
+                try:
+                    for node_name, rp in reports:
+                        self.pod_status(node_name, rp)
+                    batch = self._batch
+                finally:
+                    self._batch = None
+                for settlement in batch.values():
+                    self.apply(settlement)
+        except StoreError:
+            # The store refuses writes (logged by the committer): the reports
+            # not stored changed nothing, and each agent's next heartbeat
+            # reports its pods again.
+            return
+        for f in after:
+            f()
+
+    def _workload(self, key: WorkloadKey | None) -> Workload | None:
+        """The workload as reports handled so far left it (a batched settlement not yet stored), else the cache's."""
+        if key is None:
+            return None
+        batch = self._batch
+        if batch is not None:
+            pending = batch.get(key)
+            if pending is not None:
+                return pending.workload
+        return self.cache.workloads.get(key)
+
     def pod_status(self, node_name: str, rp: ReportedPod) -> None:
         node = self.registry.nodes.get(node_name)
         if rp.static:
             if node is not None:
                 if rp.phase in (RUNNING, PENDING):
-                    node.static_pods[rp.uid] = rp
-                elif node.static_pods.pop(rp.uid, None) is not None:
+                    node.set_static_pod(rp)
+                elif node.drop_static_pod(rp.uid):
                     # The node has room again: workloads parked for lack of it may fit.
                     self.cache.queues.node_capacity_freed()
                     self.commit.wake()
             return
-        key = self.pod_owner.get(rp.uid)
-        wl = self.cache.workloads.get(key) if key else None
+        wl = self._workload(self.pod_owner.get(rp.uid))
         rec = next((r for r in wl.status.pods if r.uid == rp.uid), None) if wl else None
         if wl is None or rec is None:
             self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
@@ -249,20 +316,19 @@ class Fleet:
             reason, message = node_eviction
             log.warning("workload %s evicted by node %s: %s", wl.key, node_name, message)
             wl = evict(wl, reason=reason, message=message, now=self.clock())
-        new = replace(
-            rec,
-            phase=rp.phase,
-            reason=rec.reason if rec.reason == "Stopping" and rp.phase not in (FAILED, "Succeeded") else rp.reason,
-            message=rp.message or rec.message,
-            exit_code=rp.exit_code,
-            ready=rp.ready,
-            restarts=rp.restarts,
-            started_at=rp.started_at or rec.started_at,
-            finished_at=rp.finished_at,
-            qos_class=rp.qos_class or rec.qos_class,
-        )
-        if new != rec:
-            self._update_pod(wl, new)
+        phase = rp.phase
+        reason = rec.reason if rec.reason == "Stopping" and phase not in (FAILED, "Succeeded") else rp.reason
+        message = rp.message or rec.message
+        started_at = rp.started_at or rec.started_at
+        qos_class = rp.qos_class or rec.qos_class
+        if (phase == rec.phase and reason == rec.reason and message == rec.message and rp.exit_code == rec.exit_code
+                and rp.ready == rec.ready and rp.restarts == rec.restarts and started_at == rec.started_at
+                and rp.finished_at == rec.finished_at and qos_class == rec.qos_class):
+            return  # as recorded (a heartbeat repeats every pod it runs)
+        self._update_pod(wl, replace(
+            rec, phase=phase, reason=reason, message=message, exit_code=rp.exit_code, ready=rp.ready,
+            restarts=rp.restarts, started_at=started_at, finished_at=rp.finished_at, qos_class=qos_class,
+        ))
 
     def settle(self, wl: Workload) -> Settlement:
         return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
@@ -275,7 +341,23 @@ class Fleet:
             self.registry.unbind(rec.node, rec.uid)
             if self.cache.queues.node_capacity_freed():
                 self.commit.wake()
-        self.apply(self.settle(with_pods(wl, pods)))
+        settlement = self.settle(with_pods(wl, pods))
+        batch = self._batch
+        if batch is not None:
+            if not (settlement.stop or settlement.launch or settlement.release or settlement.requeue
+                    or settlement.forget):
+                # Only a new state to store (and reclaimable pods' quota to give back, which the
+                # last state holds too): a later report of the same workload may follow.
+                earlier = batch.get(wl.key)
+                if earlier is not None and earlier.reclaimed and not settlement.reclaimed:
+                    settlement = replace(settlement, reclaimed=True)
+                batch[wl.key] = settlement
+                return
+            # Acted on now; this settlement's workload holds what the batched one had.
+            earlier = batch.pop(wl.key, None)
+            if earlier is not None and earlier.reclaimed and not settlement.reclaimed:
+                settlement = replace(settlement, reclaimed=True)
+        self.apply(settlement)
 
     # ------------------------------------------------------------ settling
 
@@ -371,6 +453,8 @@ class Fleet:
         lost node's workloads stay until it returns: nobody could tell that
         its pods stopped.
         """
+        if self._reports:
+            self.flush_reports()  # a node's loss is judged on every report received
         now = self.monotonic()
         for node in list(self.registry.nodes.values()):
             silent = now - node.heard_at

@@ -8,9 +8,9 @@ its heartbeats have been missing for the configured timeout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from sluicegate.controller.scheduling.placement import NodeView
 from sluicegate.model.pods import PodRecord
@@ -125,17 +125,49 @@ class NodeState:
     pod_requests: dict[str, int] = field(default_factory=dict)
     # From the agent's settings, replaced at each registration.
     taints: tuple[Taint, ...] = ()
+    # The placement view of this state, built when first asked for after a change (see view()).
+    _view: NodeView | None = field(default=None, init=False, repr=False, compare=False)
+    # The registry holding this node, told when its view changes.
+    _registry: NodeRegistry | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _VIEW_FIELDS:
+            self.changed()
+
+    def changed(self) -> None:
+        """Something placement sees changed: the view is built again when next asked for."""
+        object.__setattr__(self, "_view", None)
+        registry = getattr(self, "_registry", None)
+        if registry is not None:
+            registry._views = None
+
+    def set_static_pod(self, pod: ReportedPod) -> None:
+        """A static pod the agent runs on its own (its requests count on the node)."""
+        old = self.static_pods.get(pod.uid)
+        self.static_pods[pod.uid] = pod
+        if old is None or old.requests != pod.requests:
+            self.changed()
+
+    def drop_static_pod(self, uid: str) -> bool:
+        """Forget a static pod; whether there was one."""
+        if self.static_pods.pop(uid, None) is None:
+            return False
+        self.changed()
+        return True
 
     def add_pod(self, uid: str, requests: Mapping[str, int]) -> None:
         self.remove_pod(uid)
         self.pods[uid] = dict(requests)
         for r, q in requests.items():
             self.pod_requests[r] = self.pod_requests.get(r, 0) + q
+        self.changed()
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
         if old is None:
             return
+        self.changed()
         for r, q in old.items():
             left = self.pod_requests.get(r, 0) - q
             if left:
@@ -153,23 +185,97 @@ class NodeState:
         return total
 
     def view(self) -> NodeView:
-        return NodeView(
-            name=self.name,
-            labels=self.labels,
-            allocatable=self.allocatable,
-            requested=self.requested(),
-            ready=self.ready,
-            conditions=self.conditions,
-            taints=self.taints,
-        )
+        """What placement sees of the node; the same object until something it shows changes.
+
+        Mutable fields are replaced, never changed in place, except through
+        the methods here (add_pod, remove_pod, set_static_pod,
+        drop_static_pod), which mark the view stale.
+        """
+        v = self._view
+        if v is None:
+            v = NodeView(
+                name=self.name,
+                labels=self.labels,
+                allocatable=self.allocatable,
+                requested=self.requested(),
+                ready=self.ready,
+                conditions=self.conditions,
+                taints=self.taints,
+            )
+            object.__setattr__(self, "_view", v)
+        return v
+
+
+# NodeState fields a NodeView shows: assigning one makes the view stale.
+_VIEW_FIELDS = frozenset({"name", "labels", "allocatable", "ready", "conditions", "taints", "pods", "static_pods"})
+
+
+class _Nodes(dict[str, NodeState]):
+    """The registry's nodes by name; adding or removing one makes the registry's views stale."""
+
+    def __init__(self, registry: NodeRegistry) -> None:
+        super().__init__()
+        self._registry = registry
+
+    def __setitem__(self, name: str, node: NodeState) -> None:
+        old = self.get(name)
+        if old is not None and old is not node:
+            object.__setattr__(old, "_registry", None)
+        super().__setitem__(name, node)
+        object.__setattr__(node, "_registry", self._registry)
+        self._registry._views = None
+        self._registry._order = None
+
+    def __delitem__(self, name: str) -> None:
+        self.pop(name)
+
+    def pop(self, name: str, *default: Any) -> Any:
+        node = super().pop(name, *default)
+        if isinstance(node, NodeState):
+            object.__setattr__(node, "_registry", None)
+            self._registry._views = None
+            self._registry._order = None
+        return node
+
+    def clear(self) -> None:
+        for node in self.values():
+            object.__setattr__(node, "_registry", None)
+        super().clear()
+        self._registry._views = None
+        self._registry._order = None
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def popitem(self) -> tuple[str, NodeState]:
+        raise TypeError("NodeRegistry.nodes: remove a node by name")
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for name, node in dict(*args, **kwargs).items():
+            self[name] = node
+
+
 
 
 class NodeRegistry:
     def __init__(self) -> None:
-        self.nodes: dict[str, NodeState] = {}
+        # The nodes' views in name order, kept until a node or its view changes: a
+        # scheduling cycle asks for them every time, and most nodes are as they were.
+        self._views: tuple[NodeView, ...] | None = None
+        self._order: list[NodeState] | None = None
+        self.nodes: dict[str, NodeState] = _Nodes(self)
 
-    def views(self) -> list[NodeView]:
-        return [n.view() for n in self.nodes.values()]
+    def views(self) -> Sequence[NodeView]:
+        """Every node's view, in name order; unchanged nodes keep their view objects."""
+        views = self._views
+        if views is None:
+            order = self._order
+            if order is None:
+                order = self._order = [self.nodes[name] for name in sorted(self.nodes)]
+            views = self._views = tuple(n.view() for n in order)
+        return views
 
     def bind(
         self, node: str, uid: str, requests: Mapping[str, int], *, now: float, heard_at: float | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
@@ -131,7 +131,12 @@ def encode_json(obj: Decoded) -> EncodedObject:
     Top-level keys keep ``encode``'s order; the metadata's closing brace is
     located while writing, so no one has to search the text for it.
     """
-    doc = _encode(obj, share=True)
+    if isinstance(obj, Workload):
+        return _workload_json(obj)
+    return _json_of(_encode(obj, share=True))
+
+
+def _json_of(doc: Doc) -> EncodedObject:
     text = ["{"]
     size = 1
     metadata_end = -1
@@ -146,6 +151,44 @@ def encode_json(obj: Decoded) -> EncodedObject:
             metadata_end = size - 1
     text.append("}")
     return EncodedObject("".join(text).encode("ascii"), metadata_end)
+
+
+# A workload is written again at each change of its status (admission, every
+# pod report), its metadata and spec unchanged: their JSON is kept per
+# workload while they are the very same values (model objects are immutable;
+# ``replace`` keeps the fields it does not change).
+_WORKLOAD_HEADS_SIZE = 4_096
+_workload_heads: dict[tuple[str, str], tuple[tuple[object, ...], str, int]] = {}
+
+
+def _head_key(wl: Workload) -> tuple[object, ...]:
+    return (wl.uid, wl.generation, wl.creation_timestamp, wl.queue_name, wl.priority, wl.priority_class, wl.active,
+            wl.maximum_execution_time_seconds, wl.pod_sets, wl.labels, wl.annotations)
+
+
+def _same_head(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    # Scalars compared by value; the pod sets, labels and annotations by identity (cheap, and kept alive here).
+    return a[:8] == b[:8] and a[8] is b[8] and a[9] is b[9] and a[10] is b[10]
+
+
+def _workload_json(wl: Workload) -> EncodedObject:
+    ref = (wl.namespace, wl.name)
+    key = _head_key(wl)
+    hit = _workload_heads.get(ref)
+    if hit is not None and _same_head(hit[0], key):
+        head, metadata_end = hit[1], hit[2]
+    else:
+        doc = _workload(replace(wl, status=WorkloadStatus()), share=True)
+        whole = _json_of(doc)
+        head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
+        _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
+        _workload_heads[ref] = (key, head, metadata_end)
+        if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
+            del _workload_heads[next(iter(_workload_heads))]
+    if wl.status == WorkloadStatus():
+        return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
+    status = _to_json(_status(wl.status, share=True))
+    return EncodedObject(f'{head},"status":{status}}}'.encode("ascii"), metadata_end)
 
 
 def _encode(obj: Decoded, *, share: bool) -> Doc:

@@ -46,17 +46,31 @@ class PodRecord:
         return self.phase in TERMINAL
 
     def to_json(self) -> dict[str, Any]:
+        # Written at every store of its workload: plain tests, keys in a fixed order, defaults left out.
         d: dict[str, Any] = {
             "uid": self.uid, "name": self.name, "podSet": self.pod_set, "index": self.index, "node": self.node,
             "requests": dict(self.requests), "phase": self.phase,
         }
-        for key, value in (("reason", self.reason), ("message", self.message), ("exitCode", self.exit_code),
-                           ("ready", self.ready or None), ("restarts", self.restarts or None),
-                           ("startedAt", self.started_at), ("finishedAt", self.finished_at),
-                           ("exited", self.exited or None), ("replaced", self.replaced or None),
-                           ("qosClass", self.qos_class or None)):
-            if value not in (None, ""):
-                d[key] = value
+        if self.reason:
+            d["reason"] = self.reason
+        if self.message:
+            d["message"] = self.message
+        if self.exit_code is not None:
+            d["exitCode"] = self.exit_code
+        if self.ready:
+            d["ready"] = True
+        if self.restarts:
+            d["restarts"] = self.restarts
+        if self.started_at is not None:
+            d["startedAt"] = self.started_at
+        if self.finished_at is not None:
+            d["finishedAt"] = self.finished_at
+        if self.exited:
+            d["exited"] = True
+        if self.replaced:
+            d["replaced"] = True
+        if self.qos_class:
+            d["qosClass"] = self.qos_class
         return d
 
     @staticmethod

@@ -26,7 +26,8 @@ from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.store import StoreError
 from sluicegate.manifest.taints import read_taint_list
-from sluicegate.model.workloads import Container, SecurityContext
+from sluicegate.model.pods import PodRecord
+from sluicegate.model.workloads import Container, PodSet, SecurityContext, Workload
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.v1 import agent_pb2, agent_pb2_grpc
 
@@ -80,45 +81,89 @@ def _container(c: Container, pod_sc: SecurityContext | None = None) -> agent_pb2
     return out
 
 
+def _pod_spec_template(wl: Workload, ps: PodSet) -> agent_pb2.PodSpec:
+    """What every RunPod of this pod set carries; the pod's own fields are set on a copy (see _run_pod_spec)."""
+    containers = [_container(c, ps.security_context) for c in ps.containers]
+    # What the downward API would tell a Kubernetes pod about itself; the
+    # container's own env comes later and wins.  The pod's name and index
+    # (entries _POD_NAME_ENV and _POD_INDEX_ENV) are filled in per pod.
+    identity = [
+        ("SLUICEGATE_NAMESPACE", wl.namespace),
+        ("SLUICEGATE_WORKLOAD", wl.name),
+        ("SLUICEGATE_POD_SET", ps.name),
+        ("SLUICEGATE_POD_NAME", ""),
+        ("SLUICEGATE_POD_INDEX", ""),
+    ]
+    for c in containers:
+        own = list(c.env)
+        del c.env[:]
+        c.env.extend([agent_pb2.EnvVar(name=k, value=v) for k, v in identity] + own)
+    job = job_of(wl)
+    if job is not None and job.indexed:
+        # Kubernetes tells an Indexed Job's pods which completion they are (the last entry, per pod).
+        for c in containers:
+            c.env.append(agent_pb2.EnvVar(name="JOB_COMPLETION_INDEX", value=""))
+    return agent_pb2.PodSpec(
+        namespace=wl.namespace,
+        workload=wl.name,
+        workload_uid=wl.uid,
+        pod_set=ps.name,
+        containers=containers,
+        init_containers=[_container(c, ps.security_context) for c in ps.init_containers],
+        restart_policy=ps.restart_policy,
+        termination_grace_seconds=float(ps.termination_grace_period_seconds),
+        priority=wl.priority,
+        priority_class=wl.priority_class[1] if wl.priority_class else "",
+        labels={"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)},
+    )
+
+
+_POD_NAME_ENV, _POD_INDEX_ENV = 3, 4
+
+
+class _Templates:
+    """The PodSpec template of the pod set whose RunPods are being sent.
+
+    A settlement or an admission sends every pod of a workload in a row (a
+    TAS workload's hundreds to as many nodes), all alike but for the pod's
+    own fields; the template is built once for them.  Keyed by the workload
+    object itself: model objects are immutable, so the same object means the
+    same spec.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[Workload, PodSet] | None = None
+        self._template = agent_pb2.PodSpec()
+        self._indexed = False
+
+    def spec(self, wl: Workload, ps: PodSet, pod: PodRecord) -> agent_pb2.PodSpec:
+        key = self._key
+        if key is None or key[0] is not wl or key[1] is not ps:
+            self._template = _pod_spec_template(wl, ps)
+            job = job_of(wl)
+            self._indexed = job is not None and job.indexed
+            self._key = (wl, ps)
+        spec = agent_pb2.PodSpec()
+        spec.CopyFrom(self._template)
+        spec.uid = pod.uid
+        spec.name = pod.name
+        spec.index = pod.index
+        spec.requests.update(pod.requests)
+        index = str(pod.index)
+        for c in spec.containers:
+            c.env[_POD_NAME_ENV].value = pod.name
+            c.env[_POD_INDEX_ENV].value = index
+            if self._indexed:
+                c.env[len(c.env) - 1].value = index
+        return spec
+
+
+_templates = _Templates()
+
+
 def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     if isinstance(cmd, RunPodCommand):
-        wl, ps, p = cmd.workload, cmd.pod_set, cmd.pod
-        containers = [_container(c, ps.security_context) for c in ps.containers]
-        # What the downward API would tell a Kubernetes pod about itself; the
-        # container's own env comes later and wins.
-        identity = [
-            ("SLUICEGATE_NAMESPACE", wl.namespace),
-            ("SLUICEGATE_WORKLOAD", wl.name),
-            ("SLUICEGATE_POD_SET", ps.name),
-            ("SLUICEGATE_POD_NAME", p.name),
-            ("SLUICEGATE_POD_INDEX", str(p.index)),
-        ]
-        for c in containers:
-            own = list(c.env)
-            del c.env[:]
-            c.env.extend([agent_pb2.EnvVar(name=k, value=v) for k, v in identity] + own)
-        job = job_of(wl)
-        if job is not None and job.indexed:
-            # Kubernetes tells an Indexed Job's pods which completion they are.
-            for c in containers:
-                c.env.append(agent_pb2.EnvVar(name="JOB_COMPLETION_INDEX", value=str(p.index)))
-        spec = agent_pb2.PodSpec(
-            uid=p.uid,
-            name=p.name,
-            namespace=wl.namespace,
-            workload=wl.name,
-            workload_uid=wl.uid,
-            pod_set=ps.name,
-            index=p.index,
-            containers=containers,
-            init_containers=[_container(c, ps.security_context) for c in ps.init_containers],
-            restart_policy=ps.restart_policy,
-            termination_grace_seconds=float(ps.termination_grace_period_seconds),
-            priority=wl.priority,
-            priority_class=wl.priority_class[1] if wl.priority_class else "",
-            requests=dict(p.requests),
-            labels={"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)},
-        )
+        spec = _templates.spec(cmd.workload, cmd.pod_set, cmd.pod)
         return agent_pb2.ControllerMessage(run_pod=agent_pb2.RunPod(pod=spec))
     if isinstance(cmd, StopPodCommand):
         return agent_pb2.ControllerMessage(
@@ -339,16 +384,20 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 # A newer stream took the node over: this one's reports are stale.
                 return
             if kind == "heartbeat":
-                u = msg.heartbeat.usage
-                self.m.fleet.heartbeat(
+                hb = msg.heartbeat
+                u = hb.usage
+                fleet = self.m.fleet
+                fleet.heartbeat(
                     info.name,
                     NodeUsage(u.memory_total, u.memory_available, u.cpu_usage_cores, u.nodefs_available, u.observed_at),
                     list(u.conditions),
-                    [reported_pod(p) for p in msg.heartbeat.pods],
+                    (),
                 )
-                session.ack(msg.heartbeat.seq)
+                # Acknowledged once its pods' reports are handled (with this turn's others).
+                seq = hb.seq
+                fleet.report_pods(info.name, [reported_pod(p) for p in hb.pods], lambda: session.ack(seq))
             elif kind == "pod_status":
-                self.m.fleet.pod_status(info.name, reported_pod(msg.pod_status))
+                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),))
             elif kind == "log_chunk":
                 ch = msg.log_chunk
                 self.m.fleet.log_chunk(info.name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)

@@ -551,3 +551,29 @@ def test_fair_sharing_weight_without_a_finite_decimal_is_written_at_nano_precisi
 )
 def test_object_ref(obj: Decoded, ref: tuple[str, str, str]) -> None:
     assert object_ref(obj) == ref
+
+
+def test_encode_json_of_a_workload_written_again_follows_every_change() -> None:
+    """A workload's metadata and spec JSON is kept between writes of its status; any other change shows."""
+    wl = decode(samples.workload())
+    assert isinstance(wl, Workload)
+
+    def same(obj: Workload) -> None:
+        assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+        assert encode_json(obj).with_resource_version(9) == json.dumps(
+            {**encode(obj), "metadata": {**encode(obj)["metadata"], "resourceVersion": "9"}},
+            separators=(",", ":")).encode()
+
+    same(wl)
+    cond = Condition("QuotaReserved", "True", "QuotaReserved", "ok", 1_700_000_000.0)
+    admitted = replace(wl, status=replace(wl.status, conditions=(cond,)))
+    same(admitted)
+    same(replace(admitted, status=replace(admitted.status, conditions=())))
+    same(replace(admitted, labels={**wl.labels, "team": "b"}))
+    same(replace(admitted, annotations={"a": "1"}))
+    same(replace(admitted, active=not admitted.active))
+    same(replace(admitted, priority=admitted.priority + 1))
+    same(replace(admitted, generation=admitted.generation + 1))
+    same(replace(admitted, pod_sets=tuple(replace(ps, count=ps.count + 1) for ps in admitted.pod_sets)))
+    same(replace(admitted, uid="other"))
+    same(admitted)
