@@ -136,14 +136,14 @@ def encode_json(obj: Decoded) -> EncodedObject:
     return _json_of(_encode(obj, share=True))
 
 
-def _json_of(doc: Doc) -> EncodedObject:
+def _json_of(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None) -> EncodedObject:
     text = ["{"]
     size = 1
     metadata_end = -1
     for key, value in doc.items():
         encoded = _to_json(value)
-        if key == "spec" and isinstance(obj, Workload):
-            encoded = encoded.replace(_POD_SETS_MARK_JSON, _pod_sets_text(obj.pod_sets), 1)
+        if key == "spec" and pod_sets is not None:
+            encoded = encoded.replace(_POD_SETS_MARK_JSON, _pod_sets_text(pod_sets), 1)
         piece = f"{',' if size > 1 else ''}{_to_json(key)}:{encoded}"
         text.append(piece)
         size += len(piece)
@@ -179,7 +179,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
         head, metadata_end = hit[1], hit[2]
     else:
         doc = _workload(replace(wl, status=WorkloadStatus()), share=True)
-        whole = _json_of(doc)
+        whole = _json_of(doc, wl.pod_sets)
         head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
         _workload_heads[ref] = (key, head, metadata_end)
