@@ -7,17 +7,30 @@ updated where things happen; values that already live elsewhere (queue
 lengths, quota, node usage) are read at scrape time by a
 :class:`ScrapeCollector`, so they never go stale and cost nothing between
 scrapes. Everything runs on the event loop, so nothing here locks.
+
+Families with a series per ClusterQueue or LocalQueue (thousands of label
+sets, each histogram 17 lines) do not go through the library's per-child
+objects: a scrape would build a Sample for every line and format it again
+each time, seconds of Python on the event loop at 1,000 queues.
+:class:`CounterFamily` and :class:`HistogramFamily` keep plain numbers per
+label set and the exposition lines of each set, rebuilt only for the sets
+that changed since the last scrape; :func:`gauge_text` writes a scrape-time
+gauge family straight to text. They are added to a :class:`Registry` with
+:meth:`Registry.add_text`, and :func:`render` appends them to the library's
+output in the same text format.
 """
 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
+    Histogram,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
@@ -25,35 +38,210 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 __all__ = [
     "CONTENT_TYPE",
+    "CounterFamily",
+    "HistogramFamily",
+    "Registry",
     "ScrapeCollector",
     "gauge_family",
+    "gauge_text",
     "new_registry",
     "render",
 ]
 
 logger = logging.getLogger(__name__)
 
+# The library's number format (Go's: +Inf, NaN, 1e+06), which it leaves unannotated.
+_number: Final[Callable[[float], str]] = floatToGoString
+
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 """The Content-Type of :func:`render`'s output, as the library names it."""
 
 
-def new_registry() -> CollectorRegistry:
+class Registry(CollectorRegistry):
+    """The library's registry plus text sources (:meth:`add_text`) that :func:`render` appends."""
+
+    def __init__(self) -> None:
+        super().__init__(auto_describe=True)
+        self._texts: list[tuple[str, Callable[[], str]]] = []
+        self._text_names: set[str] = set()
+
+    def add_text(self, what: str, names: Iterable[str], source: Callable[[], str]) -> None:
+        """Append ``source()`` (exposition text of the families ``names``) to every scrape.
+
+        ``what`` names the source in the log when it fails; a name already
+        added, or one a collector of the registry has, is refused.
+        """
+        names = list(names)
+        taken = self._text_names.intersection(names) | {
+            n for n in names if n in self._names_to_collectors or f"{n}_total" in self._names_to_collectors}
+        if taken:
+            raise ValueError(f"duplicate metric families {sorted(taken)} in {what}")
+        self._text_names.update(names)
+        self._texts.append((what, source))
+
+    def texts(self) -> list[str]:
+        """Each text source's output; a failing one is logged and left out of this scrape."""
+        out = []
+        for what, source in self._texts:
+            try:
+                out.append(source())
+            except Exception:
+                logger.exception("collecting the %s metrics failed; they are left out of this scrape", what)
+        return out
+
+
+def new_registry() -> Registry:
     """A registry for one daemon, with the process_* and python_info series already in it."""
     # Kueue's and the kubelet's series have no *_created companions, and a
     # dashboard does not need them: one switch for the whole process.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
-    registry = CollectorRegistry(auto_describe=True)
+    registry = Registry()
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry
 
 
 def render(registry: CollectorRegistry) -> bytes:
-    """The registry in the Prometheus text format (:data:`CONTENT_TYPE`)."""
-    return generate_latest(registry)
+    """The registry in the Prometheus text format (:data:`CONTENT_TYPE`), its text sources last."""
+    head = generate_latest(registry)
+    if not isinstance(registry, Registry):
+        return head
+    return head + "".join(registry.texts()).encode("utf-8")
+
+
+def _escape(value: str) -> str:
+    """A label value as the text format quotes it."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+def _header(name: str, documentation: str, kind: str) -> str:
+    doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+
+
+class _LabelText:
+    """Label sets of one family written as the library writes them: names sorted, values escaped."""
+
+    def __init__(self, labels: Sequence[str], extra: str = "") -> None:
+        names = [*labels, extra] if extra else list(labels)
+        self.count = len(labels)
+        self._order = sorted(range(len(names)), key=lambda i: names[i])
+        self._names = names
+
+    def __call__(self, values: Sequence[str], extra: str = "") -> str:
+        """``{a="x",b="y"}`` for ``values`` (and the extra label's value, when the family has one)."""
+        if not self._names:
+            return ""
+        full = [*values, extra] if len(self._names) > len(values) else values
+        parts = [f'{self._names[i]}="{_escape(full[i])}"' for i in self._order]
+        return "{" + ",".join(parts) + "}"
+
+    def check(self, family: str, values: Sequence[str]) -> None:
+        if len(values) != self.count or not all(isinstance(v, str) for v in values):
+            raise ValueError(f"{family}: expected {self.count} string label values, got {values!r}")
+
+
+class _Labelled:
+    """Per label set: plain numbers, and their exposition lines kept until the set changes."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str], kind: str) -> None:
+        self.name = name
+        self._header = _header(name, documentation, kind)
+        self._lines: dict[tuple[str, ...], str] = {}
+        self._dirty: set[tuple[str, ...]] = set()
+
+    def _render(self, key: tuple[str, ...]) -> str:
+        raise NotImplementedError
+
+    def text(self) -> str:
+        """The family's exposition: only the label sets that changed since the last call are written again."""
+        lines = self._lines
+        for key in self._dirty:
+            lines[key] = self._render(key)
+        self._dirty.clear()
+        return self._header + "".join(lines.values())
+
+    def __len__(self) -> int:
+        """Label sets seen (series: one per set for a counter, buckets + 3 for a histogram)."""
+        return len(self._lines) + len(self._dirty.difference(self._lines))
+
+
+class CounterFamily(_Labelled):
+    """A counter with labels, the ``_total`` suffix added as the library adds it; zero-less unless unlabelled."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
+        super().__init__(f"{name.removesuffix('_total')}_total", documentation, labels, "counter")
+        self._labels = _LabelText(labels)
+        self._values: dict[tuple[str, ...], float] = {}
+        if not labels:
+            self.inc((), 0.0)
+
+    def inc(self, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        if amount < 0:
+            raise ValueError(f"{self.name}: a counter only goes up, got {amount!r}")
+        values = self._values
+        if labels not in values:
+            self._labels.check(self.name, labels)
+            values[labels] = 0.0
+        values[labels] += amount
+        self._dirty.add(labels)
+
+    def value(self, labels: tuple[str, ...]) -> float:
+        return self._values.get(labels, 0.0)
+
+    def _render(self, key: tuple[str, ...]) -> str:
+        return f"{self.name}{self._labels(key)} {_number(self._values[key])}\n"
+
+
+class HistogramFamily(_Labelled):
+    """A histogram with labels: per label set one count per bucket and the sum."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str],
+                 buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS) -> None:
+        super().__init__(name, documentation, labels, "histogram")
+        bounds = sorted(float(b) for b in buckets)
+        if not bounds or bounds[-1] != float("inf"):
+            bounds.append(float("inf"))
+        self._bounds = bounds
+        self._le = [_number(b) for b in bounds]
+        self._labels = _LabelText(labels)
+        self._bucket_labels = _LabelText(labels, "le")
+        # label set -> [count in each bucket (not cumulative)..., sum]
+        self._state: dict[tuple[str, ...], list[float]] = {}
+
+    def observe(self, labels: tuple[str, ...], value: float) -> None:
+        state = self._state.get(labels)
+        if state is None:
+            self._labels.check(self.name, labels)
+            state = self._state[labels] = [0.0] * (len(self._bounds) + 1)
+        state[bisect_left(self._bounds, value)] += 1
+        state[-1] += value
+        self._dirty.add(labels)
+
+    def _render(self, key: tuple[str, ...]) -> str:
+        state = self._state[key]
+        name, with_le = self.name, self._bucket_labels
+        out = []
+        total = 0.0
+        for le, n in zip(self._le, state, strict=False):
+            total += n
+            out.append(f"{name}_bucket{with_le(key, le)} {_number(total)}\n")
+        plain = self._labels(key)
+        out.append(f"{name}_count{plain} {_number(total)}\n{name}_sum{plain} {_number(state[-1])}\n")
+        return "".join(out)
+
+
+def gauge_text(
+    name: str, documentation: str, labels: Sequence[str], samples: Iterable[tuple[Sequence[str], float]]
+) -> str:
+    """What :func:`gauge_family` holds, written straight to exposition text (for families with many series)."""
+    label_text = _LabelText(labels)
+    return _header(name, documentation, "gauge") + "".join(
+        [f"{name}{label_text(values)} {_number(value)}\n" for values, value in samples])
 
 
 def gauge_family(
