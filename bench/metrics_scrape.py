@@ -105,7 +105,7 @@ def build(n_cq: int, per_queue: int, finished: int) -> tuple[Manager, Controller
             m.fleet.apply(Settlement(replace(wl, status=replace(wl.status, conditions=conds)), release=True))
             done += 1
     states = Counter("finished" if w.is_finished else "admitted" if w.is_admitted else "pending"
-                     for w in m.list_workloads())
+                     for w in m.cache.workloads.values())
     return m, metrics, {"cycles": cycles, "finished": done, **states}
 
 

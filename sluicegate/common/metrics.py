@@ -14,7 +14,7 @@ objects: a scrape would build a Sample for every line and format it again
 each time, seconds of Python on the event loop at 1,000 queues.
 :class:`CounterFamily` and :class:`HistogramFamily` keep plain numbers per
 label set and the exposition lines of each set, rebuilt only for the sets
-that changed since the last scrape; :func:`gauge_text` writes a scrape-time
+that changed since the last scrape; :class:`GaugeFamily` writes a scrape-time
 gauge family straight to text. They are added to a :class:`Registry` with
 :meth:`Registry.add_text`, and :func:`render` appends them to the library's
 output in the same text format.
@@ -44,10 +44,10 @@ __all__ = [
     "CONTENT_TYPE",
     "CounterFamily",
     "HistogramFamily",
+    "GaugeFamily",
     "Registry",
     "ScrapeCollector",
     "gauge_family",
-    "gauge_text",
     "new_registry",
     "render",
 ]
@@ -66,11 +66,11 @@ class Registry(CollectorRegistry):
 
     def __init__(self) -> None:
         super().__init__(auto_describe=True)
-        self._texts: list[tuple[str, Callable[[], str]]] = []
+        self._texts: list[tuple[str, Callable[[], bytes]]] = []
         self._text_names: set[str] = set()
 
-    def add_text(self, what: str, names: Iterable[str], source: Callable[[], str]) -> None:
-        """Append ``source()`` (exposition text of the families ``names``) to every scrape.
+    def add_text(self, what: str, names: Iterable[str], source: Callable[[], bytes]) -> None:
+        """Append ``source()`` (exposition text of the families ``names``, UTF-8) to every scrape.
 
         ``what`` names the source in the log when it fails; a name already
         added, or one a collector of the registry has, is refused.
@@ -83,7 +83,7 @@ class Registry(CollectorRegistry):
         self._text_names.update(names)
         self._texts.append((what, source))
 
-    def texts(self) -> list[str]:
+    def texts(self) -> list[bytes]:
         """Each text source's output; a failing one is logged and left out of this scrape."""
         out = []
         for what, source in self._texts:
@@ -110,7 +110,7 @@ def render(registry: CollectorRegistry) -> bytes:
     head = generate_latest(registry)
     if not isinstance(registry, Registry):
         return head
-    return head + "".join(registry.texts()).encode("utf-8")
+    return b"".join([head, *registry.texts()])
 
 
 def _escape(value: str) -> str:
@@ -151,19 +151,23 @@ class _Labelled:
     def __init__(self, name: str, documentation: str, labels: Sequence[str], kind: str) -> None:
         self.name = name
         self._header = _header(name, documentation, kind)
-        self._lines: dict[tuple[str, ...], str] = {}
+        self._lines: dict[tuple[str, ...], bytes] = {}
         self._dirty: set[tuple[str, ...]] = set()
+        self._text = b""
 
     def _render(self, key: tuple[str, ...]) -> str:
         raise NotImplementedError
 
-    def text(self) -> str:
-        """The family's exposition: only the label sets that changed since the last call are written again."""
-        lines = self._lines
-        for key in self._dirty:
-            lines[key] = self._render(key)
-        self._dirty.clear()
-        return self._header + "".join(lines.values())
+    def text(self) -> bytes:
+        """The family's exposition (UTF-8): only the label sets that changed since the last call are written
+        again, and an unchanged family is not even joined again."""
+        if self._dirty or not self._text:
+            lines = self._lines
+            for key in self._dirty:
+                lines[key] = self._render(key).encode("utf-8")
+            self._dirty.clear()
+            self._text = b"".join([self._header.encode("utf-8"), *lines.values()])
+        return self._text
 
     def __len__(self) -> int:
         """Label sets seen (series: one per set for a counter, buckets + 3 for a histogram)."""
@@ -235,13 +239,34 @@ class HistogramFamily(_Labelled):
         return "".join(out)
 
 
-def gauge_text(
-    name: str, documentation: str, labels: Sequence[str], samples: Iterable[tuple[Sequence[str], float]]
-) -> str:
-    """What :func:`gauge_family` holds, written straight to exposition text (for families with many series)."""
-    label_text = _LabelText(labels)
-    return _header(name, documentation, "gauge") + "".join(
-        [f"{name}{label_text(values)} {_number(value)}\n" for values, value in samples])
+class GaugeFamily:
+    """A gauge family whose samples are read at scrape time, written straight to exposition text.
+
+    The line prefix (name and label text) of each label set is kept from one
+    scrape to the next, so a scrape formats only the numbers; label sets
+    absent from a scrape are forgotten.
+    """
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.name = name
+        self._header = _header(name, documentation, "gauge")
+        self._labels = _LabelText(labels)
+        self._prefix: dict[tuple[str, ...], str] = {}
+
+    def text(self, samples: Iterable[tuple[Sequence[str], float]]) -> str:
+        old = self._prefix
+        new: dict[tuple[str, ...], str] = {}
+        out = [self._header]
+        for values, value in samples:
+            key = tuple(values)
+            prefix = old.get(key)
+            if prefix is None:
+                self._labels.check(self.name, key)
+                prefix = f"{self.name}{self._labels(key)} "
+            new[key] = prefix
+            out.append(f"{prefix}{_number(value)}\n")
+        self._prefix = new
+        return "".join(out)
 
 
 def gauge_family(

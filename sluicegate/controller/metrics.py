@@ -32,11 +32,11 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from sluicegate.common.heapgc import HEAP_GC
 from sluicegate.common.metrics import (
     CounterFamily,
+    GaugeFamily,
     HistogramFamily,
     Registry,
     ScrapeCollector,
     gauge_family,
-    gauge_text,
     new_registry,
 )
 from sluicegate.controller.cache import Cache
@@ -119,33 +119,45 @@ class _Tally:
         # (namespace, name, flavor/resource) -> [reserved, used by admitted workloads]
         self.lq_usage: dict[tuple[str, str, FlavorResource], list[int]] = {}
 
-    def add_cluster_queue(self, c: Cache, cq: ClusterQueueName, role: str) -> None:
+    def add_cluster_queue(self, c: Cache, cq: ClusterQueueName, role: str) -> dict[FlavorResource, int]:
+        """Count ``cq``'s pending and quota-holding workloads; returns the quota its admitted ones use."""
         q = c.queues.queues.get(cq)
         active, parked = q.pending_by_status() if q is not None else ([], [])
+        lq_pending = self.lq_pending
         for index, workloads in enumerate((active, parked)):
             self.pending.append(((cq, _PENDING[index], role), float(len(workloads))))
             for wl in workloads:
-                counts = self.lq_pending.get((wl.namespace, wl.queue_name))
+                counts = lq_pending.get((wl.namespace, wl.queue_name))
                 if counts is not None:
                     counts[index] += 1
         held = c.admitted.get(cq, {})
         self.reserving.append(((cq, role), float(len(held))))
         n_admitted = 0
+        used: dict[FlavorResource, int] = {}
+        known, lq_reserving, lq_usage = c.workloads, self.lq_reserving, self.lq_usage
         for info in held.values():
-            wl = c.workloads.get(info.key, info.workload)
-            is_admitted = wl.is_admitted and not wl.is_finished
+            wl = known.get(info.key, info.workload)
+            counted_as_admitted = wl.is_admitted  # quota "used" counts every admitted one, finished or not
+            is_admitted = counted_as_admitted and not wl.is_finished
             n_admitted += is_admitted
-            lq_counts = self.lq_reserving.get((wl.namespace, wl.queue_name))
+            lq = (wl.namespace, wl.queue_name)
+            lq_counts = lq_reserving.get(lq)
             if lq_counts is not None:
                 lq_counts[0] += 1
                 lq_counts[1] += is_admitted
             for fr, amount in info.usage.items():
-                usage = self.lq_usage.setdefault((wl.namespace, wl.queue_name, fr), [0, 0])
+                usage = lq_usage.get((*lq, fr))
+                if usage is None:
+                    usage = lq_usage[(*lq, fr)] = [0, 0]
                 usage[0] += amount
-                usage[1] += amount if is_admitted else 0
+                if is_admitted:
+                    usage[1] += amount
+                if counted_as_admitted:
+                    used[fr] = used.get(fr, 0) + amount
         self.admitted.append(((cq, role), float(n_admitted)))
         current = "active" if c.inactive_reason(cq) is None else "pending"
         self.status += [((cq, s, role), 1.0 if s == current else 0.0) for s in _CQ_STATUSES]
+        return used
 
 
 class ControllerMetrics:
@@ -158,6 +170,7 @@ class ControllerMetrics:
         self._epoch = 0
         # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
         self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
+        self._gauges: dict[str, GaugeFamily] = {}
         r = self.registry
         cq = ["cluster_queue", "priority_class", "replica_role"]
         lq = ["name", "namespace", "priority_class", "replica_role"]
@@ -332,11 +345,17 @@ class ControllerMetrics:
         yield from self._process_families()
         yield from self._watch_families(self._manager)
 
-    def _counted_text(self) -> str:
-        return "".join([family.text() for family in self._counted])
+    def _gauge(self, name: str, documentation: str, labels: Sequence[str], samples: Samples) -> str:
+        family = self._gauges.get(name)
+        if family is None:
+            family = self._gauges[name] = GaugeFamily(name, documentation, labels)
+        return family.text(samples)
 
-    def _manager_text(self) -> str:
-        return "".join(self._manager_families(self._manager))
+    def _counted_text(self) -> bytes:
+        return b"".join([family.text() for family in self._counted])
+
+    def _manager_text(self) -> bytes:
+        return "".join(self._manager_families(self._manager)).encode("utf-8")
 
     def _watch_families(self, m: Manager | None) -> Iterator[Metric]:
         w = m.commit.watchers if m is not None else None
@@ -374,33 +393,33 @@ class ControllerMetrics:
         t = _Tally(lqs)
         if c is not None:
             for cq in cqs:
-                t.add_cluster_queue(c, cq, role)
-                self._cq_resources(c, cq, t.cq_resources)
+                used = t.add_cluster_queue(c, cq, role)
+                self._cq_resources(c, cq, used, t.cq_resources)
         pending, reserving, admitted, status = t.pending, t.reserving, t.admitted, t.status
         lq_pending, lq_reserving, lq_usage, cq_resources = t.lq_pending, t.lq_reserving, t.lq_usage, t.cq_resources
 
-        yield gauge_text("kueue_pending_workloads",
+        yield self._gauge("kueue_pending_workloads",
                            "Pending workloads per ClusterQueue: active ones wait for a scheduling cycle, "
                            "inadmissible ones are parked until something that could make them fit changes.",
                            ("cluster_queue", "status", "replica_role"), pending)
-        yield gauge_text("kueue_local_queue_pending_workloads",
+        yield self._gauge("kueue_local_queue_pending_workloads",
                            "Pending workloads per LocalQueue, by status (active or inadmissible).",
                            ("name", "namespace", "status", "replica_role"),
                            [((name, ns, _PENDING[i], role), float(n[i]))
                             for (ns, name), n in lq_pending.items() for i in (0, 1)])
-        yield gauge_text("kueue_reserving_active_workloads", "Workloads holding quota, per ClusterQueue.",
+        yield self._gauge("kueue_reserving_active_workloads", "Workloads holding quota, per ClusterQueue.",
                            ("cluster_queue", "replica_role"), reserving)
-        yield gauge_text("kueue_admitted_active_workloads",
+        yield self._gauge("kueue_admitted_active_workloads",
                            "Admitted workloads that have not finished, per ClusterQueue.",
                            ("cluster_queue", "replica_role"), admitted)
-        yield gauge_text("kueue_local_queue_reserving_active_workloads", "Workloads holding quota, per LocalQueue.",
+        yield self._gauge("kueue_local_queue_reserving_active_workloads", "Workloads holding quota, per LocalQueue.",
                            ("name", "namespace", "replica_role"),
                            [((name, ns, role), float(n[0])) for (ns, name), n in lq_reserving.items()])
-        yield gauge_text("kueue_local_queue_admitted_active_workloads",
+        yield self._gauge("kueue_local_queue_admitted_active_workloads",
                            "Admitted workloads that have not finished, per LocalQueue.",
                            ("name", "namespace", "replica_role"),
                            [((name, ns, role), float(n[1])) for (ns, name), n in lq_reserving.items()])
-        yield gauge_text("kueue_cluster_queue_status",
+        yield self._gauge("kueue_cluster_queue_status",
                            "1 for the ClusterQueue's current status (pending: cannot admit, e.g. stopped or a "
                            "flavor is missing; active; terminating), 0 for the others.",
                            ("cluster_queue", "status", "replica_role"), status)
@@ -409,20 +428,20 @@ class ControllerMetrics:
             for ns, name in lqs:
                 current = "True" if c.local_queues[(ns, name)].cluster_queue in c.cluster_queues else "False"
                 lq_status += [((name, ns, s, role), 1.0 if s == current else 0.0) for s in _LQ_ACTIVE]
-        yield gauge_text("kueue_local_queue_status",
+        yield self._gauge("kueue_local_queue_status",
                            "1 for the LocalQueue's Active condition status (True when its ClusterQueue exists), "
                            "0 for the others.", ("name", "namespace", "active", "replica_role"), lq_status)
         for family_key, metric, what in _CQ_RESOURCE_FAMILIES:
-            yield gauge_text(metric, f"The ClusterQueue's {what} per flavor and resource "
+            yield self._gauge(metric, f"The ClusterQueue's {what} per flavor and resource "
                                        "(cpu in cores, memory in bytes).", _CQ_RESOURCE, cq_resources[family_key])
         for index, (metric, what) in enumerate((
                 ("kueue_local_queue_resource_reservation", "quota reserved by its workloads"),
                 ("kueue_local_queue_resource_usage", "quota used by its admitted workloads"))):
-            yield gauge_text(metric, f"The LocalQueue's {what} per flavor and resource.", _LQ_RESOURCE,
+            yield self._gauge(metric, f"The LocalQueue's {what} per flavor and resource.", _LQ_RESOURCE,
                                [((name, ns, fr.flavor, fr.resource, role), _base_unit(fr.resource, v[index]))
                                 for (ns, name, fr), v in sorted(lq_usage.items())])
         yield from self._shares(m)
-        yield gauge_text("kueue_local_queue_admission_fair_sharing_usage",
+        yield self._gauge("kueue_local_queue_admission_fair_sharing_usage",
                            "The LocalQueue's Admission Fair Sharing usage: its resource-weighted decayed consumption "
                            "(entry penalties included) divided by its fair sharing weight.",
                            ("name", "namespace", "cluster_queue", "replica_role"),
@@ -430,25 +449,21 @@ class ControllerMetrics:
                              c.afs_usage((ns, name)))
                             for ns, name in lqs if c.orders_by_local_queue(c.local_queues[(ns, name)].cluster_queue)]
                            if c is not None else [])
-        yield gauge_text("sluicegate_workloads", "Workloads known to the controller (any state).", (),
+        yield self._gauge("sluicegate_workloads", "Workloads known to the controller (any state).", (),
                            [((), float(len(c.workloads)))] if c is not None else [])
-        yield gauge_text("sluicegate_store_degraded",
+        yield self._gauge("sluicegate_store_degraded",
                            "1 while the store refuses writes (the controller serves reads only and /readyz is 503).",
                            (), [((), 1.0 if m.store_problem is not None else 0.0)] if m is not None else [])
         nodes = sorted(m.fleet.registry.nodes.values(), key=lambda n: n.name) if m is not None else []
-        yield gauge_text("sluicegate_node_ready", "1 while a registered node is Ready, 0 while NotReady.",
+        yield self._gauge("sluicegate_node_ready", "1 while a registered node is Ready, 0 while NotReady.",
                            ("node",), [((n.name,), 1.0 if n.ready else 0.0) for n in nodes])
 
-    def _cq_resources(self, c: Cache, cq: ClusterQueueName, out: dict[str, Samples]) -> None:
+    def _cq_resources(
+            self, c: Cache, cq: ClusterQueueName, used: dict[FlavorResource, int], out: dict[str, Samples]) -> None:
         role = self._role
         spec = c.cluster_queues[cq]
         node = c.tree.cluster_queues.get(cq)
-        reserved = dict(node.usage) if node is not None else {}
-        used: dict[FlavorResource, int] = {}
-        for info in c.admitted.get(cq, {}).values():
-            if c.workloads.get(info.key, info.workload).is_admitted:
-                for fr, v in info.usage.items():
-                    used[fr] = used.get(fr, 0) + v
+        reserved = node.usage if node is not None else {}
         cohort = spec.cohort or ""
         for rg in spec.resource_groups:
             for fq in rg.flavors:
@@ -479,11 +494,11 @@ class ControllerMetrics:
             for cohort_name, cohort_node in sorted(tree.cohorts.items()):
                 share = _share(dominant_resource_share(tree.live, cohort_node).precise())
                 cohort_shares.append(((cohort_name, role), share))
-        yield gauge_text("kueue_cluster_queue_weighted_share",
+        yield self._gauge("kueue_cluster_queue_weighted_share",
                            "The ClusterQueue's dominant resource share above its nominal quota divided by its "
                            "fair-sharing weight (0: within nominal quota; NaN: zero weight while borrowing). "
                            "Only with fair sharing enabled.", ("cluster_queue", "cohort", "replica_role"), cq_shares)
-        yield gauge_text("kueue_cohort_weighted_share",
+        yield self._gauge("kueue_cohort_weighted_share",
                            "The Cohort's weighted dominant resource share, as for ClusterQueues.",
                            ("cohort", "replica_role"), cohort_shares)
 
