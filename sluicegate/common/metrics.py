@@ -140,6 +140,14 @@ class _LabelText:
         parts = [f'{self._names[i]}="{_escape(full[i])}"' for i in self._order]
         return "{" + ",".join(parts) + "}"
 
+    def around(self, values: Sequence[str]) -> tuple[str, str]:
+        """For a family with an extra label: the text before its value (``{a="x",le="``) and after it."""
+        names, extra = self._names, len(self._names) - 1
+        parts = [f'{names[i]}="{_escape(values[i])}"' for i in self._order if i != extra]
+        at = self._order.index(extra)
+        return "{" + "".join(p + "," for p in parts[:at]) + f'{names[extra]}="', '"' + "".join(
+            "," + p for p in parts[at:]) + "}"
+
     def check(self, family: str, values: Sequence[str]) -> None:
         if len(values) != self.count or not all(isinstance(v, str) for v in values):
             raise ValueError(f"{family}: expected {self.count} string label values, got {values!r}")
@@ -154,6 +162,8 @@ class _Labelled:
         self._lines: dict[tuple[str, ...], bytes] = {}
         self._dirty: set[tuple[str, ...]] = set()
         self._text = b""
+        # Label sets written to text since the family was made: what scrapes have cost it.
+        self.written = 0
 
     def _render(self, key: tuple[str, ...]) -> str:
         raise NotImplementedError
@@ -165,13 +175,10 @@ class _Labelled:
             lines = self._lines
             for key in self._dirty:
                 lines[key] = self._render(key).encode("utf-8")
+            self.written += len(self._dirty)
             self._dirty.clear()
             self._text = b"".join([self._header.encode("utf-8"), *lines.values()])
         return self._text
-
-    def __len__(self) -> int:
-        """Label sets seen (series: one per set for a counter, buckets + 3 for a histogram)."""
-        return len(self._lines) + len(self._dirty.difference(self._lines))
 
 
 class CounterFamily(_Labelled):
@@ -191,6 +198,7 @@ class CounterFamily(_Labelled):
         if labels not in values:
             self._labels.check(self.name, labels)
             values[labels] = 0.0
+            self._lines[labels] = b""  # its place: label sets are written in the order first seen
         values[labels] += amount
         self._dirty.add(labels)
 
@@ -222,21 +230,28 @@ class HistogramFamily(_Labelled):
         if state is None:
             self._labels.check(self.name, labels)
             state = self._state[labels] = [0.0] * (len(self._bounds) + 1)
+            self._lines[labels] = b""  # its place: label sets are written in the order first seen
         state[bisect_left(self._bounds, value)] += 1
         state[-1] += value
         self._dirty.add(labels)
 
     def _render(self, key: tuple[str, ...]) -> str:
         state = self._state[key]
-        name, with_le = self.name, self._bucket_labels
+        before, after = self._bucket_labels.around(key)
+        bucket = f"{self.name}_bucket{before}"
         out = []
-        total = 0.0
+        total = 0
         for le, n in zip(self._le, state, strict=False):
-            total += n
-            out.append(f"{name}_bucket{with_le(key, le)} {_number(total)}\n")
+            total += int(n)
+            out.append(f'{bucket}{le}{after} {_count(total)}\n')
         plain = self._labels(key)
-        out.append(f"{name}_count{plain} {_number(total)}\n{name}_sum{plain} {_number(state[-1])}\n")
+        out.append(f"{self.name}_count{plain} {_count(total)}\n{self.name}_sum{plain} {_number(state[-1])}\n")
         return "".join(out)
+
+
+def _count(n: int) -> str:
+    """A whole count in the library's number format (it writes 1e+06 from a million on)."""
+    return f"{n}.0" if n < 1_000_000 else _number(float(n))
 
 
 class GaugeFamily:
