@@ -22,7 +22,9 @@ output in the same text format.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
@@ -54,6 +56,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+FLUSH_SLICE_SECONDS: Final = 0.002
+"""How long :meth:`Registry.flush` writes before giving the event loop a turn."""
+
+_FLUSH_BATCH: Final = 32
+
 # The library's number format (Go's: +Inf, NaN, 1e+06), which it leaves unannotated.
 _number: Final[Callable[[float], str]] = floatToGoString
 
@@ -68,6 +75,33 @@ class Registry(CollectorRegistry):
         super().__init__(auto_describe=True)
         self._texts: list[tuple[str, Callable[[], bytes]]] = []
         self._text_names: set[str] = set()
+        self._families: list[_Labelled] = []
+
+    def add_families(self, what: str, families: Sequence[_Labelled]) -> None:
+        """Counter and histogram families to scrape, in this order (see :meth:`add_text`)."""
+        families = list(families)
+        self.add_text(what, [f.name for f in families], lambda: b"".join([f.text() for f in families]))
+        self._families += families
+
+    async def flush(self, slice_seconds: float = FLUSH_SLICE_SECONDS) -> None:
+        """Write the label sets that changed since the last scrape in slices of ``slice_seconds``, giving
+        the event loop a turn between slices, so that a scrape after much change never holds it long.
+
+        The render that follows writes whatever changed during the last turn.
+        """
+        todo = sum(len(f.dirty) for f in self._families)
+        for _ in range(todo // _FLUSH_BATCH + 2):  # bounded: each slice writes at least one batch
+            families = [f for f in self._families if f.dirty]
+            if not families:
+                return
+            deadline = time.perf_counter() + slice_seconds
+            for family in families:
+                family.write_some(_FLUSH_BATCH)  # at least one batch a slice, however short
+                while family.dirty and time.perf_counter() < deadline:
+                    family.write_some(_FLUSH_BATCH)
+                if time.perf_counter() >= deadline:
+                    break
+            await asyncio.sleep(0)
 
     def add_text(self, what: str, names: Iterable[str], source: Callable[[], bytes]) -> None:
         """Append ``source()`` (exposition text of the families ``names``, UTF-8) to every scrape.
@@ -168,16 +202,27 @@ class _Labelled:
     def _render(self, key: tuple[str, ...]) -> str:
         raise NotImplementedError
 
+    @property
+    def dirty(self) -> set[tuple[str, ...]]:
+        """The label sets changed since they were last written."""
+        return self._dirty
+
+    def write_some(self, limit: int) -> None:
+        """Write up to ``limit`` changed label sets (the family's text is joined again at the next scrape)."""
+        dirty, lines = self._dirty, self._lines
+        for _ in range(min(limit, len(dirty))):
+            key = dirty.pop()
+            lines[key] = self._render(key).encode("utf-8")
+            self.written += 1
+        self._text = b""
+
     def text(self) -> bytes:
-        """The family's exposition (UTF-8): only the label sets that changed since the last call are written
-        again, and an unchanged family is not even joined again."""
-        if self._dirty or not self._text:
-            lines = self._lines
-            for key in self._dirty:
-                lines[key] = self._render(key).encode("utf-8")
-            self.written += len(self._dirty)
-            self._dirty.clear()
-            self._text = b"".join([self._header.encode("utf-8"), *lines.values()])
+        """The family's exposition (UTF-8): only the label sets that changed since they were last written
+        are written again, and an unchanged family is not even joined again."""
+        if self._dirty:
+            self.write_some(len(self._dirty))
+        if not self._text:
+            self._text = b"".join([self._header.encode("utf-8"), *self._lines.values()])
         return self._text
 
 

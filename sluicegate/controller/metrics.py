@@ -252,7 +252,7 @@ class ControllerMetrics:
         r.register(ScrapeCollector("controller", self._collect, self._describe))
         self._counted: list[CounterFamily | HistogramFamily] = [
             v for v in vars(self).values() if isinstance(v, CounterFamily | HistogramFamily)]
-        r.add_text("controller counters", [f.name for f in self._counted], self._counted_text)
+        r.add_families("controller counters", self._counted)
         r.add_text("controller queues", _family_names("".join(self._manager_families(None))), self._manager_text)
 
     # ------------------------------------------------------------ wiring
@@ -350,9 +350,6 @@ class ControllerMetrics:
         if family is None:
             family = self._gauges[name] = GaugeFamily(name, documentation, labels)
         return family.text(samples)
-
-    def _counted_text(self) -> bytes:
-        return b"".join([family.text() for family in self._counted])
 
     def _manager_text(self) -> bytes:
         return "".join(self._manager_families(self._manager)).encode("utf-8")

@@ -9,6 +9,7 @@ observations (label names sorted, values escaped, Go number format).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -131,3 +132,36 @@ def test_registry_text_sources_join_the_scrape_and_names_stay_unique(caplog: pyt
     assert "process_cpu_seconds_total" in scrape.names()
     assert "collecting the broken metrics failed" in caplog.text
     assert render(registry).count(b"# TYPE things_total counter") == 1
+
+
+def test_flush_writes_a_big_change_in_slices_with_the_event_loop_running_between() -> None:
+    registry = new_registry()
+    family = HistogramFamily("waits", "Waits.", ["queue"], buckets=[1.0, 10.0])
+    registry.add_families("waits", [family])
+    for i in range(2_000):
+        family.observe((f"q{i}",), 0.5)
+    turns = 0
+
+    async def scrape() -> bytes:
+        nonlocal turns
+        stop = asyncio.Event()
+
+        async def other_work() -> None:  # what the loop does meanwhile (scheduling cycles, streams)
+            nonlocal turns
+            for _ in range(100_000):  # bounded
+                if stop.is_set():
+                    return
+                turns += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        await registry.flush(slice_seconds=0.0)  # one batch of label sets a turn
+        stop.set()
+        await task
+        return render(registry)
+
+    body = asyncio.run(scrape())
+    assert not family.dirty and family.written == 2_000
+    assert turns > 2_000 // 64  # the loop ran between the slices
+    assert Scrape(body.decode("utf-8")).value("waits_count", queue="q1999") == 1.0
