@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Final
 
 from prometheus_client import (
@@ -76,6 +76,7 @@ class Registry(CollectorRegistry):
         self._texts: list[tuple[str, Callable[[], bytes]]] = []
         self._text_names: set[str] = set()
         self._families: list[_Labelled] = []
+        self._prepares: list[Callable[[float], Awaitable[None]]] = []
 
     def add_families(self, what: str, families: Sequence[_Labelled]) -> None:
         """Counter and histogram families to scrape, in this order (see :meth:`add_text`)."""
@@ -88,7 +89,16 @@ class Registry(CollectorRegistry):
         the event loop a turn between slices, so that a scrape after much change never holds it long.
 
         The render that follows writes whatever changed during the last turn.
+        Then each text source's ``prepare`` runs (see :meth:`add_text`).
         """
+        await self._flush_families(slice_seconds)
+        for prepare in self._prepares:
+            try:
+                await prepare(slice_seconds)
+            except Exception:
+                logger.exception("preparing metrics failed; the scrape reads them in one go")
+
+    async def _flush_families(self, slice_seconds: float) -> None:
         todo = sum(len(f.dirty) for f in self._families)
         for _ in range(todo // _FLUSH_BATCH + 2):  # bounded: each slice writes at least one batch
             families = [f for f in self._families if f.dirty]
@@ -103,8 +113,13 @@ class Registry(CollectorRegistry):
                     break
             await asyncio.sleep(0)
 
-    def add_text(self, what: str, names: Iterable[str], source: Callable[[], bytes]) -> None:
+    def add_text(self, what: str, names: Iterable[str], source: Callable[[], bytes],
+                 prepare: Callable[[float], Awaitable[None]] | None = None) -> None:
         """Append ``source()`` (exposition text of the families ``names``, UTF-8) to every scrape.
+
+        ``prepare(slice_seconds)``, when given, is awaited by :meth:`flush`
+        before a scrape served over HTTP: it may gather what ``source`` will
+        need in slices, giving the event loop a turn between them.
 
         ``what`` names the source in the log when it fails; a name already
         added, or one a collector of the registry has, is refused.
@@ -116,6 +131,8 @@ class Registry(CollectorRegistry):
             raise ValueError(f"duplicate metric families {sorted(taken)} in {what}")
         self._text_names.update(names)
         self._texts.append((what, source))
+        if prepare is not None:
+            self._prepares.append(prepare)
 
     def texts(self) -> list[bytes]:
         """Each text source's output; a failing one is logged and left out of this scrape."""

@@ -22,7 +22,9 @@ lending limit as +Inf. ``docs/metrics.md`` lists every series.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from typing import Final
@@ -171,6 +173,8 @@ class ControllerMetrics:
         # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
         self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
         self._gauges: dict[str, GaugeFamily] = {}
+        # The queues' counts made by _prepare for the next render: (manager, role, counts).
+        self._prepared: tuple[Manager, str, _Tally] | None = None
         r = self.registry
         cq = ["cluster_queue", "priority_class", "replica_role"]
         lq = ["name", "namespace", "priority_class", "replica_role"]
@@ -253,7 +257,8 @@ class ControllerMetrics:
         self._counted: list[CounterFamily | HistogramFamily] = [
             v for v in vars(self).values() if isinstance(v, CounterFamily | HistogramFamily)]
         r.add_families("controller counters", self._counted)
-        r.add_text("controller queues", _family_names("".join(self._manager_families(None))), self._manager_text)
+        r.add_text("controller queues", _family_names("".join(self._manager_families(None))), self._manager_text,
+                   prepare=self._prepare)
 
     # ------------------------------------------------------------ wiring
 
@@ -268,6 +273,7 @@ class ControllerMetrics:
         """
         self._manager = manager
         self._not_ready_yet.clear()  # a new Manager's admissions are its own
+        self._prepared = None
 
     def set_role(self, role: str, epoch: int) -> None:
         """This process's role (``leader``, ``follower`` or ``standalone``) and leadership epoch."""
@@ -351,6 +357,31 @@ class ControllerMetrics:
             family = self._gauges[name] = GaugeFamily(name, documentation, labels)
         return family.text(samples)
 
+    async def _prepare(self, slice_seconds: float) -> None:
+        """Count the queues for the coming render in slices of ``slice_seconds``, the loop running between.
+
+        Each ClusterQueue is counted in one go; queues counted in different
+        slices are read a few milliseconds apart, as separate gauges of one
+        scrape may be. A queue removed meanwhile is left out.
+        """
+        m, role = self._manager, self._role
+        self._prepared = None
+        if m is None:
+            return
+        c = m.cache
+        t = _Tally(sorted(c.local_queues))
+        deadline = time.perf_counter() + slice_seconds
+        for cq in sorted(c.cluster_queues):
+            if m is not self._manager or role != self._role:
+                return  # a new Manager or role: the render counts afresh
+            if cq in c.cluster_queues:
+                used = t.add_cluster_queue(c, cq, role)
+                self._cq_resources(c, cq, used, t.cq_resources)
+            if time.perf_counter() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + slice_seconds
+        self._prepared = (m, role, t)
+
     def _manager_text(self) -> bytes:
         return "".join(self._manager_families(self._manager)).encode("utf-8")
 
@@ -384,14 +415,16 @@ class ControllerMetrics:
     def _manager_families(self, m: Manager | None) -> Iterator[str]:
         role = self._role
         c = m.cache if m is not None else None
-        cqs: list[ClusterQueueName] = sorted(c.cluster_queues) if c is not None else []
         lqs = sorted(c.local_queues) if c is not None else []
-
-        t = _Tally(lqs)
-        if c is not None:
-            for cq in cqs:
-                used = t.add_cluster_queue(c, cq, role)
-                self._cq_resources(c, cq, used, t.cq_resources)
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] is m and prepared[1] == role:
+            t = prepared[2]
+        else:
+            t = _Tally(lqs)
+            if c is not None:
+                for cq in sorted(c.cluster_queues):
+                    used = t.add_cluster_queue(c, cq, role)
+                    self._cq_resources(c, cq, used, t.cq_resources)
         pending, reserving, admitted, status = t.pending, t.reserving, t.admitted, t.status
         lq_pending, lq_reserving, lq_usage, cq_resources = t.lq_pending, t.lq_reserving, t.lq_usage, t.cq_resources
 

@@ -12,6 +12,7 @@ kubernetes-sigs/kueue pkg/metrics/metrics.go.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 from sluicegate.common.metrics import CounterFamily, HistogramFamily
@@ -72,3 +73,30 @@ def test_series_and_scrape_work_do_not_grow_with_finished_workloads() -> None:
     before = _written(metrics)
     Scrape.of(metrics.registry)
     assert _written(metrics) == before
+
+
+def _values(scrape: Scrape) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in scrape.samples
+            if not s.name.startswith(("process_", "python_", "sluicegate_gc_"))}
+
+
+def test_a_scrape_served_over_http_counts_the_queues_in_slices_and_reads_the_same() -> None:
+    """The HTTP path (Registry.flush, then render) counts each ClusterQueue between loop turns; what it
+    exports is what a scrape in one go exports, and a Manager swapped meanwhile is not read."""
+    metrics, clock = ControllerMetrics(), Clock()
+    m = build(metrics, clock)
+    for i in range(3):
+        m.create_workload(workload(f"fits-{i}", "1"))
+    m.create_workload(workload("big", "10"))
+    clock.t += 2
+    settle(m, clock)
+    m.create_workload(workload("waiting", "1"))
+    in_one_go = _values(Scrape.of(metrics.registry))
+    assert in_one_go[("kueue_pending_workloads", (("cluster_queue", "team-a"), ("replica_role", "standalone"),
+                                                  ("status", "active")))] == 1.0
+    asyncio.run(metrics.registry.flush(slice_seconds=0.0))
+    assert _values(Scrape.of(metrics.registry)) == in_one_go
+    asyncio.run(metrics.registry.flush(slice_seconds=0.0))
+    metrics.attach(None)  # a follower now: what was counted for the old Manager is dropped
+    assert ("kueue_pending_workloads", (("cluster_queue", "team-a"), ("replica_role", "standalone"),
+                                        ("status", "active"))) not in _values(Scrape.of(metrics.registry))
