@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import time
@@ -40,6 +41,7 @@ from sluicegate.manifest.loader import RawDocument  # noqa: E402
 from sluicegate.model.conditions import set_condition  # noqa: E402
 
 API = "sluicegate.io/v1beta2"
+CURL = shutil.which("curl")
 PRIORITIES = {"small": 50, "medium": 100, "large": 200}
 
 
@@ -133,18 +135,42 @@ def time_render(metrics: ControllerMetrics, scrapes: int) -> tuple[list[float], 
     return cpu, wall, body
 
 
-async def time_http(metrics: ControllerMetrics, scrapes: int) -> float:
-    """Median wall seconds of a GET /metrics through the real health server (a thread plays Prometheus)."""
+async def time_http(metrics: ControllerMetrics, scrapes: int) -> tuple[float, float]:
+    """Median wall seconds of a GET /metrics through the real health server (a thread plays Prometheus), and
+    the longest the event loop went without a turn meanwhile (what a scheduling cycle would have waited)."""
     async with HealthServer(registry=metrics.registry, readiness=lambda: (True, "ok")) as server:
         host, port = server.address
+        stalls: list[float] = []
+        done = asyncio.Event()
 
-        def get() -> float:
+        async def ticker() -> None:
+            last = time.perf_counter()
+            for _ in range(10_000_000):  # bounded; ends when the scrapes are done
+                if done.is_set():
+                    return
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                stalls.append(now - last - 0.001)
+                last = now
+
+        url = f"http://{host}:{port}/metrics"
+
+        async def get() -> float:
+            """One scrape by curl in its own process (a Python thread would compete for the GIL), else urllib."""
             t0 = time.perf_counter()
-            with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=120) as resp:
-                resp.read()
+            if CURL is not None:
+                proc = await asyncio.create_subprocess_exec(CURL, "-sf", "-o", "/dev/null", "--max-time", "120", url)
+                if await proc.wait() != 0:
+                    raise RuntimeError(f"curl {url} failed")
+            else:
+                await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=120).read())
             return time.perf_counter() - t0
 
-        return statistics.median([await asyncio.to_thread(get) for _ in range(scrapes)])
+        tick = asyncio.create_task(ticker())
+        took = [await get() for _ in range(scrapes)]
+        done.set()
+        await tick
+        return statistics.median(took), max(stalls, default=0.0)
 
 
 def main() -> None:
@@ -169,7 +195,8 @@ def main() -> None:
               f"{statistics.median(wall[1:] or wall) * 1000:.1f} ms; bytes={len(body)} series={total} "
               f"families={len(families)}")
         if ns.http:
-            print(f"  http GET /metrics: {asyncio.run(time_http(metrics, ns.scrapes)) * 1000:.1f} ms")
+            took, stall = asyncio.run(time_http(metrics, ns.scrapes))
+            print(f"  http GET /metrics: median {took * 1000:.1f} ms; longest event-loop stall {stall * 1000:.1f} ms")
         for name, n in families.most_common(ns.top):
             print(f"    {n:8d}  {name}")
         m.stop()

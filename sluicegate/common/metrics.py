@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -311,6 +312,14 @@ class HistogramFamily(_Labelled):
         return "".join(out)
 
 
+def _gauge_number(value: float) -> str:
+    """A gauge's value in the library's number format, whole numbers (most of them) without its detour."""
+    value = float(value)
+    if value.is_integer() and -1_000_000 < value < 1_000_000 and (value or math.copysign(1.0, value) > 0):
+        return f"{int(value)}.0"
+    return _number(value)
+
+
 def _count(n: int) -> str:
     """A whole count in the library's number format (it writes 1e+06 from a million on)."""
     return f"{n}.0" if n < 1_000_000 else _number(float(n))
@@ -341,7 +350,7 @@ class GaugeFamily:
                 self._labels.check(self.name, key)
                 prefix = f"{self.name}{self._labels(key)} "
             new[key] = prefix
-            out.append(f"{prefix}{_number(value)}\n")
+            out.append(f"{prefix}{_gauge_number(value)}\n")
         self._prefix = new
         return "".join(out)
 

@@ -173,8 +173,8 @@ class ControllerMetrics:
         # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
         self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
         self._gauges: dict[str, GaugeFamily] = {}
-        # The queues' counts made by _prepare for the next render: (manager, role, counts).
-        self._prepared: tuple[Manager, str, _Tally] | None = None
+        # The queue families' text made by _prepare for the next render: (manager, role, text).
+        self._prepared: tuple[Manager, str, bytes] | None = None
         r = self.registry
         cq = ["cluster_queue", "priority_class", "replica_role"]
         lq = ["name", "namespace", "priority_class", "replica_role"]
@@ -358,11 +358,14 @@ class ControllerMetrics:
         return family.text(samples)
 
     async def _prepare(self, slice_seconds: float) -> None:
-        """Count the queues for the coming render in slices of ``slice_seconds``, the loop running between.
+        """Count the queues and write their families for the coming render in slices of ``slice_seconds``,
+        the loop running between.
 
-        Each ClusterQueue is counted in one go; queues counted in different
-        slices are read a few milliseconds apart, as separate gauges of one
-        scrape may be. A queue removed meanwhile is left out.
+        Each ClusterQueue is counted in one go, each family written in one
+        go; queues read in different slices are read a few milliseconds
+        apart, as separate gauges of one scrape may be. A queue removed
+        meanwhile is left out (or, if it goes between two families, the
+        render reads everything again in one go).
         """
         m, role = self._manager, self._role
         self._prepared = None
@@ -380,9 +383,23 @@ class ControllerMetrics:
             if time.perf_counter() >= deadline:
                 await asyncio.sleep(0)
                 deadline = time.perf_counter() + slice_seconds
-        self._prepared = (m, role, t)
+        parts = []
+        try:
+            for text in self._manager_families(m, t):
+                parts.append(text)
+                if time.perf_counter() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = time.perf_counter() + slice_seconds
+                if m is not self._manager or role != self._role:
+                    return
+        except LookupError:
+            return  # a queue went away between two families: the render reads them all in one go
+        self._prepared = (m, role, "".join(parts).encode("utf-8"))
 
     def _manager_text(self) -> bytes:
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] is self._manager and prepared[1] == self._role:
+            return prepared[2]
         return "".join(self._manager_families(self._manager)).encode("utf-8")
 
     def _watch_families(self, m: Manager | None) -> Iterator[Metric]:
@@ -412,13 +429,13 @@ class ControllerMetrics:
         yield full
         yield seconds
 
-    def _manager_families(self, m: Manager | None) -> Iterator[str]:
+    def _manager_families(self, m: Manager | None, counted: _Tally | None = None) -> Iterator[str]:
+        """The queue families' text, one family at a time; ``counted``: the queues already counted."""
         role = self._role
         c = m.cache if m is not None else None
         lqs = sorted(c.local_queues) if c is not None else []
-        prepared, self._prepared = self._prepared, None
-        if prepared is not None and prepared[0] is m and prepared[1] == role:
-            t = prepared[2]
+        if counted is not None:
+            t = counted
         else:
             t = _Tally(lqs)
             if c is not None:
