@@ -8,7 +8,9 @@ Routes (all GET):
   callback says so, else 503 ``{"ready": false, "reason": ...}``. Once
   shutdown begins (``mark_stopping``) it answers 503 whatever the callback
   says, so load balancers and probes stop sending work first.
-* ``/metrics``: the registry in the Prometheus text format (prometheus_client's).
+* ``/metrics``: the registry in the Prometheus text format (prometheus_client's);
+  the label sets that changed since the last scrape are written first in
+  slices of a few milliseconds, with the event loop running between them.
 * any extra JSON routes the daemon registers (the agent adds ``/pods``).
 
 The server is an aiohttp ``AppRunner`` without its own signal handling (the
@@ -27,7 +29,7 @@ from typing import Final, TypeAlias
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sluicegate.common.metrics import CONTENT_TYPE, render
+from sluicegate.common.metrics import CONTENT_TYPE, Registry, render
 
 __all__ = [
     "DEFAULT_HOST",
@@ -186,6 +188,8 @@ class HealthServer:
         return web.json_response({"ready": ready, "reason": reason}, status=200 if ready else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if isinstance(self._registry, Registry):
+            await self._registry.flush()  # in slices: the loop keeps scheduling while a big scrape is written
         return web.Response(body=render(self._registry), headers={"Content-Type": CONTENT_TYPE})
 
     @staticmethod

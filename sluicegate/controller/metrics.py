@@ -22,16 +22,25 @@ lending limit as +Inf. ``docs/metrics.md`` lists every series.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from sluicegate.common.heapgc import HEAP_GC
-from sluicegate.common.metrics import ScrapeCollector, gauge_family, new_registry
+from sluicegate.common.metrics import (
+    CounterFamily,
+    GaugeFamily,
+    HistogramFamily,
+    Registry,
+    ScrapeCollector,
+    gauge_family,
+    new_registry,
+)
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.scheduling.fairsharing import dominant_resource_share
@@ -112,124 +121,144 @@ class _Tally:
         # (namespace, name, flavor/resource) -> [reserved, used by admitted workloads]
         self.lq_usage: dict[tuple[str, str, FlavorResource], list[int]] = {}
 
-    def add_cluster_queue(self, c: Cache, cq: ClusterQueueName, role: str) -> None:
+    def add_cluster_queue(self, c: Cache, cq: ClusterQueueName, role: str) -> dict[FlavorResource, int]:
+        """Count ``cq``'s pending and quota-holding workloads; returns the quota its admitted ones use."""
         q = c.queues.queues.get(cq)
         active, parked = q.pending_by_status() if q is not None else ([], [])
+        lq_pending = self.lq_pending
         for index, workloads in enumerate((active, parked)):
             self.pending.append(((cq, _PENDING[index], role), float(len(workloads))))
             for wl in workloads:
-                counts = self.lq_pending.get((wl.namespace, wl.queue_name))
+                counts = lq_pending.get((wl.namespace, wl.queue_name))
                 if counts is not None:
                     counts[index] += 1
         held = c.admitted.get(cq, {})
         self.reserving.append(((cq, role), float(len(held))))
         n_admitted = 0
+        used: dict[FlavorResource, int] = {}
+        known, lq_reserving, lq_usage = c.workloads, self.lq_reserving, self.lq_usage
         for info in held.values():
-            wl = c.workloads.get(info.key, info.workload)
-            is_admitted = wl.is_admitted and not wl.is_finished
+            wl = known.get(info.key, info.workload)
+            counted_as_admitted = wl.is_admitted  # quota "used" counts every admitted one, finished or not
+            is_admitted = counted_as_admitted and not wl.is_finished
             n_admitted += is_admitted
-            lq_counts = self.lq_reserving.get((wl.namespace, wl.queue_name))
+            lq = (wl.namespace, wl.queue_name)
+            lq_counts = lq_reserving.get(lq)
             if lq_counts is not None:
                 lq_counts[0] += 1
                 lq_counts[1] += is_admitted
             for fr, amount in info.usage.items():
-                usage = self.lq_usage.setdefault((wl.namespace, wl.queue_name, fr), [0, 0])
+                usage = lq_usage.get((*lq, fr))
+                if usage is None:
+                    usage = lq_usage[(*lq, fr)] = [0, 0]
                 usage[0] += amount
-                usage[1] += amount if is_admitted else 0
+                if is_admitted:
+                    usage[1] += amount
+                if counted_as_admitted:
+                    used[fr] = used.get(fr, 0) + amount
         self.admitted.append(((cq, role), float(n_admitted)))
         current = "active" if c.inactive_reason(cq) is None else "pending"
         self.status += [((cq, s, role), 1.0 if s == current else 0.0) for s in _CQ_STATUSES]
+        return used
 
 
 class ControllerMetrics:
     """The controller's registry: built once per process, pointed at the current Manager by :meth:`attach`."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: Registry | None = None) -> None:
         self.registry = registry if registry is not None else new_registry()
         self._manager: Manager | None = None
         self._role = "standalone"
         self._epoch = 0
         # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
         self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
+        self._gauges: dict[str, GaugeFamily] = {}
+        # The queue families' text made by _prepare for the next render: (manager, role, text).
+        self._prepared: tuple[Manager, str, bytes] | None = None
         r = self.registry
         cq = ["cluster_queue", "priority_class", "replica_role"]
         lq = ["name", "namespace", "priority_class", "replica_role"]
-        self.admission_attempts = Counter(
+        self.admission_attempts = CounterFamily(
             "kueue_admission_attempts_total",
             "Scheduling cycles that had workloads to consider, by result: success when the cycle admitted "
             "at least one workload, inadmissible when it admitted none.",
-            ["result", "replica_role"], registry=r)
-        self.admission_attempt_duration = Histogram(
+            ["result", "replica_role"])
+        self.admission_attempt_duration = HistogramFamily(
             "kueue_admission_attempt_duration_seconds",
             "How long one scheduling cycle took, store write included, by result (success or inadmissible).",
-            ["result", "replica_role"], registry=r)
-        self.quota_reserved = Counter(
+            ["result", "replica_role"])
+        self.quota_reserved = CounterFamily(
             "kueue_quota_reserved_workloads_total", "Workloads that got a quota reservation, per ClusterQueue.",
-            cq, registry=r)
-        self.quota_reserved_wait = Histogram(
+            cq)
+        self.quota_reserved_wait = HistogramFamily(
             "kueue_quota_reserved_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) to its quota reservation, per ClusterQueue.",
-            cq, buckets=wait_buckets(14), registry=r)
-        self.local_quota_reserved = Counter(
+            cq, buckets=wait_buckets(14))
+        self.local_quota_reserved = CounterFamily(
             "kueue_local_queue_quota_reserved_workloads_total",
-            "Workloads that got a quota reservation, per LocalQueue.", lq, registry=r)
-        self.local_quota_reserved_wait = Histogram(
+            "Workloads that got a quota reservation, per LocalQueue.", lq)
+        self.local_quota_reserved_wait = HistogramFamily(
             "kueue_local_queue_quota_reserved_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) to its quota reservation, per LocalQueue.",
-            lq, buckets=wait_buckets(14), registry=r)
-        self.admitted = Counter(
-            "kueue_admitted_workloads_total", "Workloads admitted, per ClusterQueue.", cq, registry=r)
-        self.admission_wait = Histogram(
+            lq, buckets=wait_buckets(14))
+        self.admitted = CounterFamily(
+            "kueue_admitted_workloads_total", "Workloads admitted, per ClusterQueue.", cq)
+        self.admission_wait = HistogramFamily(
             "kueue_admission_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) to its admission, per ClusterQueue.",
-            cq, buckets=wait_buckets(16), registry=r)
-        self.local_admitted = Counter(
-            "kueue_local_queue_admitted_workloads_total", "Workloads admitted, per LocalQueue.", lq, registry=r)
-        self.local_admission_wait = Histogram(
+            cq, buckets=wait_buckets(16))
+        self.local_admitted = CounterFamily(
+            "kueue_local_queue_admitted_workloads_total", "Workloads admitted, per LocalQueue.", lq)
+        self.local_admission_wait = HistogramFamily(
             "kueue_local_queue_admission_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) to its admission, per LocalQueue.",
-            lq, buckets=wait_buckets(14), registry=r)
-        self.ready_wait = Histogram(
+            lq, buckets=wait_buckets(14))
+        self.ready_wait = HistogramFamily(
             "kueue_ready_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) until all its pods were first ready, "
-            "per ClusterQueue.", cq, buckets=wait_buckets(14), registry=r)
-        self.local_ready_wait = Histogram(
+            "per ClusterQueue.", cq, buckets=wait_buckets(14))
+        self.local_ready_wait = HistogramFamily(
             "kueue_local_queue_ready_wait_time_seconds",
             "Seconds from a workload's creation (or its last requeue) until all its pods were first ready, "
-            "per LocalQueue.", lq, buckets=wait_buckets(14), registry=r)
-        self.admitted_until_ready = Histogram(
+            "per LocalQueue.", lq, buckets=wait_buckets(14))
+        self.admitted_until_ready = HistogramFamily(
             "kueue_admitted_until_ready_wait_time_seconds",
             "Seconds from a workload's admission until all its pods were first ready, per ClusterQueue.",
-            cq, buckets=wait_buckets(14), registry=r)
-        self.local_admitted_until_ready = Histogram(
+            cq, buckets=wait_buckets(14))
+        self.local_admitted_until_ready = HistogramFamily(
             "kueue_local_queue_admitted_until_ready_wait_time_seconds",
             "Seconds from a workload's admission until all its pods were first ready, per LocalQueue.",
-            lq, buckets=wait_buckets(14), registry=r)
-        self.evicted = Counter(
+            lq, buckets=wait_buckets(14))
+        self.evicted = CounterFamily(
             "kueue_evicted_workloads_total",
             "Evictions of workloads that held quota, per ClusterQueue and reason (Preempted, PodsReadyTimeout, "
             "ClusterQueueStopped, LocalQueueStopped, Deactivated, NodeFailures, ...).",
-            ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"], registry=r)
-        self.local_evicted = Counter(
+            ["cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"])
+        self.local_evicted = CounterFamily(
             "kueue_local_queue_evicted_workloads_total",
             "Evictions of workloads that held quota, per LocalQueue and reason.",
-            ["name", "namespace", "reason", "underlying_cause", "priority_class", "replica_role"], registry=r)
-        self.preemptions = Counter(
+            ["name", "namespace", "reason", "underlying_cause", "priority_class", "replica_role"])
+        self.preemptions = CounterFamily(
             "kueue_preempted_workloads_total",
             "Workloads preempted, per ClusterQueue of the preemptor and reason (InClusterQueue, "
             "InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing).",
-            ["preempting_cluster_queue", "reason", "replica_role"], registry=r)
-        self.finished = Counter(
+            ["preempting_cluster_queue", "reason", "replica_role"])
+        self.finished = CounterFamily(
             "kueue_finished_workloads_total", "Workloads that finished while holding quota, per ClusterQueue.",
-            cq, registry=r)
-        self.local_finished = Counter(
+            cq)
+        self.local_finished = CounterFamily(
             "kueue_local_queue_finished_workloads_total",
-            "Workloads that finished while holding quota, per LocalQueue.", lq, registry=r)
-        self.cycles = Counter(
+            "Workloads that finished while holding quota, per LocalQueue.", lq)
+        self.cycles = CounterFamily(
             "sluicegate_scheduling_cycles_total",
             "Scheduling cycles run by this process (the sum of kueue_admission_attempts_total over results).",
-            registry=r)
+        )
         r.register(ScrapeCollector("controller", self._collect, self._describe))
+        self._counted: list[CounterFamily | HistogramFamily] = [
+            v for v in vars(self).values() if isinstance(v, CounterFamily | HistogramFamily)]
+        r.add_families("controller counters", self._counted)
+        r.add_text("controller queues", _family_names("".join(self._manager_families(None))), self._manager_text,
+                   prepare=self._prepare)
 
     # ------------------------------------------------------------ wiring
 
@@ -244,6 +273,7 @@ class ControllerMetrics:
         """
         self._manager = manager
         self._not_ready_yet.clear()  # a new Manager's admissions are its own
+        self._prepared = None
 
     def set_role(self, role: str, epoch: int) -> None:
         """This process's role (``leader``, ``follower`` or ``standalone``) and leadership epoch."""
@@ -268,60 +298,109 @@ class ControllerMetrics:
         queued_at = _queued_at(old if old is not None else new)
         if new.has_quota_reservation and (old is None or not old.has_quota_reservation):
             wait = _since(new, "QuotaReserved", queued_at)
-            self.quota_reserved.labels(*cq).inc()
-            self.quota_reserved_wait.labels(*cq).observe(wait)
-            self.local_quota_reserved.labels(*lq).inc()
-            self.local_quota_reserved_wait.labels(*lq).observe(wait)
+            self.quota_reserved.inc(cq)
+            self.quota_reserved_wait.observe(cq, wait)
+            self.local_quota_reserved.inc(lq)
+            self.local_quota_reserved_wait.observe(lq, wait)
         if new.is_admitted and (old is None or not old.is_admitted):
             wait = _since(new, "Admitted", queued_at)
-            self.admitted.labels(*cq).inc()
-            self.admission_wait.labels(*cq).observe(wait)
+            self.admitted.inc(cq)
+            self.admission_wait.observe(cq, wait)
             admitted_cond = new.status.condition("Admitted")
             if new.status.pods and admitted_cond is not None:
                 # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
                 self._not_ready_yet[new.key] = (queued_at, admitted_cond.last_transition_time)
-            self.local_admitted.labels(*lq).inc()
-            self.local_admission_wait.labels(*lq).observe(wait)
+            self.local_admitted.inc(lq)
+            self.local_admission_wait.observe(lq, wait)
         became_ready = new.status.is_true("PodsReady") and not (old is not None and old.status.is_true("PodsReady"))
         if new.is_admitted and became_ready:
             times = self._not_ready_yet.pop(new.key, None)
             if times is not None:
                 since_queued, since_admitted = (_since(new, "PodsReady", at) for at in times)
-                self.ready_wait.labels(*cq).observe(since_queued)
-                self.local_ready_wait.labels(*lq).observe(since_queued)
-                self.admitted_until_ready.labels(*cq).observe(since_admitted)
-                self.local_admitted_until_ready.labels(*lq).observe(since_admitted)
+                self.ready_wait.observe(cq, since_queued)
+                self.local_ready_wait.observe(lq, since_queued)
+                self.admitted_until_ready.observe(cq, since_admitted)
+                self.local_admitted_until_ready.observe(lq, since_admitted)
         evicted = new.status.condition("Evicted")
         if evicted is not None and evicted.is_true and (old is None or not old.status.is_true("Evicted")):
             reason = _EVICTION_REASON.get(evicted.reason, evicted.reason)
-            self.evicted.labels(admission.cluster_queue, reason, "", pc, role).inc()
-            self.local_evicted.labels(new.queue_name, new.namespace, reason, "", pc, role).inc()
+            self.evicted.inc((admission.cluster_queue, reason, "", pc, role))
+            self.local_evicted.inc((new.queue_name, new.namespace, reason, "", pc, role))
             self._not_ready_yet.pop(new.key, None)
         if new.is_finished and (old is None or not old.is_finished):
-            self.finished.labels(*cq).inc()
-            self.local_finished.labels(*lq).inc()
+            self.finished.inc(cq)
+            self.local_finished.inc(lq)
             self._not_ready_yet.pop(new.key, None)
 
     def admission_attempt(self, *, admitted: bool, seconds: float) -> None:
         result = "success" if admitted else "inadmissible"
-        self.admission_attempts.labels(result, self._role).inc()
-        self.admission_attempt_duration.labels(result, self._role).observe(seconds)
-        self.cycles.inc()
+        self.admission_attempts.inc((result, self._role))
+        self.admission_attempt_duration.observe((result, self._role), seconds)
+        self.cycles.inc(())
 
     def preempted(self, *, preempting_cluster_queue: str, reason: str) -> None:
-        self.preemptions.labels(preempting_cluster_queue, reason, self._role).inc()
+        self.preemptions.inc((preempting_cluster_queue, reason, self._role))
 
     # ------------------------------------------------------------ scrape time
 
     def _describe(self) -> Iterator[Metric]:
         yield from self._process_families()
-        yield from self._manager_families(None)
         yield from self._watch_families(None)
 
     def _collect(self) -> Iterator[Metric]:
         yield from self._process_families()
-        yield from self._manager_families(self._manager)
         yield from self._watch_families(self._manager)
+
+    def _gauge(self, name: str, documentation: str, labels: Sequence[str], samples: Samples) -> str:
+        family = self._gauges.get(name)
+        if family is None:
+            family = self._gauges[name] = GaugeFamily(name, documentation, labels)
+        return family.text(samples)
+
+    async def _prepare(self, slice_seconds: float) -> None:
+        """Count the queues and write their families for the coming render in slices of ``slice_seconds``,
+        the loop running between.
+
+        Each ClusterQueue is counted in one go, each family written in one
+        go; queues read in different slices are read a few milliseconds
+        apart, as separate gauges of one scrape may be. A queue removed
+        meanwhile is left out (or, if it goes between two families, the
+        render reads everything again in one go).
+        """
+        m, role = self._manager, self._role
+        self._prepared = None
+        if m is None:
+            return
+        c = m.cache
+        t = _Tally(sorted(c.local_queues))
+        deadline = time.perf_counter() + slice_seconds
+        for cq in sorted(c.cluster_queues):
+            if m is not self._manager or role != self._role:
+                return  # a new Manager or role: the render counts afresh
+            if cq in c.cluster_queues:
+                used = t.add_cluster_queue(c, cq, role)
+                self._cq_resources(c, cq, used, t.cq_resources)
+            if time.perf_counter() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + slice_seconds
+        parts = []
+        try:
+            for text in self._manager_families(m, t):
+                parts.append(text)
+                if time.perf_counter() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = time.perf_counter() + slice_seconds
+                if m is not self._manager or role != self._role:
+                    return
+        except LookupError:
+            return  # a queue went away between two families: the render reads them all in one go
+        self._prepared = (m, role, "".join(parts).encode("utf-8"))
+
+    def _manager_text(self) -> bytes:
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] is self._manager and prepared[1] == self._role:
+            return prepared[2]
+        return "".join(self._manager_families(self._manager)).encode("utf-8")
 
     def _watch_families(self, m: Manager | None) -> Iterator[Metric]:
         w = m.commit.watchers if m is not None else None
@@ -350,42 +429,44 @@ class ControllerMetrics:
         yield full
         yield seconds
 
-    def _manager_families(self, m: Manager | None) -> Iterator[Metric]:
+    def _manager_families(self, m: Manager | None, counted: _Tally | None = None) -> Iterator[str]:
+        """The queue families' text, one family at a time; ``counted``: the queues already counted."""
         role = self._role
         c = m.cache if m is not None else None
-        cqs: list[ClusterQueueName] = sorted(c.cluster_queues) if c is not None else []
         lqs = sorted(c.local_queues) if c is not None else []
-
-        t = _Tally(lqs)
-        if c is not None:
-            for cq in cqs:
-                t.add_cluster_queue(c, cq, role)
-                self._cq_resources(c, cq, t.cq_resources)
+        if counted is not None:
+            t = counted
+        else:
+            t = _Tally(lqs)
+            if c is not None:
+                for cq in sorted(c.cluster_queues):
+                    used = t.add_cluster_queue(c, cq, role)
+                    self._cq_resources(c, cq, used, t.cq_resources)
         pending, reserving, admitted, status = t.pending, t.reserving, t.admitted, t.status
         lq_pending, lq_reserving, lq_usage, cq_resources = t.lq_pending, t.lq_reserving, t.lq_usage, t.cq_resources
 
-        yield gauge_family("kueue_pending_workloads",
+        yield self._gauge("kueue_pending_workloads",
                            "Pending workloads per ClusterQueue: active ones wait for a scheduling cycle, "
                            "inadmissible ones are parked until something that could make them fit changes.",
                            ("cluster_queue", "status", "replica_role"), pending)
-        yield gauge_family("kueue_local_queue_pending_workloads",
+        yield self._gauge("kueue_local_queue_pending_workloads",
                            "Pending workloads per LocalQueue, by status (active or inadmissible).",
                            ("name", "namespace", "status", "replica_role"),
                            [((name, ns, _PENDING[i], role), float(n[i]))
                             for (ns, name), n in lq_pending.items() for i in (0, 1)])
-        yield gauge_family("kueue_reserving_active_workloads", "Workloads holding quota, per ClusterQueue.",
+        yield self._gauge("kueue_reserving_active_workloads", "Workloads holding quota, per ClusterQueue.",
                            ("cluster_queue", "replica_role"), reserving)
-        yield gauge_family("kueue_admitted_active_workloads",
+        yield self._gauge("kueue_admitted_active_workloads",
                            "Admitted workloads that have not finished, per ClusterQueue.",
                            ("cluster_queue", "replica_role"), admitted)
-        yield gauge_family("kueue_local_queue_reserving_active_workloads", "Workloads holding quota, per LocalQueue.",
+        yield self._gauge("kueue_local_queue_reserving_active_workloads", "Workloads holding quota, per LocalQueue.",
                            ("name", "namespace", "replica_role"),
                            [((name, ns, role), float(n[0])) for (ns, name), n in lq_reserving.items()])
-        yield gauge_family("kueue_local_queue_admitted_active_workloads",
+        yield self._gauge("kueue_local_queue_admitted_active_workloads",
                            "Admitted workloads that have not finished, per LocalQueue.",
                            ("name", "namespace", "replica_role"),
                            [((name, ns, role), float(n[1])) for (ns, name), n in lq_reserving.items()])
-        yield gauge_family("kueue_cluster_queue_status",
+        yield self._gauge("kueue_cluster_queue_status",
                            "1 for the ClusterQueue's current status (pending: cannot admit, e.g. stopped or a "
                            "flavor is missing; active; terminating), 0 for the others.",
                            ("cluster_queue", "status", "replica_role"), status)
@@ -394,20 +475,20 @@ class ControllerMetrics:
             for ns, name in lqs:
                 current = "True" if c.local_queues[(ns, name)].cluster_queue in c.cluster_queues else "False"
                 lq_status += [((name, ns, s, role), 1.0 if s == current else 0.0) for s in _LQ_ACTIVE]
-        yield gauge_family("kueue_local_queue_status",
+        yield self._gauge("kueue_local_queue_status",
                            "1 for the LocalQueue's Active condition status (True when its ClusterQueue exists), "
                            "0 for the others.", ("name", "namespace", "active", "replica_role"), lq_status)
         for family_key, metric, what in _CQ_RESOURCE_FAMILIES:
-            yield gauge_family(metric, f"The ClusterQueue's {what} per flavor and resource "
+            yield self._gauge(metric, f"The ClusterQueue's {what} per flavor and resource "
                                        "(cpu in cores, memory in bytes).", _CQ_RESOURCE, cq_resources[family_key])
         for index, (metric, what) in enumerate((
                 ("kueue_local_queue_resource_reservation", "quota reserved by its workloads"),
                 ("kueue_local_queue_resource_usage", "quota used by its admitted workloads"))):
-            yield gauge_family(metric, f"The LocalQueue's {what} per flavor and resource.", _LQ_RESOURCE,
+            yield self._gauge(metric, f"The LocalQueue's {what} per flavor and resource.", _LQ_RESOURCE,
                                [((name, ns, fr.flavor, fr.resource, role), _base_unit(fr.resource, v[index]))
                                 for (ns, name, fr), v in sorted(lq_usage.items())])
         yield from self._shares(m)
-        yield gauge_family("kueue_local_queue_admission_fair_sharing_usage",
+        yield self._gauge("kueue_local_queue_admission_fair_sharing_usage",
                            "The LocalQueue's Admission Fair Sharing usage: its resource-weighted decayed consumption "
                            "(entry penalties included) divided by its fair sharing weight.",
                            ("name", "namespace", "cluster_queue", "replica_role"),
@@ -415,25 +496,21 @@ class ControllerMetrics:
                              c.afs_usage((ns, name)))
                             for ns, name in lqs if c.orders_by_local_queue(c.local_queues[(ns, name)].cluster_queue)]
                            if c is not None else [])
-        yield gauge_family("sluicegate_workloads", "Workloads known to the controller (any state).", (),
+        yield self._gauge("sluicegate_workloads", "Workloads known to the controller (any state).", (),
                            [((), float(len(c.workloads)))] if c is not None else [])
-        yield gauge_family("sluicegate_store_degraded",
+        yield self._gauge("sluicegate_store_degraded",
                            "1 while the store refuses writes (the controller serves reads only and /readyz is 503).",
                            (), [((), 1.0 if m.store_problem is not None else 0.0)] if m is not None else [])
         nodes = sorted(m.fleet.registry.nodes.values(), key=lambda n: n.name) if m is not None else []
-        yield gauge_family("sluicegate_node_ready", "1 while a registered node is Ready, 0 while NotReady.",
+        yield self._gauge("sluicegate_node_ready", "1 while a registered node is Ready, 0 while NotReady.",
                            ("node",), [((n.name,), 1.0 if n.ready else 0.0) for n in nodes])
 
-    def _cq_resources(self, c: Cache, cq: ClusterQueueName, out: dict[str, Samples]) -> None:
+    def _cq_resources(
+            self, c: Cache, cq: ClusterQueueName, used: dict[FlavorResource, int], out: dict[str, Samples]) -> None:
         role = self._role
         spec = c.cluster_queues[cq]
         node = c.tree.cluster_queues.get(cq)
-        reserved = dict(node.usage) if node is not None else {}
-        used: dict[FlavorResource, int] = {}
-        for info in c.admitted.get(cq, {}).values():
-            if c.workloads.get(info.key, info.workload).is_admitted:
-                for fr, v in info.usage.items():
-                    used[fr] = used.get(fr, 0) + v
+        reserved = node.usage if node is not None else {}
         cohort = spec.cohort or ""
         for rg in spec.resource_groups:
             for fq in rg.flavors:
@@ -451,7 +528,7 @@ class ControllerMetrics:
                     out["lending"].append(((*labels, role), math.inf if quota.lending_limit is None
                                            else _base_unit(res, quota.lending_limit)))
 
-    def _shares(self, m: Manager | None) -> Iterable[Metric]:
+    def _shares(self, m: Manager | None) -> Iterable[str]:
         role = self._role
         cq_shares: Samples = []
         cohort_shares: Samples = []
@@ -464,13 +541,17 @@ class ControllerMetrics:
             for cohort_name, cohort_node in sorted(tree.cohorts.items()):
                 share = _share(dominant_resource_share(tree.live, cohort_node).precise())
                 cohort_shares.append(((cohort_name, role), share))
-        yield gauge_family("kueue_cluster_queue_weighted_share",
+        yield self._gauge("kueue_cluster_queue_weighted_share",
                            "The ClusterQueue's dominant resource share above its nominal quota divided by its "
                            "fair-sharing weight (0: within nominal quota; NaN: zero weight while borrowing). "
                            "Only with fair sharing enabled.", ("cluster_queue", "cohort", "replica_role"), cq_shares)
-        yield gauge_family("kueue_cohort_weighted_share",
+        yield self._gauge("kueue_cohort_weighted_share",
                            "The Cohort's weighted dominant resource share, as for ClusterQueues.",
                            ("cohort", "replica_role"), cohort_shares)
+
+
+def _family_names(text: str) -> list[str]:
+    return [line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE ")]
 
 
 def _share(value: Fraction | None) -> float:
