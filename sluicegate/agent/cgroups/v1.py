@@ -117,9 +117,10 @@ class CgroupV1(TreeDriver):
         cache charged to it reclaimed (``memory.force_empty``, which also
         refuses a cgroup that holds a process; what the kernel cannot
         reclaim at once, some slab, stays charged, well under a megabyte,
-        and is reclaimed under the next pod's limit like its own cache).  The OOM-kill counter cannot be reset, but a start reads
-        it as its baseline; the CPU shares and any limit are written by the
-        next pod's create.
+        and is reclaimed under the next pod's limit like its own cache).
+        The OOM-kill counter cannot be reset, but a start reads it as its
+        baseline; the CPU shares and any limit are written by the next
+        pod's create.
         """
         dirs = {controller: f"{base}/{pod_uid}/{leaf}" for controller, base in self._base_names}
         memory = dirs.get("memory")
