@@ -39,6 +39,13 @@ log = logging.getLogger("sluicegate.agent.cgroups")
 POOL_PREFIX: Final = ".pool-"
 # How many emptied pod cgroups a v1 driver made by ``setup`` keeps for reuse.
 DEFAULT_POOL_SIZE: Final = 32
+# A kept cgroup is handed on with what the kernel still charges to it: an
+# exited pod leaves some slab (a few hundred KiB even for `true`), which
+# is uncharged as it is freed or reclaimed under the next pod's limit.
+# One charged with more (page cache the pod left) is removed instead: its
+# next pod's working set would count it, and emptying it costs the agent
+# more than the directories it saves.
+POOL_MAX_CHARGED_BYTES: Final = 1 << 20
 
 # --- cgroup v1 ---------------------------------------------------------------
 
@@ -113,14 +120,11 @@ class CgroupV1(TreeDriver):
     def _park(self, pod_uid: str, leaf: str) -> bool:
         """Reset the emptied cgroup of a one-container pod and keep it; False when it must be removed instead.
 
-        Reset: no memory or CPU limit, CPU use counted from zero, the page
-        cache charged to it reclaimed (``memory.force_empty``, which also
-        refuses a cgroup that holds a process; what the kernel cannot
-        reclaim at once, some slab, stays charged, well under a megabyte,
-        and is reclaimed under the next pod's limit like its own cache).
-        The OOM-kill counter cannot be reset, but a start reads it as its
-        baseline; the CPU shares and any limit are written by the next
-        pod's create.
+        Reset: no memory or CPU limit, CPU use counted from zero.  Kept only
+        while it holds no process and at most ``POOL_MAX_CHARGED_BYTES`` is
+        charged to it.  The OOM-kill counter cannot be reset, but a start
+        reads it as its baseline; the CPU shares and any limit are written
+        by the next pod's create.
         """
         dirs = {controller: f"{base}/{pod_uid}/{leaf}" for controller, base in self._base_names}
         memory = dirs.get("memory")
@@ -132,7 +136,9 @@ class CgroupV1(TreeDriver):
             if self._memsw:
                 write_value(f"{memory}/memory.memsw.limit_in_bytes", "-1", operation="reset memory+swap limit")
             write_value(f"{memory}/memory.limit_in_bytes", "-1", operation="reset memory limit")
-            write_value(f"{memory}/memory.force_empty", "0", operation="empty")
+            charged = read_int(f"{memory}/memory.usage_in_bytes")
+            if charged is None or charged > POOL_MAX_CHARGED_BYTES:
+                return False
             cpu = dirs.get("cpu")
             if cpu is not None and self._quotas.get(pod_uid, {}).get(cpu, 0) != -1:
                 write_value(f"{cpu}/cpu.cfs_quota_us", "-1", operation="reset CPU limit")
