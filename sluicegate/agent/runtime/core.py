@@ -177,7 +177,11 @@ class PodRuntime(Supervision):
             raise
         log.info("pod %s: starting %d container(s)", spec.uid, len(spec.containers))
         for container in pod.containers:
-            self._spawn(pod, container)
+            await self._spawn_async(pod, container)
+        if self._closed:
+            # Closed while a spawner answered: the checkpoint says "starting",
+            # so the next agent reports the start lost and empties its cgroup.
+            return self._emit(pod)
         self._start_supervision(pod)
         if pod.stop is not None:
             # Stopped while its start was being written: stop() found no
