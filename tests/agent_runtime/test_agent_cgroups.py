@@ -29,6 +29,7 @@ from sluicegate.agent.cgroups import (
     cpu_weight,
     detect,
 )
+from sluicegate.agent.cgroups.v1 import POOL_MAX_CHARGED_BYTES, POOL_PREFIX
 
 
 @pytest.mark.parametrize(
@@ -125,6 +126,82 @@ async def test_v1_writes_limits(v1_driver: CgroupV1) -> None:
     assert v1_driver.oom_kills(handle) == 0
     await v1_driver.remove_pod("pod-a")
     assert [d.exists() for d in handle.dirs] == [False] * len(handle.dirs)
+
+
+def _kept(driver: CgroupV1) -> list[str]:
+    return sorted(entry.name for entry in os.scandir(driver.base_dirs[0]) if entry.name.startswith(POOL_PREFIX))
+
+
+async def test_v1_reuses_an_emptied_cgroup_reset_to_no_limits(v1_driver: CgroupV1) -> None:
+    """A one-container pod's emptied cgroup is kept and renamed to the next pod's, with its limits reset.
+
+    The next pod gets exactly its own limits (none here: memory and CPU
+    unlimited) and CPU use counted from zero; kept cgroups are no pod's
+    (not in pod_uids) and go with the base.
+    """
+    first = v1_driver.create(
+        pod_uid="pod-a",
+        container="main",
+        limits=CgroupLimits(cpu_limit_millicores=500, cpu_request_millicores=250, memory_limit_bytes=64 * MI),
+    )
+    cpuacct = first.dir_for("cpuacct")
+    assert cpuacct is not None
+    subprocess.run(v1_driver.placement_argv(first, ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]),
+                   check=True)
+    assert int((cpuacct / "cpuacct.usage").read_text()) > 0
+    await v1_driver.remove_pod("pod-a", containers=["main"])
+    assert "pod-a" not in v1_driver.pod_uids()
+    assert [d.exists() for d in first.dirs] == [False] * len(first.dirs)
+    assert len(_kept(v1_driver)) == 1
+
+    second = v1_driver.create(pod_uid="pod-b", container="work", limits=CgroupLimits())
+    assert _kept(v1_driver) == []
+    assert {(d.parent.parent, d.parent.name, d.name) for d in second.dirs} == {
+        (base, "pod-b", "work") for base in v1_driver.base_dirs
+    }
+    memory, cpu, cpuacct = second.dir_for("memory"), second.dir_for("cpu"), second.dir_for("cpuacct")
+    assert memory is not None and cpu is not None and cpuacct is not None
+    assert int((memory / "memory.limit_in_bytes").read_text()) > 2**60  # unlimited
+    assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    assert (cpu / "cpu.shares").read_text().strip() == str(cpu_shares(None))
+    assert (cpuacct / "cpuacct.usage").read_text().strip() == "0"
+    working_set = v1_driver.working_set_bytes(second)
+    assert working_set is not None and working_set <= POOL_MAX_CHARGED_BYTES
+    assert v1_driver.pod_uids() == {"pod-b"}
+    # And limits are exact again on a cgroup reused once more.
+    await v1_driver.remove_pod("pod-b", containers=["work"])
+    third = v1_driver.create(pod_uid="pod-c", container="main", limits=CgroupLimits(memory_limit_bytes=32 * MI))
+    memory = third.dir_for("memory")
+    assert memory is not None
+    assert (memory / "memory.limit_in_bytes").read_text().strip() == str(32 * MI)
+    await v1_driver.remove_pod("pod-c", containers=["main"])
+    await v1_driver.remove_pod("pod-d", containers=["main"])  # never created: nothing to keep or remove
+    assert len(_kept(v1_driver)) == 1  # removed with the base at teardown
+
+
+async def test_v1_removes_a_cgroup_left_with_page_cache(v1_driver: CgroupV1, tmp_path: Path) -> None:
+    """A cgroup still charged with the pod's page cache is removed, not handed to the next pod."""
+    handle = v1_driver.create(pod_uid="pod-a", container="main", limits=CgroupLimits())
+    subprocess.run(v1_driver.placement_argv(handle, ["sh", "-c", 'head -c 4000000 /dev/zero > "$0"',
+                                                     str(tmp_path / "cache")]), check=True)
+    await v1_driver.remove_pod("pod-a", containers=["main"])
+    assert [d.exists() for d in handle.dirs] == [False] * len(handle.dirs)
+    assert _kept(v1_driver) == []
+
+
+async def test_v1_keeps_no_cgroup_that_still_holds_a_process(v1_driver: CgroupV1) -> None:
+    handle = v1_driver.create(pod_uid="pod-a", container="main", limits=CgroupLimits())
+    proc = subprocess.Popen(v1_driver.placement_argv(handle, ["sleep", "1000"]), start_new_session=True)
+    try:
+        await eventually(lambda: proc.pid in v1_driver.pids(handle), what="placed")
+        with pytest.raises(CgroupError):
+            await v1_driver.remove_pod("pod-a", containers=["main"], attempts=2, interval=0.01)
+        assert "pod-a" in v1_driver.pod_uids()
+    finally:
+        proc.kill()
+        proc.wait()
+    await eventually(lambda: not v1_driver.pids(handle), what="empty cgroup")
+    await v1_driver.remove_pod("pod-a", containers=["main"])
 
 
 async def test_v2_without_controllers_rejects_limits(v2_driver: CgroupV2) -> None:

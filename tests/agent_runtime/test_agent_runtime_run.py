@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_runtime_support import (
@@ -19,6 +21,7 @@ from agent_runtime_support import (
     sh,
 )
 
+from sluicegate.agent import checkpoint
 from sluicegate.agent.cgroups import CgroupDriver, NoCgroups
 from sluicegate.agent.runtime import (
     EXIT_CODE_START_ERROR,
@@ -196,6 +199,45 @@ async def test_a_uid_runs_once(make_runtime: RuntimeFactory) -> None:
     with pytest.raises(PodExistsError) as caught:
         await runtime.run(spec)
     assert (caught.value.uid, caught.value.phase) == (spec.uid, PodPhase.SUCCEEDED)
+
+
+async def test_starts_of_one_turn_share_one_checkpoint_write_before_any_spawn(
+    make_runtime: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pods started together are all recorded "starting" by one write, which precedes every spawn."""
+    runtime = make_runtime(NoCgroups())
+    await runtime.adopt(None)
+    specs = [pod(sh("main", "exit 0")) for _ in range(5)]
+    writes: list[dict[str, bool]] = []
+    original = checkpoint.CheckpointFile.write
+
+    def recording(self: checkpoint.CheckpointFile, **kwargs: Any) -> None:
+        original(self, **kwargs)
+        loaded = checkpoint.load(self.path)
+        assert loaded is not None
+        writes.append({p.uid: p.containers[0].starting for p in loaded.pods})
+
+    monkeypatch.setattr(checkpoint.CheckpointFile, "write", recording)
+    statuses = await asyncio.gather(*(runtime.run(spec) for spec in specs))
+    assert all(s.container("main").pid for s in statuses)
+    # The first write holds every pod, each still "starting" (no pid yet).
+    assert writes[0] == {spec.uid: True for spec in specs}
+    # run() returned only once the pids were written.
+    assert writes[-1] == {spec.uid: False for spec in specs}
+
+
+async def test_a_pod_stopped_while_its_start_is_written_is_stopped(make_runtime: RuntimeFactory) -> None:
+    runtime = make_runtime(NoCgroups())
+    await runtime.adopt(None)
+    spec = pod(sh("main", "sleep 1000"))
+    started = asyncio.ensure_future(runtime.run(spec))
+    await asyncio.sleep(0)  # run() now waits for the write of its start
+    assert not started.done()
+    stopped = await runtime.stop(spec.uid, grace_seconds=5)
+    await started
+    assert stopped.finished
+    assert stopped.container("main").terminated is not None
+    assert stopped.container("main").terminated.reason is Reason.KILLED
 
 
 async def test_events_are_whole_ordered_snapshots(make_runtime: RuntimeFactory) -> None:

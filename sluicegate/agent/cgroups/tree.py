@@ -184,7 +184,7 @@ class TreeDriver:
                 return base
         return None
 
-    def _prepare_dir(self, directory: Path) -> None:
+    def _prepare_dir(self, directory: str) -> None:
         """Hook: make a newly created non-leaf directory delegate controllers."""
 
     def _apply_limits(self, handle: CgroupHandle, limits: CgroupLimits) -> None:
@@ -204,7 +204,7 @@ class TreeDriver:
                 except FileExistsError:
                     pass  # the pod's next container
                 else:
-                    self._prepare_dir(Path(pod_dir))
+                    self._prepare_dir(pod_dir)
                 try:
                     os.mkdir(leaf)
                 except FileExistsError:

@@ -6,13 +6,17 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 from sluicegate.agent.cgroups.tree import (
     TreeDriver,
+    check_name,
     home_procs,
     read_int,
     read_keyed,
+    read_pids,
     resolve_parent,
+    rmdir_retrying,
     write_value,
 )
 from sluicegate.agent.cgroups.values import (
@@ -31,6 +35,18 @@ from sluicegate.agent.cgroups.values import (
 
 log = logging.getLogger("sluicegate.agent.cgroups")
 
+# Emptied pod cgroups kept for reuse are named this, then a number, under the base.
+POOL_PREFIX: Final = ".pool-"
+# How many emptied pod cgroups a v1 driver made by ``setup`` keeps for reuse.
+DEFAULT_POOL_SIZE: Final = 32
+# A kept cgroup is handed on with what the kernel still charges to it: an
+# exited pod leaves some slab (a few hundred KiB even for `true`), which
+# is uncharged as it is freed or reclaimed under the next pod's limit.
+# One charged with more (page cache the pod left) is removed instead: its
+# next pod's working set would count it, and emptying it costs the agent
+# more than the directories it saves.
+POOL_MAX_CHARGED_BYTES: Final = 1 << 20
+
 # --- cgroup v1 ---------------------------------------------------------------
 
 
@@ -43,17 +59,154 @@ class CgroupV1(TreeDriver):
     """
 
     def __init__(
-        self, *, bases: Sequence[tuple[str, Path]], shell: str = "/bin/sh", homes: Mapping[str, str] | None = None
+        self,
+        *,
+        bases: Sequence[tuple[str, Path]],
+        shell: str = "/bin/sh",
+        homes: Mapping[str, str] | None = None,
+        pool_size: int = 0,
     ) -> None:
         super().__init__(bases=bases, shell=shell, homes=homes)
         # CFS quota (-1: none) by cpu directory, as written by _apply_limits: spawn_places need not read it back.
         self._quotas: dict[str, dict[str, int]] = {}
+        # Emptied one-container pod cgroups kept for the next pods: (name under each base, leaf name).
+        # Making and removing a pod's directories in every hierarchy is most of
+        # what a cgroup costs a start; a kept one is reset when it is emptied
+        # (see _park) and renamed to its next pod.  Not with a devices
+        # hierarchy, whose rules cannot be reset from here.
+        self._pool_size = 0 if self.controls_devices else max(0, pool_size)
+        self._pool: list[tuple[str, str]] = []
+        self._pool_seq = 0
+        self._memsw: bool | None = None
+
+    def create(self, *, pod_uid: str, container: str, limits: CgroupLimits) -> CgroupHandle:
+        if self._pool:
+            check_name("pod uid", pod_uid)
+            check_name("container name", container)
+            if self._reuse(pod_uid, container):
+                handle = CgroupHandle(
+                    pod_uid=pod_uid,
+                    container=container,
+                    paths=tuple((name, f"{base}/{pod_uid}/{container}") for name, base in self._base_names),
+                )
+                self._apply_limits(handle, limits)
+                return handle
+        return super().create(pod_uid=pod_uid, container=container, limits=limits)
+
+    def _reuse(self, pod_uid: str, container: str) -> bool:
+        """Rename a kept cgroup to the pod's; False (nothing renamed) when that cannot be done."""
+        name, leaf = self._pool.pop()
+        moved: list[str] = []
+        try:
+            for base in self._unique_base_names:
+                os.rename(f"{base}/{name}", f"{base}/{pod_uid}")
+                moved.append(base)
+                if leaf != container:
+                    os.rename(f"{base}/{pod_uid}/{leaf}", f"{base}/{pod_uid}/{container}")
+        except OSError as exc:
+            # The pod's directory exists already (its next container), or the
+            # kept one is gone: give up on it, and put back what was renamed.
+            log.debug("cgroup v1: not reusing %s for pod %s: %s", name, pod_uid, exc)
+            for base in moved:
+                try:
+                    if leaf != container:
+                        os.rename(f"{base}/{pod_uid}/{container}", f"{base}/{pod_uid}/{leaf}")
+                    os.rename(f"{base}/{pod_uid}", f"{base}/{name}")
+                except OSError:
+                    pass  # left for the sweep of the next agent's start
+            return False
+        return True
+
+    def _park(self, pod_uid: str, leaf: str) -> bool:
+        """Reset the emptied cgroup of a one-container pod and keep it; False when it must be removed instead.
+
+        Reset: no memory or CPU limit, CPU use counted from zero.  Kept only
+        while it holds no process and at most ``POOL_MAX_CHARGED_BYTES`` is
+        charged to it.  The OOM-kill counter cannot be reset, but a start
+        reads it as its baseline; the CPU shares and any limit are written
+        by the next pod's create.
+        """
+        dirs = {controller: f"{base}/{pod_uid}/{leaf}" for controller, base in self._base_names}
+        memory = dirs.get("memory")
+        if memory is None or read_pids(f"{memory}/cgroup.procs"):
+            return False
+        try:
+            if self._memsw is None:
+                self._memsw = os.path.exists(f"{memory}/memory.memsw.limit_in_bytes")
+            if self._memsw:
+                write_value(f"{memory}/memory.memsw.limit_in_bytes", "-1", operation="reset memory+swap limit")
+            write_value(f"{memory}/memory.limit_in_bytes", "-1", operation="reset memory limit")
+            charged = read_int(f"{memory}/memory.usage_in_bytes")
+            if charged is None or charged > POOL_MAX_CHARGED_BYTES:
+                return False
+            cpu = dirs.get("cpu")
+            if cpu is not None and self._quotas.get(pod_uid, {}).get(cpu, 0) != -1:
+                write_value(f"{cpu}/cpu.cfs_quota_us", "-1", operation="reset CPU limit")
+            cpuacct = dirs.get("cpuacct")
+            if cpuacct is not None:
+                write_value(f"{cpuacct}/cpuacct.usage", "0", operation="reset CPU usage")
+        except CgroupError as exc:
+            log.debug("cgroup v1: not keeping the cgroup of pod %s: %s", pod_uid, exc)
+            return False
+        name = f"{POOL_PREFIX}{self._pool_seq}"
+        self._pool_seq += 1
+        moved: list[str] = []
+        try:
+            for base in self._unique_base_names:
+                os.rename(f"{base}/{pod_uid}", f"{base}/{name}")
+                moved.append(base)
+        except OSError as exc:
+            log.debug("cgroup v1: not keeping the cgroup of pod %s: %s", pod_uid, exc)
+            for base in moved:
+                try:
+                    os.rename(f"{base}/{name}", f"{base}/{pod_uid}")
+                except OSError:
+                    pass  # left for the sweep of the next agent's start
+            return False
+        self._pool.append((name, leaf))
+        return True
 
     async def remove_pod(
         self, pod_uid: str, *, containers: Sequence[str] | None = None, attempts: int = 50, interval: float = 0.02
     ) -> None:
+        parked = (
+            containers is not None
+            and len(containers) == 1
+            and len(self._pool) < self._pool_size
+            and self._park(pod_uid, containers[0])
+        )
         self._quotas.pop(pod_uid, None)
-        await super().remove_pod(pod_uid, containers=containers, attempts=attempts, interval=interval)
+        if not parked:
+            await super().remove_pod(pod_uid, containers=containers, attempts=attempts, interval=interval)
+
+    def pod_uids(self) -> frozenset[str]:
+        return frozenset(uid for uid in super().pod_uids() if not uid.startswith(POOL_PREFIX))
+
+    async def drain_pool(self, *, attempts: int = 50, interval: float = 0.02) -> None:
+        """Remove every kept cgroup, this driver's and any a previous agent left."""
+        self._pool.clear()
+        for base in self._unique_bases:
+            try:
+                kept = [entry.path for entry in os.scandir(base)
+                        if entry.name.startswith(POOL_PREFIX) and entry.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+            for directory in kept:
+                try:
+                    leaves = [entry.path for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False)]
+                except OSError:
+                    leaves = []
+                for leaf in leaves:
+                    await rmdir_retrying(leaf, attempts=attempts, interval=interval)
+                await rmdir_retrying(directory, attempts=attempts, interval=interval)
+
+    async def sweep(self, *, keep: frozenset[str], attempts: int = 50, interval: float = 0.02) -> frozenset[str]:
+        await self.drain_pool(attempts=attempts, interval=interval)
+        return await super().sweep(keep=keep, attempts=attempts, interval=interval)
+
+    async def remove_base(self, *, attempts: int = 50, interval: float = 0.02) -> None:
+        await self.drain_pool(attempts=attempts, interval=interval)
+        await super().remove_base(attempts=attempts, interval=interval)
 
     def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
         if handle is not None and self._tight_quota(handle):
@@ -119,8 +272,8 @@ class CgroupV1(TreeDriver):
         homes = home_procs([(controller, root / controller) for controller, _ in bases])
         if homes is None:
             log.info("cgroup v1: commands start through %s: the agent's own cgroups are not writable", shell)
-            return cls(bases=bases, shell=shell)
-        return cls(bases=bases, shell=shell, homes=homes)
+            return cls(bases=bases, shell=shell, pool_size=DEFAULT_POOL_SIZE)
+        return cls(bases=bases, shell=shell, homes=homes, pool_size=DEFAULT_POOL_SIZE)
 
     def _tight_quota(self, handle: CgroupHandle) -> bool:
         cpu = handle.name_for("cpu")

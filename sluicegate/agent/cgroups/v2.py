@@ -102,7 +102,7 @@ class CgroupV2(TreeDriver):
                 enabled = frozenset((read_text(directory / "cgroup.subtree_control") or "").split())
                 if controllers - enabled:
                     write_value(
-                        directory / "cgroup.subtree_control",
+                        f"{directory}/cgroup.subtree_control",
                         " ".join(f"+{name}" for name in sorted(controllers)),
                         operation="delegate controllers",
                     )
@@ -118,10 +118,10 @@ class CgroupV2(TreeDriver):
         return cls(base_dir=chain[-1], controllers=controllers, shell=shell,
                    home=None if homes is None else homes[""])
 
-    def _prepare_dir(self, directory: Path) -> None:
+    def _prepare_dir(self, directory: str) -> None:
         if self._controllers:
             write_value(
-                directory / "cgroup.subtree_control",
+                f"{directory}/cgroup.subtree_control",
                 " ".join(f"+{name}" for name in sorted(self._controllers)),
                 operation="delegate controllers",
             )

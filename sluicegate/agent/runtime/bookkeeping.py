@@ -75,6 +75,8 @@ class RuntimeBase:
         self._file_stale = False
         self._unpublished: list[PodStatus] = []
         self._flush_handle: asyncio.TimerHandle | None = None
+        # The write the pods being started wait for before their spawn (see _start_written).
+        self._starts_written: asyncio.Future[None] | None = None
         self._flushed: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
@@ -162,13 +164,41 @@ class RuntimeBase:
     #
     # Deferring a write is safe only while nothing irreversible depends on
     # it.  Spawning a process is irreversible, so the "starting" mark is
-    # written synchronously (``_flush(publish=False)``, which takes every
-    # other pending change along) before every spawn.  The pid that follows
-    # is written by the next flush; a crash before then leaves "starting",
+    # written (``_flush(publish=False)``, which takes every other pending
+    # change along) before every spawn: a restart's synchronously, the
+    # starts of new pods once per turn of the loop (``_start_written``).
+    # The pid that follows is written by the next flush; a crash before then leaves "starting",
     # which adoption reports as a lost start and whose cgroup it empties,
     # exactly as for a crash during the spawn itself.  run() returns only
     # once the pid is written, so whoever started a pod can count on its
     # re-adoption.
+
+    def _start_written(self) -> asyncio.Future[None]:
+        """A future done once the pending changes (the "starting" marks above all) are written.
+
+        The write runs in the loop's next turn, so every pod whose start
+        began in this one shares it: a batch of starts costs one write, and
+        no start waits for another's bookkeeping.  The future carries the
+        write's CheckpointError, if any, to every start of the batch.
+        """
+        written = self._starts_written
+        if written is None:
+            loop = asyncio.get_running_loop()
+            written = self._starts_written = loop.create_future()
+            loop.call_soon(self._write_starts)
+        return written
+
+    def _write_starts(self) -> None:
+        written, self._starts_written = self._starts_written, None
+        assert written is not None
+        if written.cancelled():
+            return
+        try:
+            self._flush(publish=False)
+        except ckpt.CheckpointError as exc:
+            written.set_exception(exc)
+            return
+        written.set_result(None)
 
     def _record(self, pod: LivePod) -> ckpt.PodRecord:
         stop = None

@@ -158,20 +158,35 @@ class PodRuntime(Supervision):
         self._pods[spec.uid] = pod
         self._emit(pod)
         try:
-            # Written now, before anything is spawned: a crash from here on
-            # leaves a checkpoint that says "maybe started", never "never
-            # heard of it".  Other pods' pending changes share the write.
-            self._flush(publish=False)
-        except ckpt.CheckpointError:
-            del self._pods[spec.uid]
-            self._stale.discard(spec.uid)
-            self._drop_record(spec.uid)
-            self._unpublished = [status for status in self._unpublished if status.uid != spec.uid]
+            # Written before anything is spawned: a crash from here on leaves
+            # a checkpoint that says "maybe started", never "never heard of
+            # it".  The pods started in this turn of the loop, and every
+            # other pending change, share the one write (see _start_written).
+            await asyncio.shield(self._start_written())
+            self._check_open()
+        except BaseException:
+            # Not written (CheckpointError), or the runtime closed or the
+            # caller gave up meanwhile: nothing was spawned.  A checkpoint
+            # that did record the start says "starting", which adoption
+            # reports as a lost start, as for a crash here.
+            if self._pods.get(spec.uid) is pod:
+                del self._pods[spec.uid]
+                self._stale.discard(spec.uid)
+                self._drop_record(spec.uid)
+                self._unpublished = [status for status in self._unpublished if status.uid != spec.uid]
             raise
         log.info("pod %s: starting %d container(s)", spec.uid, len(spec.containers))
         for container in pod.containers:
-            self._spawn(pod, container)
+            await self._spawn_async(pod, container)
+        if self._closed:
+            # Closed while a spawner answered: the checkpoint says "starting",
+            # so the next agent reports the start lost and empties its cgroup.
+            return self._emit(pod)
         self._start_supervision(pod)
+        if pod.stop is not None:
+            # Stopped while its start was being written: stop() found no
+            # process to signal, so signal now (its grace runs on meanwhile).
+            self._signal_pod(pod, signal.SIGTERM if self._clock.now() < pod.stop.deadline else signal.SIGKILL)
         status = self._emit(pod)
         # Returns once the pids are in the checkpoint: whoever learns of the
         # start from us can rely on a restarted agent re-adopting it.

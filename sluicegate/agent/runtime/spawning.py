@@ -2,9 +2,11 @@
 
 ``Spawners`` starts the root spawner on first use and asks it for one
 spawner per (uid, gid, no_new_privs); each ``SpawnerLink`` is one socket.
-A start is synchronous (the runtime's spawn is one step nothing
-interleaves with): the request is sent and the reply awaited on the
-socket, with a deadline; exits arrive on the same socket at any time and
+A start is synchronous (``spawn``: the runtime's restart is one step
+nothing interleaves with), the request sent and the reply awaited on the
+socket with a deadline, or awaited by the loop (``spawn_async``: a new
+pod's start, so that a batch of starts reaches the spawner without each
+waiting for the one before); exits arrive on the same socket at any time and
 are read by the event loop (``add_reader``) into ``SpawnedChild.exit``.
 
 When a spawner dies (its user killed it, say), the exits it had not
@@ -75,6 +77,8 @@ class SpawnerLink:
         self.idle_since = time.monotonic()
         self._rid = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Replies awaited by request_async, by request id.
+        self._waiting: dict[int, asyncio.Future[tuple[tuple[Any, ...], list[int]]]] = {}
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop is None:
@@ -105,8 +109,7 @@ class SpawnerLink:
                 elif reply[1] == rid:
                     return reply, received
                 else:
-                    for fd in received:
-                        os.close(fd)
+                    self._answer(reply, received)
         except (OSError, EOFError, ValueError) as exc:
             self._die(f"{exc}")
             if isinstance(exc, TimeoutError):
@@ -116,6 +119,46 @@ class SpawnerLink:
                 except ProcessLookupError:
                     pass
             raise StartFailure(f"the spawner failed: {exc}") from exc
+
+    async def request_async(
+        self, message: tuple[Any, ...], fds: Sequence[int] = ()
+    ) -> tuple[tuple[Any, ...], list[int]]:
+        """Send a request and await its reply while the loop runs on (other starts send theirs meanwhile)."""
+        if self.dead or self._loop is None:
+            raise StartFailure(f"spawner {self.pid} is gone")
+        self._rid += 1
+        rid = self._rid
+        data = marshal.dumps((message[0], rid, *message[1:]))
+        answer: asyncio.Future[tuple[tuple[Any, ...], list[int]]] = self._loop.create_future()
+        self._waiting[rid] = answer
+        try:
+            self._send(data, fds, time.monotonic() + REPLY_SECONDS)
+            async with asyncio.timeout(REPLY_SECONDS):
+                return await answer
+        except (OSError, EOFError, ValueError) as exc:
+            self._die(f"{exc}")
+            if isinstance(exc, TimeoutError):
+                self.stalled = True
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            raise StartFailure(f"the spawner failed: {exc}") from exc
+        finally:
+            self._waiting.pop(rid, None)
+
+    def _answer(self, reply: tuple[Any, ...], received: list[int]) -> None:
+        """A reply to a request_async: hand it over (its fds with it), else close its fds."""
+        answer = self._waiting.pop(reply[1], None) if len(reply) > 1 else None
+        if answer is not None and not answer.done():
+            if reply[0] == "started":
+                # Known at once: its exit may be the very next message, read
+                # before the waiting start resumes.
+                self.children[reply[2]] = SpawnedChild(self, reply[2])
+            answer.set_result((reply, received))
+            return
+        for fd in received:
+            os.close(fd)
 
     def _send(self, data: bytes, fds: Sequence[int], deadline: float) -> None:
         while True:
@@ -153,10 +196,10 @@ class SpawnerLink:
                 if got is None:
                     return
                 reply, received = got
-                for fd in received:
-                    os.close(fd)
                 if reply[0] == "exited":
                     self._exited(reply)
+                else:
+                    self._answer(reply, received)
         except (OSError, EOFError, ValueError) as exc:
             self._die(f"{exc}")
 
@@ -190,6 +233,10 @@ class SpawnerLink:
 
     def close(self) -> None:
         self.dead = True
+        waiting, self._waiting = self._waiting, {}
+        for answer in waiting.values():
+            if not answer.done():
+                answer.set_exception(EOFError("the spawner's socket was closed"))
         if self._loop is not None:
             self._loop.remove_reader(self.sock.fileno())
             self._loop = None
@@ -333,11 +380,35 @@ class Spawners:
         link = self.link(key)
         link.watch(asyncio.get_running_loop())
         reply, fds = link.request(("spawn", tuple(candidates), tuple(argv), dict(env), cwd, tuple(places)), (log_fd,))
+        return self._started(link, reply, fds, argv)
+
+    async def spawn_async(
+        self,
+        *,
+        key: Key,
+        candidates: Sequence[str],
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str,
+        places: Sequence[tuple[str, str]],
+        log_fd: int,
+    ) -> SpawnedChild:
+        """``spawn``, awaiting the reply: the starts of a batch go to the spawner one after another without
+        waiting for each other's replies."""
+        link = self.link(key)
+        link.watch(asyncio.get_running_loop())
+        message = ("spawn", tuple(candidates), tuple(argv), dict(env), cwd, tuple(places))
+        reply, fds = await link.request_async(message, (log_fd,))
+        return self._started(link, reply, fds, argv)
+
+    @staticmethod
+    def _started(link: SpawnerLink, reply: tuple[Any, ...], fds: list[int], argv: Sequence[str]) -> SpawnedChild:
         for fd in fds:
             os.close(fd)
         if reply[0] == "started":
-            child = SpawnedChild(link, reply[2])
-            link.children[child.pid] = child
+            child = link.children.get(reply[2])
+            if child is None:
+                child = link.children[reply[2]] = SpawnedChild(link, reply[2])
             return child
         stage = reply[4] if len(reply) > 4 else ""
         if stage == "place":

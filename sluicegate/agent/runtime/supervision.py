@@ -68,50 +68,93 @@ class Supervision(RuntimeBase):
 
     def _spawn(self, pod: LivePod, container: LiveContainer) -> None:
         """Start one run of a container.  Synchronous: nothing interleaves with it."""
-        spec = container.spec
         now = self._clock.now()
-        container.memory_killed = False
-        home = pod.directory / HOME_DIR
-        env = self._environment(spec, home)
-        argv = [*spec.command, *spec.args]
-        cwd = spec.working_dir or str(home)
         try:
-            problem = command_problem(argv[0], env, cwd, found=self._found_commands)
-            if problem is not None:
-                raise StartFailure(problem)
-            if container.cgroup is None:
-                container.cgroup = self._cgroups.create(
-                    pod_uid=pod.uid, container=spec.name, limits=spec.cgroup_limits()
-                )
-            container.oom_baseline = self._cgroups.oom_kills(container.cgroup)
-            # Root's and private: the pod writes through the fd it inherits,
-            # and no other pod can read it.
-            log_fd = os.open(container.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            argv, env, cwd, places, log_fd = self._prepare_spawn(pod, container)
             try:
-                places = self._cgroups.spawn_places(container.cgroup)
                 child: Child
-                if places is not None and self._spawners.has_room(_spawner_key(pod)):
+                if places is not None:
                     child = self._spawn_child(pod, argv, env, cwd, places, log_fd)
                 else:
                     child = self._spawn_wrapped(pod, container, argv, env, cwd, log_fd)
             finally:
                 os.close(log_fd)
         except (StartFailure, CgroupError, OSError, subprocess.SubprocessError) as exc:
-            message = str(exc)
-            log.warning("pod %s container %s could not start: %s", pod.uid, spec.name, message)
-            append_line(container.log_path, f"sluicegate: could not start the container: {message}")
-            container.starting = False
-            container.proc = None
-            container.state = ContainerState.TERMINATED
-            container.waiting_reason = None
-            container.terminated = Termination(
-                exit_code=EXIT_CODE_START_ERROR,
-                reason=Reason.START_ERROR,
-                message=message,
-                started_at=None,
-                finished_at=now,
-            )
+            self._start_failed(pod, container, exc, now)
             return
+        self._started(pod, container, child, now)
+
+    async def _spawn_async(self, pod: LivePod, container: LiveContainer) -> None:
+        """``_spawn`` for a new pod's start: a spawner's reply is awaited, so starts that come together overlap.
+
+        Meanwhile the container is "starting" with no process; whoever
+        interleaves (stop()) must deal with that (see run()).
+        """
+        now = self._clock.now()
+        try:
+            argv, env, cwd, places, log_fd = self._prepare_spawn(pod, container)
+            try:
+                child: Child
+                if places is not None:
+                    child = await self._spawners.spawn_async(
+                        key=_spawner_key(pod), candidates=self._candidates(argv[0], env, cwd), argv=argv, env=env,
+                        cwd=cwd, places=places, log_fd=log_fd)
+                else:
+                    child = self._spawn_wrapped(pod, container, argv, env, cwd, log_fd)
+            finally:
+                os.close(log_fd)
+        except (StartFailure, CgroupError, OSError, subprocess.SubprocessError) as exc:
+            self._start_failed(pod, container, exc, now)
+            return
+        self._started(pod, container, child, now)
+
+    def _prepare_spawn(
+        self, pod: LivePod, container: LiveContainer
+    ) -> tuple[list[str], dict[str, str], str, tuple[tuple[str, str], ...] | None, int]:
+        """argv, env, cwd, the spawner's places (None: start through the wrapper) and the open log fd."""
+        spec = container.spec
+        container.memory_killed = False
+        home = pod.directory / HOME_DIR
+        env = self._environment(spec, home)
+        argv = [*spec.command, *spec.args]
+        cwd = spec.working_dir or str(home)
+        problem = command_problem(argv[0], env, cwd, found=self._found_commands)
+        if problem is not None:
+            raise StartFailure(problem)
+        if container.cgroup is None:
+            container.cgroup = self._cgroups.create(
+                pod_uid=pod.uid, container=spec.name, limits=spec.cgroup_limits()
+            )
+        container.oom_baseline = self._cgroups.oom_kills(container.cgroup)
+        # Root's and private: the pod writes through the fd it inherits,
+        # and no other pod can read it.
+        log_fd = os.open(container.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            places = self._cgroups.spawn_places(container.cgroup)
+        except BaseException:
+            os.close(log_fd)
+            raise
+        if places is not None and not self._spawners.has_room(_spawner_key(pod)):
+            places = None
+        return argv, env, cwd, places, log_fd
+
+    def _start_failed(self, pod: LivePod, container: LiveContainer, exc: BaseException, now: float) -> None:
+        message = str(exc)
+        log.warning("pod %s container %s could not start: %s", pod.uid, container.spec.name, message)
+        append_line(container.log_path, f"sluicegate: could not start the container: {message}")
+        container.starting = False
+        container.proc = None
+        container.state = ContainerState.TERMINATED
+        container.waiting_reason = None
+        container.terminated = Termination(
+            exit_code=EXIT_CODE_START_ERROR,
+            reason=Reason.START_ERROR,
+            message=message,
+            started_at=None,
+            finished_at=now,
+        )
+
+    def _started(self, pod: LivePod, container: LiveContainer, child: Child, now: float) -> None:
         pid = child.pid
         stat = read_stat(pid)
         # The child is not reaped before we look, so its /proc entry exists.
@@ -128,7 +171,7 @@ class Supervision(RuntimeBase):
         container.terminated = None
         container.starting = False
         container.lost_note = ""
-        log.info("pod %s container %s started: pid %d", pod.uid, spec.name, pid)
+        log.info("pod %s container %s started: pid %d", pod.uid, container.spec.name, pid)
 
     def _spawn_child(
         self,
@@ -140,17 +183,17 @@ class Supervision(RuntimeBase):
         log_fd: int,
     ) -> SpawnedChild:
         """Start through a spawner: vfork semantics, placed by it, the user set without an exec in between."""
-        key = _spawner_key(pod)
-        command = argv[0]
+        return self._spawners.spawn(key=_spawner_key(pod), candidates=self._candidates(argv[0], env, cwd), argv=argv,
+                                    env=env, cwd=cwd, places=places, log_fd=log_fd)
+
+    def _candidates(self, command: str, env: dict[str, str], cwd: str) -> tuple[str, ...]:
+        """The paths a spawner tries for ``command``, in order."""
         if "/" in command:
-            candidates: tuple[str, ...] = (command if os.path.isabs(command) else os.path.join(cwd, command),)
-        else:
-            # Where command_problem found it first, then the rest of PATH in order (as execvp).
-            known = self._found_commands.get((command, env.get("PATH", os.defpath)))
-            search = tuple(os.path.join(d or ".", command) for d in os.get_exec_path(env))
-            candidates = search if known is None else (known, *(c for c in search if c != known))
-        return self._spawners.spawn(key=key, candidates=candidates, argv=argv, env=env, cwd=cwd, places=places,
-                                    log_fd=log_fd)
+            return (command if os.path.isabs(command) else os.path.join(cwd, command),)
+        # Where command_problem found it first, then the rest of PATH in order (as execvp).
+        known = self._found_commands.get((command, env.get("PATH", os.defpath)))
+        search = tuple(os.path.join(d or ".", command) for d in os.get_exec_path(env))
+        return search if known is None else (known, *(c for c in search if c != known))
 
     def _spawn_wrapped(
         self, pod: LivePod, container: LiveContainer, argv: list[str], env: dict[str, str], cwd: str, log_fd: int

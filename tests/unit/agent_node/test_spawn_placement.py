@@ -363,6 +363,46 @@ async def test_spawners_for_users_are_bounded_and_idle_ones_make_room(monkeypatc
         spawners.close()
 
 
+async def test_starts_awaited_together_each_get_their_own_child_and_exit() -> None:
+    """spawn_async: requests sent back to back, replies matched to their start; a quick exit is not lost."""
+    spawners = Spawners()
+    try:
+        children = await asyncio.gather(*(
+            spawners.spawn_async(key=None, candidates=("/bin/sh",), argv=("sh", "-c", f"exit {code}"), env={},
+                                 cwd="/", places=(), log_fd=1)
+            for code in range(8)
+        ))
+        assert len({child.pid for child in children}) == 8
+        exits = [await asyncio.wait_for(child.exit(), WAIT) for child in children]
+        assert exits == [Exit(code=code, signal=None) for code in range(8)]
+        for child in children:
+            child.release()
+    finally:
+        spawners.close()
+
+
+async def test_a_stopped_spawner_fails_an_awaited_start_after_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
+    spawners = Spawners()
+    try:
+        first = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                           places=(), log_fd=1)
+        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
+        first.release()
+        (stopped,) = spawners.pids()
+        os.kill(stopped, signal.SIGSTOP)
+        with pytest.raises(spawning.StartFailure, match="the spawner failed"):
+            await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                       places=(), log_fd=1)
+        second = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                            places=(), log_fd=1)
+        assert (await asyncio.wait_for(second.exit(), WAIT), stopped in spawners.pids()) == (
+            Exit(code=0, signal=None), False)
+        second.release()
+    finally:
+        spawners.close()
+
+
 async def test_a_stopped_spawner_is_given_up_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     # A process of the spawner's user may stop it (SIGSTOP): the start fails after a short wait, not for ever.
     monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
