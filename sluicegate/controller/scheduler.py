@@ -250,6 +250,7 @@ class Scheduler:
         st = wl.status
         if e.status is EntryStatus.ASSUMED:
             assert e.assignment is not None
+            self._pending_written.pop(wl.key, None)  # kept only while it waits (50,000 finished would stay)
             admission = Admission(
                 cluster_queue=e.cluster_queue,
                 pod_set_assignments=tuple(
