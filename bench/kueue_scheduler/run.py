@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import psutil
 import yaml
 
@@ -61,7 +62,7 @@ from bench.kueue_scheduler.config import (  # noqa: E402
 )
 from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
 from bench.kueue_scheduler.recorder import Observation, Recorder, condition_flags  # noqa: E402
-from sluicegate.client import CREATE_WINDOW, Client  # noqa: E402
+from sluicegate.client import CREATE_WINDOW, Client, ClientError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = {name: HERE / "configs" / name / "generator.yaml" for name in ("baseline", "large-scale", "tas")}
@@ -201,6 +202,11 @@ class RunResult:
     last_finished_at: float | None
     creation: CreationStats
     watch_error: str = ""
+    watch_restarts: int = 0
+
+
+# How many times the bench's watch may expire (fall behind the controller's backlog) and re-list.
+WATCH_RESTARTS = 20
 
 
 async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: int, timeout: float,
@@ -209,20 +215,32 @@ async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: in
     all_done = asyncio.Event()
     last_finished: list[float] = []
     watch_error: list[str] = []
+    watch_restarts: list[float] = []
     async with Client(address, timeout=120) as client:
 
         async def watch() -> None:
             try:
-                # send_initial: a workload created before the watch registered still arrives (late, as ADDED).
-                async for _, wl in client.watch_workloads(send_initial=True):
-                    at = time.monotonic()
-                    before = recorder.finished
-                    recorder.observe(observation(wl), at)
-                    if recorder.finished != before:
-                        last_finished[:] = [at]
-                        if recorder.finished >= total:
-                            all_done.set()
-                            return
+                for _ in range(WATCH_RESTARTS + 1):
+                    try:
+                        # send_initial: a workload created before the watch registered still arrives (late, as
+                        # ADDED); after an expiry the re-list repeats states the recorder has (it keeps the first).
+                        async for _, wl in client.watch_workloads(send_initial=True):
+                            at = time.monotonic()
+                            before = recorder.finished
+                            recorder.observe(observation(wl), at)
+                            if recorder.finished != before:
+                                last_finished[:] = [at]
+                                if recorder.finished >= total:
+                                    all_done.set()
+                                    return
+                        return
+                    except ClientError as exc:
+                        # A reader slower than the controller (this bench shares the machine with it) is
+                        # ended as Kubernetes ends a watch that fell behind; like an informer, re-list.
+                        if exc.code != grpc.StatusCode.FAILED_PRECONDITION or "watch expired" not in str(exc):
+                            raise
+                        watch_restarts.append(time.monotonic())
+                raise RuntimeError(f"the watch expired {WATCH_RESTARTS + 1} times")
             except Exception as exc:  # the run cannot finish without its watch: say why
                 watch_error.append(f"{type(exc).__name__}: {exc}")
                 all_done.set()
@@ -256,7 +274,7 @@ async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: in
         completed=recorder.finished >= total and not watch_error, queues_created_at=queues_at,
         first_created_at=creation.first_at, last_created_at=creation.last_at,
         last_finished_at=last_finished[0] if last_finished else None, creation=creation,
-        watch_error=watch_error[0] if watch_error else "",
+        watch_error=watch_error[0] if watch_error else "", watch_restarts=len(watch_restarts),
     )
 
 
@@ -550,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             "run": {
                 "completed": run.completed,
                 "watchError": run.watch_error,
+                "watchRestarts": run.watch_restarts,
                 "runWallS": round((run.last_finished_at or time.monotonic()) - (run.first_created_at or run.queues_created_at), 2),
                 "creationSpanS": round((run.last_created_at or 0) - run.queues_created_at, 2),
                 "plannedCreationSpanS": round(max((w.due for w in plan.workloads), default=0.0), 2),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -359,6 +360,16 @@ class Committer:
             # Its version left with it: the deletion is the write just made.
             version = max(version, self.last_version)
         return WatchEvent(type_, wl, version, self.encoded(wl))
+
+    def listed(self, workloads: list[Workload]) -> Iterator[WatchEvent]:
+        """ADDED events for a new watch's initial state: versions as they are now, JSON made as
+        each is taken (and not remembered: a listing must not push out the recent writes' JSON)."""
+        at = time.time()
+        versions = [self.versions.get(("Workload", wl.namespace, wl.name), 0) for wl in workloads]
+        for wl, version in zip(workloads, versions, strict=True):
+            hit = self._encoded.get(("Workload", wl.namespace, wl.name))
+            enc = hit[1] if hit is not None and hit[0] is wl else encode_json(wl)
+            yield WatchEvent("ADDED", wl, version, enc, at)
 
     def publish(self, type_: str, wl: Workload) -> None:
         """Tell the watchers (last: after the store, the cache and the agents)."""

@@ -488,9 +488,12 @@ class Manager:
         ``namespaces`` (None: all) limits events to workloads in those namespaces.
         """
         w = Watcher(namespace, name, namespaces)
-        initial = ([self.commit.event("ADDED", wl)
-                    for wl in self.list_workloads(namespace=namespace, namespaces=namespaces) if w.wants(wl)]
-                   if send_initial else [])
+        # The initial state is taken now (the objects are immutable, their versions read now);
+        # each batch of it is encoded only as it goes out, so a re-list of 50,000 workloads holds
+        # one batch's JSON at a time instead of every workload's at once.
+        initial = (self.commit.listed([wl for wl in self.list_workloads(namespace=namespace, namespaces=namespaces)
+                                       if w.wants(wl)])
+                   if send_initial else iter(()))
         # Closing this closes the stream at once (its watcher is gone), not when a collection finds it.
         async with aclosing(self.commit.watchers.stream(w, initial, max_batch=max_batch)) as events:
             async for batch in events:

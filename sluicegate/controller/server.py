@@ -36,6 +36,7 @@ from sluicegate.common.supervise import (
     stop_on_signals,
     supervise,
 )
+from sluicegate.controller import memtrace
 from sluicegate.controller.dashboard import Dashboard, DashboardError, serving_context, start_dashboard
 from sluicegate.controller.follower import NotLeaderHandler
 from sluicegate.controller.initcmd import COMMANDS
@@ -595,6 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # The process's, not serve()'s: in-process users keep their own collector settings.
     HEAP_GC.install()
+    memtrace.start_from_environment()
     try:
         return asyncio.run(_main(ns))
     except (SettingsError, StoreError, PkiError, TokenFileError, DashboardError) as exc:

@@ -18,6 +18,7 @@ sending, and no one else waits for it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Collection, Iterable
@@ -195,12 +196,13 @@ class Watchers:
             self._everything += 1
         loop = asyncio.get_running_loop()
         try:
-            first = list(initial)
-            for i in range(0, len(first), max_batch):
+            # Taken a batch at a time: a lazy ``initial`` makes each batch's events only as it goes.
+            pending = iter(initial)
+            while first := list(itertools.islice(pending, max_batch)):
                 w.sending = True
-                yield first[i:i + max_batch]
+                yield first
                 w.sending = False
-            del first
+            del first, pending
             log = self._log
             while True:
                 if w.expired:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from sluicegate.manifest.decode_status import ACCUMULATED_V1BETA2
 from sluicegate.manifest.decode_workload import POD_PRIORITY_GROUP, WORKLOAD_PRIORITY_GROUP
@@ -49,6 +50,7 @@ from sluicegate.model import (
 )
 from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.model.podgroups import BatchQueue, PodGroup
+from sluicegate.model.pods import PodRecord
 from sluicegate.model.queues import FlavorFungibility, Preemption
 from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import Probe, SecurityContext
@@ -187,8 +189,57 @@ def _workload_json(wl: Workload) -> EncodedObject:
             del _workload_heads[next(iter(_workload_heads))]
     if wl.status == WorkloadStatus():
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
-    status = _to_json(_status(wl.status, share=True))
-    return EncodedObject(f'{head},"status":{status}}}'.encode("ascii"), metadata_end)
+    return EncodedObject(f'{head},"status":{_status_json(wl.status)}}}'.encode("ascii"), metadata_end)
+
+
+# The parts of a workload's status that most writes leave as they were (its
+# conditions, its admission, its pods: model objects are immutable and
+# ``replace`` keeps what it does not change) have their JSON kept by
+# identity, so a write encodes only what changed: a pod report re-encodes
+# that pod, not every pod of the workload.
+_STATUS_PIECES_SIZE = 16_384
+# id(piece) -> (the piece, kept so the id stays its own; its JSON).
+_status_pieces: dict[int, tuple[object, str]] = {}
+
+
+def _piece_json(piece: object, doc: Callable[[Any], object]) -> str:
+    hit = _status_pieces.get(id(piece))
+    if hit is not None and hit[0] is piece:
+        return hit[1]
+    text = _to_json(doc(piece))
+    if len(_status_pieces) >= _STATUS_PIECES_SIZE:
+        del _status_pieces[next(iter(_status_pieces))]
+    _status_pieces[id(piece)] = (piece, text)
+    return text
+
+
+def _pod_json(p: PodRecord) -> dict[str, Any]:
+    return p.to_json()
+
+
+def _status_json(status: WorkloadStatus) -> str:
+    """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes)."""
+    if status.extra or status.requeue_state is not None or status.reclaimable_pods:
+        return _to_json(_status(status, share=True))  # rarer shapes: encoded whole
+    parts: list[str] = []
+    if status.conditions:
+        parts.append('"conditions":[' + ",".join(_piece_json(c, _condition) for c in status.conditions) + "]")
+    if status.admission is not None:
+        parts.append('"admission":' + _piece_json(status.admission, _admission))
+    if status.accumulated_past_execution_time_seconds:
+        parts.append(f"{_to_json(ACCUMULATED_V1BETA2)}:{_to_json(status.accumulated_past_execution_time_seconds)}")
+    extra: list[str] = []
+    if status.pods:
+        extra.append('"pods":[' + ",".join(_piece_json(p, _pod_json) for p in status.pods) + "]")
+    if status.last_pods:
+        extra.append('"lastPods":[' + ",".join(_piece_json(p, _pod_json) for p in status.last_pods) + "]")
+    if status.deleting:
+        extra.append('"deleting":true')
+    if status.terminate is not None:
+        extra.append('"terminate":' + _to_json({"reason": status.terminate[0], "message": status.terminate[1]}))
+    if extra:
+        parts.append('"extra":{' + ",".join(extra) + "}")
+    return "{" + ",".join(parts) + "}"
 
 
 def _encode(obj: Decoded, *, share: bool) -> Doc:

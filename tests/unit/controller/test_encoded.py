@@ -206,3 +206,29 @@ async def test_a_document_that_does_not_parse_or_validate_is_an_invalid_argument
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert message in info.value.message
     assert [o for o in served.store.load() if o.kind == "Workload"] == []
+
+
+async def test_a_new_watch_lists_the_state_when_it_started_though_it_encodes_each_batch_later(served: Served) -> None:
+    """The initial list is taken when the watch starts and encoded a batch at a time as it goes out
+    (a re-list of 50,000 workloads must not hold all their JSON at once): a workload written after
+    the start still shows, in the list, as it was then, and its change follows as MODIFIED (as a
+    Kubernetes watch with its initial events lists, then streams from that point)."""
+    m = served.manager
+    for i in range(5):
+        m.create_workload(parse_text(workload_body(f"w{i}", "100"), "test", fmt="json")[0])
+    listed_version = m.versions[("Workload", "default", "w4")]
+    batches = m.watch_batches("default", "", True, max_batch=2)
+    try:
+        first = await batches.__anext__()
+        assert [e.workload.name for e in first] == ["w0", "w1"]
+        m.set_active("default", "w4", False)  # written before w4's batch of the list is encoded
+        events = list(first)
+        for _ in range(10):
+            if any(e.type == "MODIFIED" for e in events):
+                break
+            events.extend(await asyncio.wait_for(batches.__anext__(), 5.0))
+    finally:
+        await batches.aclose()
+    of_w4 = [(e.type, e.resource_version, json.loads(e.encoded.body)["spec"]["active"])
+             for e in events if e.workload.name == "w4"]
+    assert of_w4 == [("ADDED", listed_version, True), ("MODIFIED", m.versions[("Workload", "default", "w4")], False)]

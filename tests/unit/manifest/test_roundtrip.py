@@ -577,3 +577,30 @@ def test_encode_json_of_a_workload_written_again_follows_every_change() -> None:
     same(replace(admitted, pod_sets=tuple(replace(ps, count=ps.count + 1) for ps in admitted.pod_sets)))
     same(replace(admitted, uid="other"))
     same(admitted)
+
+
+def test_encode_json_of_a_workload_status_follows_each_pod_and_condition_change() -> None:
+    """A write after one pod's report is the whole document as ``encode`` gives it, though the
+    status's unchanged conditions, admission and pods are spliced from JSON kept from earlier writes."""
+    wl = decode(samples.workload())
+    assert isinstance(wl, Workload)
+
+    def same(obj: Workload) -> None:
+        assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+    pods = tuple(PodRecord(uid=f"u{i}", name=f"p{i}", pod_set="main", index=i, node="n1", requests={"cpu": 1000})
+                 for i in range(3))
+    cond = Condition("QuotaReserved", "True", "QuotaReserved", "ok", 1_700_000_000.0)
+    running = replace(wl, status=replace(wl.status, conditions=(cond,), pods=pods))
+    same(running)
+    for i in range(3):
+        pods = tuple(replace(p, phase="Running", started_at=1_700_000_001.0 + i) if p.index == i else p for p in pods)
+        running = replace(running, status=replace(running.status, pods=pods))
+        same(running)
+    done = Condition("Finished", "True", "Succeeded", "all pods succeeded", 1_700_000_009.0)
+    finished = replace(running, status=replace(running.status, conditions=(cond, done), pods=(), last_pods=pods,
+                                                deleting=True, terminate=("r", "m"),
+                                                accumulated_past_execution_time_seconds=7))
+    same(finished)
+    same(replace(finished, status=replace(finished.status, extra={"note": "x"})))
+    same(replace(finished, status=replace(finished.status, conditions=(replace(cond, message="changed"), done))))
