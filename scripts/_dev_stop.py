@@ -36,11 +36,19 @@ def cgroup_pids(base: str) -> set[int]:
     return pids
 
 
+def _is_spawner(p: psutil.Process) -> bool:
+    """The agent's own spawner processes (agent/runtime/zygote.py): they end with the agent and are no pods."""
+    try:
+        return any(part.endswith("zygote.py") for part in p.cmdline())
+    except psutil.Error:
+        return False
+
+
 def pods_of(agent: psutil.Process | None, base: str) -> list[psutil.Process]:
     found: dict[int, psutil.Process] = {}
     if agent is not None:
         try:
-            found.update((p.pid, p) for p in agent.children(recursive=True))
+            found.update((p.pid, p) for p in agent.children(recursive=True) if not _is_spawner(p))
         except psutil.NoSuchProcess:
             pass
     for pid in cgroup_pids(base) - {os.getpid()} - ({agent.pid} if agent else set()):

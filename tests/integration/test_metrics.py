@@ -76,7 +76,9 @@ def test_metrics_after_a_job_ran_and_one_was_preempted(cluster: tuple[Controller
     c, agent, marker = cluster
     submit(c, tmp_path, "low", cpu="2", priority=0, command=f"sleep 60 # {marker}")
     wait_for("low running", lambda: any(p.get("phase") == "Running" for p in agent.pods()))
-    submit(c, tmp_path, "high", cpu="1", priority=100, command=f"true # {marker}")
+    # Long enough to be seen Running: a pod that goes straight to Succeeded never makes the workload PodsReady
+    # (as in Kueue, whose reconciler marks a finished job Finished before it looks at readiness).
+    submit(c, tmp_path, "high", cpu="1", priority=100, command=f"sleep 1 # {marker}")
     wait_for("high finished", lambda: workload_states(c.address).get("high") == "Finished", timeout=60)
 
     s = scrape(c.health)
