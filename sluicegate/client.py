@@ -165,6 +165,11 @@ class _CreateStream:
                 error = lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")  # noqa: E731
         except grpc.aio.AioRpcError as exc:
             code, details = exc.code(), exc.details() or ""
+            if code is grpc.StatusCode.CANCELLED and not self.closed:
+                # Not cancelled here: the server cancelled its calls (a GOAWAY
+                # as it shut its port, when a controller's role changes), which
+                # is a failover like any other.  Creations are idempotent by name.
+                code, details = grpc.StatusCode.UNAVAILABLE, f"the server cancelled the creation stream ({details})"
             if _transient(code, details):
                 self.refusal = exc
             if code is grpc.StatusCode.UNIMPLEMENTED:
