@@ -157,7 +157,13 @@ def slurm(cpus: int, preempt: bool) -> Iterator[Slurm]:
             wait_for("the node to be idle", lambda: "idle" in s.run("sinfo", "-h", "-o", "%T"), 30, 0.1)
             yield s
         finally:
+            # Cancel every job and let slurmd end their steps before it stops:
+            # a slurmd stopped first leaves its slurmstepd processes behind.
             subprocess.run(["scancel", "--quiet", "--full", "-u", "root"], env=env, check=False)
+            try:
+                wait_for("the jobs to end", lambda: s.count() == 0, 60, 0.1)
+            except (TimeoutError, subprocess.CalledProcessError):
+                pass
             for p in reversed(started):
                 p.terminate()
                 try:
