@@ -319,8 +319,8 @@ class Scheduler:
                     break
                 if stats.admitted:
                     # Kueue's KeepGoing: a cycle admits one head per ClusterQueue,
-                    # so the next one runs at once, after one turn of the loop
-                    # (streams move whole batches per turn, so I/O keeps up).
+                    # so the next one runs at once, after the loop's other work
+                    # has had up to the cycle's own time (_turns_between_cycles).
                     backoff = 0.0
                     await self._turns_between_cycles(loop, loop.time() - started)
                 else:
