@@ -48,6 +48,17 @@ def default_server(config: ClientConfig | None = None) -> str:
     return DEFAULT_SERVER
 
 
+def _server_ended(exc: grpc.aio.AioRpcError) -> bool:
+    """A call the server ended in a way worth sending it again for: ``_transient``, or CANCELLED.
+
+    The client cancels its calls through asyncio (CancelledError, not this
+    error), so a CANCELLED status came from the other side: a controller
+    shutting its port when its role changes sends GOAWAY, which cancels
+    every call on it.  Only for calls this client did not cancel itself."""
+    code = exc.code()
+    return code is grpc.StatusCode.CANCELLED or _transient(code, exc.details() or "")
+
+
 def _transient(code: grpc.StatusCode, details: str) -> bool:
     """A transport failure worth sending the call again for: UNAVAILABLE, or gRPC core's own INTERNAL
     (a stream cut while a server shuts its port, as a controller does when its role changes)."""
@@ -165,12 +176,12 @@ class _CreateStream:
                 error = lambda: ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")  # noqa: E731
         except grpc.aio.AioRpcError as exc:
             code, details = exc.code(), exc.details() or ""
-            if code is grpc.StatusCode.CANCELLED and not self.closed:
-                # Not cancelled here: the server cancelled its calls (a GOAWAY
-                # as it shut its port, when a controller's role changes), which
-                # is a failover like any other.  Creations are idempotent by name.
-                code, details = grpc.StatusCode.UNAVAILABLE, f"the server cancelled the creation stream ({details})"
-            if _transient(code, details):
+            if not self.closed and _server_ended(exc):
+                # Reported as UNAVAILABLE so that create_workload fails over;
+                # creations are idempotent by name.  (Once closed, the
+                # cancellation was this client's own.)
+                if code is grpc.StatusCode.CANCELLED:
+                    code, details = grpc.StatusCode.UNAVAILABLE, f"the server cancelled the creation stream ({details})"
                 self.refusal = exc
             if code is grpc.StatusCode.UNIMPLEMENTED:
                 details = f"the server has no CreateStream (it is older than this client): {details}"
@@ -425,7 +436,7 @@ class Client:
             try:
                 return await fn(request, timeout=max(0.001, deadline - loop.time()))
             except grpc.aio.AioRpcError as exc:
-                if not _transient(exc.code(), exc.details() or ""):
+                if not _server_ended(exc):
                     raise ClientError(exc.code(), exc.details() or "") from None
                 # Found on the stubs in use before _failover replaces them (only when failing over).
                 stub_attr, name = self._method_of(fn)
@@ -555,7 +566,7 @@ class Client:
                     rpc = None
                 elif isinstance(exc, grpc.aio.AioRpcError):
                     code, details = exc.code(), exc.details() or ""
-                    if not _transient(code, details):
+                    if not _server_ended(exc):
                         if code is grpc.StatusCode.UNIMPLEMENTED:
                             details = f"the server has no CreateStream (it is older than this client): {details}"
                         raise ClientError(code, details) from None
@@ -663,7 +674,7 @@ class Client:
                     yield [ev, *ev.more] if ev.more else [ev]
                 return
             except grpc.aio.AioRpcError as exc:
-                if not _transient(exc.code(), exc.details() or "") or (
+                if not _server_ended(exc) or (
                     await self._failover(exc, loop.time() + self.timeout, FAILOVER_PAUSE) is None
                 ):
                     raise ClientError(exc.code(), exc.details() or "") from None
