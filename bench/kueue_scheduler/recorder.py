@@ -40,6 +40,9 @@ class QueueState:
     max_usage_m: int = 0
     # mCPU × ms, as Kueue sums it.
     cpu_used: float = 0.0
+    # mCPU × ms of that held by runs that ended in an eviction instead of
+    # finishing (their work is lost: a re-admitted workload starts over).
+    cpu_evicted: float = 0.0
 
     def event(self, at: float, delta_m: int = 0) -> None:
         if self.first_event is None or self.last_event is None:
@@ -60,6 +63,7 @@ class WorkloadState:
     evicted: bool = False
     finished: bool = False
     holds_quota: bool = False
+    held_since: float = 0.0
     admit_ms: float = 0.0
     finish_ms: float = 0.0
     evictions: int = 0
@@ -152,7 +156,12 @@ class Recorder:
             self.quiet_events[what] += 1
         st.pending_message, st.pod_phases = ob.pending_message, ob.pod_phases
         if holds != st.holds_quota:
-            self.queues[st.spec.cluster_queue].event(at, st.spec.total_request_m if holds else -st.spec.total_request_m)
+            queue = self.queues[st.spec.cluster_queue]
+            queue.event(at, st.spec.total_request_m if holds else -st.spec.total_request_m)
+            if holds:
+                st.held_since = at
+            elif not ob.finished:
+                queue.cpu_evicted += st.spec.total_request_m * (at - st.held_since) * 1000
         st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds
 
     def placement(self, domain_of: Mapping[str, str]) -> dict[str, dict[str, object]]:
@@ -213,6 +222,7 @@ class Recorder:
             first = min(q.first_event for q in members if q.first_event is not None)
             last = max(q.last_event for q in members if q.last_event is not None)
             used = sum(q.cpu_used for q in members)
+            evicted = sum(q.cpu_evicted for q in members)
             nominal = sum(q.spec.nominal_m for q in members)
             window_ms = (last - first) * 1000
             cq_classes[cls] = {
@@ -223,6 +233,10 @@ class Recorder:
                 "lastEventTime": stamp(last),
                 "usagePercent": round(used * 100 / (nominal * window_ms), 2) if nominal and window_ms > 0 else 0.0,
                 "maxUsage": max(q.max_usage_m for q in members),
+                # Ours: the part of cpuUsed held by runs that were evicted, and the usage % without it.
+                "cpuUsedByEvictedRuns": int(evicted),
+                "usefulUsagePercent": (round((used - evicted) * 100 / (nominal * window_ms), 2)
+                                       if nominal and window_ms > 0 else 0.0),
             }
         wl_classes: dict[str, dict[str, object]] = {}
         for cls in sorted({w.class_name for w in self.plan.workloads}):

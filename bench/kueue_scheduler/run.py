@@ -364,6 +364,14 @@ def table(result: dict[str, Any]) -> str:
         rows.append((f"CPU usage, ClusterQueue class {cls} (%)", f"{s['usagePercent']:.1f}",
                      kueue(pub.get("usage_pct") if cls == "cq" else None, "{:.1f}"),
                      f"{ideal['usagePct']:.1f} if the wall were ideal"))
+        if s.get("cpuUsedByEvictedRuns"):
+            # Evicted runs' quota-time is work done again: the ideal bound plus that work spread
+            # over the whole nominal quota is about the best wall those evictions leave.
+            lost_s = s["cpuUsedByEvictedRuns"] / 1e6
+            nominal_cpu = s["nominalQuota"] / 1000
+            rows.append((f"held by runs later evicted, class {cls} (CPU-s)", f"{lost_s:.0f}", "-",
+                         f"usage without them {s['usefulUsagePercent']:.1f} %; ideal + lost work "
+                         f"≈ {ideal['wallS'] + lost_s / nominal_cpu:.1f} s" if nominal_cpu else "-"))
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         a = s["averageTimeToAdmissionMs"] / 1000
         ctl = s["controllerAverageTimeToAdmissionMs"]

@@ -187,16 +187,18 @@ ADMIT = {"reserved": True, "admitted": True}
         (
             # Created at 0, admitted at 1, finished at 3: 1 CPU for 2 s of a 3 s window on 20 CPUs.
             [(0.0, ob("small-0-0-0")), (1.0, ob("small-0-0-0", **ADMIT)), (3.0, ob("small-0-0-0", **ADMIT, finished=True))],
-            {"cpuUsed": 2_000_000, "cpuAverageUsage": 666, "nominalQuota": 20_000, "usagePercent": 3.33, "maxUsage": 1000},
+            {"cpuUsed": 2_000_000, "cpuAverageUsage": 666, "nominalQuota": 20_000, "usagePercent": 3.33, "maxUsage": 1000,
+             "cpuUsedByEvictedRuns": 0, "usefulUsagePercent": 3.33},
             {"count": 1, "totalEvictions": 0, "averageTimeToAdmissionMs": 1000, "averageTimeToFinishMs": 3000, "finished": 1},
         ),
         (
             # Evicted at 2 but holding quota until its pod exits at 2.5; admitted again at 4 (Kueue keeps the
-            # last admission), finished at 5.  Quota held 1-2.5 and 4-5.
+            # last admission), finished at 5.  Quota held 1-2.5 (by a run that was evicted) and 4-5.
             [(0.0, ob("small-0-0-0")), (1.0, ob("small-0-0-0", **ADMIT)), (2.0, ob("small-0-0-0", **ADMIT, evicted=True)),
              (2.5, ob("small-0-0-0", evicted=True)), (4.0, ob("small-0-0-0", **ADMIT)),
              (5.0, ob("small-0-0-0", **ADMIT, finished=True))],
-            {"cpuUsed": 2_500_000, "cpuAverageUsage": 500, "nominalQuota": 20_000, "usagePercent": 2.5, "maxUsage": 1000},
+            {"cpuUsed": 2_500_000, "cpuAverageUsage": 500, "nominalQuota": 20_000, "usagePercent": 2.5, "maxUsage": 1000,
+             "cpuUsedByEvictedRuns": 1_500_000, "usefulUsagePercent": 1.0},
             {"count": 1, "totalEvictions": 1, "averageTimeToAdmissionMs": 4000, "averageTimeToFinishMs": 5000, "finished": 1},
         ),
         (
