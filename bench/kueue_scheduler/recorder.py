@@ -260,6 +260,10 @@ class Recorder:
                 "maxTimeToAdmissionMs": int(max((s.admit_ms for s in states), default=0)),
                 "controllerAverageDispatchMs": int(sum(dispatch) / len(dispatch)) if dispatch else None,
                 "controllerAverageCompletionMs": int(sum(completion) / len(completion)) if completion else None,
+                # Ours: quota-time (mCPU·ms) the finished runs held while none of their pods ran:
+                # admission to first pod start, plus last pod end to Finished.
+                "cpuHeldWithoutPods": int(sum(s.spec.total_request_m * ((s.dispatch_ms or 0.0) + (s.completion_ms or 0.0))
+                                              for s in states if s.finished)),
             }
         return {"clusterQueueClasses": cq_classes, "workloadClasses": wl_classes}
 

@@ -382,6 +382,11 @@ def table(result: dict[str, Any]) -> str:
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         rows.append((f"avg time to finish, {cls} (s)", f"{s['averageTimeToFinishMs'] / 1000:.2f}", "-",
                      f"{s['finished']}/{s['planned']} finished, {s['totalEvictions']} evictions"))
+    held = sum(s.get("cpuHeldWithoutPods", 0) for s in result["summary"]["workloadClasses"].values()) / 1e6
+    nominal_cpu = sum(s["nominalQuota"] for s in result["summary"]["clusterQueueClasses"].values()) / 1000
+    if held and nominal_cpu:
+        rows.append(("quota held with no pod running, all classes (CPU-s)", f"{held:.0f}", "-",
+                     f"admitted->started + ended->Finished; ≈ {held / nominal_cpu:.1f} s of the whole quota"))
     for cls, s in sorted(result["summary"]["workloadClasses"].items(), key=lambda kv: -kv[1]["count"]):
         d, c = s.get("controllerAverageDispatchMs"), s.get("controllerAverageCompletionMs")
         if d is not None and c is not None:

@@ -256,3 +256,18 @@ def test_placement_check_counts_domains_and_broken_constraints() -> None:
     rec2 = Recorder(plan)
     rec2.observe(short, 1.0)
     assert (rec2.placement(rack_of)["small"]["checked"], rec2.placement(rack_of)["small"]["podListMismatch"]) == (0, 1)
+
+
+def test_summary_counts_quota_held_while_no_pod_ran() -> None:
+    """Admitted at 1, its pod started 0.25 s later and ended 0.5 s before Finished was recorded:
+    1 CPU held 0.75 s with nothing running."""
+    plan = expand(parse_config(one_queue(count=1), source="t"))
+    rec = Recorder(plan)
+    rec.queue_created("cq-0-0-cohort-0", 0.0)
+    rec.observe(ob("small-0-0-0"), 0.0)
+    rec.observe(ob("small-0-0-0", **ADMIT), 1.0)
+    done = Observation(namespace="cq-0-0-cohort-0", name="small-0-0-0", quota_reserved=True, admitted=True,
+                       evicted=False, finished=True, dispatch_s=0.25, completion_s=0.5)
+    rec.observe(done, 3.0)
+    small = rec.summary(epoch_offset=0.0)["workloadClasses"]["small"]  # type: ignore[index]
+    assert small["cpuHeldWithoutPods"] == 750_000  # mCPU·ms
