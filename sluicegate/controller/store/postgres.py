@@ -38,7 +38,6 @@ from psycopg import conninfo, pq
 from sluicegate.controller.store.base import (
     INTERNAL_META,
     Change,
-    Delete,
     Fenced,
     Put,
     Snapshot,

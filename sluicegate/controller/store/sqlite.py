@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from sluicegate.controller.store.base import (
     INTERNAL_META,
     Change,
-    Delete,
     Put,
     Snapshot,
     StoredObject,
