@@ -53,7 +53,7 @@ from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.queues import FlavorFungibility, Preemption
 from sluicegate.model.taints import Taint, Toleration
-from sluicegate.model.workloads import Probe, SecurityContext
+from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import format_canonical
 
 # object_ref is re-exported: callers that encode usually need the identity too.
@@ -180,16 +180,17 @@ def _workload_json(wl: Workload) -> EncodedObject:
     if hit is not None and _same_head(hit[0], key):
         head, metadata_end = hit[1], hit[2]
     else:
-        doc = _workload(replace(wl, status=WorkloadStatus()), share=True)
+        doc = _workload(replace(wl, status=NO_STATUS), share=True)
         whole = _json_of(doc, wl.pod_sets)
         head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
         _workload_heads[ref] = (key, head, metadata_end)
         if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
             del _workload_heads[next(iter(_workload_heads))]
-    if wl.status == WorkloadStatus():
+    status = wl.status
+    if status is NO_STATUS or status == NO_STATUS:
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
-    return EncodedObject(f'{head},"status":{_status_json(wl.status)}}}'.encode("ascii"), metadata_end)
+    return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
 
 
 # The parts of a workload's status that most writes leave as they were (its

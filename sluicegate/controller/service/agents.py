@@ -427,7 +427,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 seq = hb.seq
                 fleet.report_pods(info.name, [reported_pod(p) for p in hb.pods], lambda: session.ack(seq))
             elif kind == "pod_status":
-                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),))
+                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),), periodic=False)
             elif kind == "log_chunk":
                 ch = msg.log_chunk
                 self.m.fleet.log_chunk(info.name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)
