@@ -203,19 +203,33 @@ _STATUS_PIECES_SIZE = 16_384
 _status_pieces: dict[int, tuple[object, str]] = {}
 
 
-def _piece_json(piece: object, doc: Callable[[Any], object]) -> str:
+def _piece_json(piece: object, to_text: Callable[[Any], str]) -> str:
     hit = _status_pieces.get(id(piece))
     if hit is not None and hit[0] is piece:
         return hit[1]
-    text = _to_json(doc(piece))
+    text = to_text(piece)
     if len(_status_pieces) >= _STATUS_PIECES_SIZE:
         del _status_pieces[next(iter(_status_pieces))]
     _status_pieces[id(piece)] = (piece, text)
     return text
 
 
-def _pod_json(p: PodRecord) -> dict[str, Any]:
-    return p.to_json()
+def _pod_json(p: PodRecord) -> str:
+    return _to_json(p.to_json())
+
+
+def _admission_json(adm: Admission) -> str:
+    return _to_json(_admission(adm))
+
+
+_str_json = json.encoder.encode_basestring_ascii  # what _to_json writes for a str (ASCII only)
+
+
+def _condition_json(c: Condition) -> str:
+    """``_to_json(_condition(c))``, written directly (the same bytes): every change of a status makes new
+    conditions, so their JSON is rarely kept from an earlier write."""
+    return (f'{{"type":{_str_json(c.type)},"status":{_str_json(c.status)},"reason":{_str_json(c.reason)},'
+            f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
 
 
 def _status_json(status: WorkloadStatus) -> str:
@@ -224,9 +238,9 @@ def _status_json(status: WorkloadStatus) -> str:
         return _to_json(_status(status, share=True))  # rarer shapes: encoded whole
     parts: list[str] = []
     if status.conditions:
-        parts.append('"conditions":[' + ",".join(_piece_json(c, _condition) for c in status.conditions) + "]")
+        parts.append('"conditions":[' + ",".join(_piece_json(c, _condition_json) for c in status.conditions) + "]")
     if status.admission is not None:
-        parts.append('"admission":' + _piece_json(status.admission, _admission))
+        parts.append('"admission":' + _piece_json(status.admission, _admission_json))
     if status.accumulated_past_execution_time_seconds:
         parts.append(f"{_to_json(ACCUMULATED_V1BETA2)}:{_to_json(status.accumulated_past_execution_time_seconds)}")
     extra: list[str] = []
