@@ -78,7 +78,8 @@ class Fleet:
         self._log_routes: dict[str, tuple[str, asyncio.Queue[tuple[str, bytes, bool, str]]]] = {}
         # Pod reports received this turn of the event loop (see report_pods), what runs once
         # they are stored, and the callback that handles them.
-        self._reports: list[tuple[str, ReportedPod]] = []
+        # Each as (node, report, periodic): see pod_status.
+        self._reports: list[tuple[str, ReportedPod, bool]] = []
         self._after_reports: list[Callable[[], None]] = []
         self._flush: asyncio.Handle | None = None
         # While reports are handled: the settlements that only store a workload, by workload,
@@ -225,7 +226,7 @@ class Fleet:
             self.pod_status(name, p)
 
     def report_pods(self, node_name: str, pods: Sequence[ReportedPod],
-                    after: Callable[[], None] | None = None) -> None:
+                    after: Callable[[], None] | None = None, *, periodic: bool = True) -> None:
         """Pod reports from a node's stream, handled with every stream's reports of this turn of the loop.
 
         The agents' streams deliver a message each per turn of the event
@@ -236,8 +237,10 @@ class Fleet:
         and stored once, in one transaction with all the others; as the
         kubelet's status manager does, only the latest state of a pod is
         written.  ``after`` runs once they are stored (a heartbeat's ack).
+        ``periodic``: the node's regular report of every pod it runs (a
+        heartbeat), not a report of a change (see pod_status).
         """
-        self._reports.extend((node_name, p) for p in pods)
+        self._reports.extend((node_name, p, periodic) for p in pods)
         if after is not None:
             self._after_reports.append(after)
         if self._flush is None:
@@ -254,8 +257,8 @@ class Fleet:
             with self.commit.write_group():
                 self._batch = {}
                 try:
-                    for node_name, rp in reports:
-                        self.pod_status(node_name, rp)
+                    for node_name, rp, periodic in reports:
+                        self.pod_status(node_name, rp, periodic=periodic)
                     batch = self._batch
                 finally:
                     self._batch = None
@@ -280,7 +283,16 @@ class Fleet:
                 return pending.workload
         return self.cache.workloads.get(key)
 
-    def pod_status(self, node_name: str, rp: ReportedPod) -> None:
+    def pod_status(self, node_name: str, rp: ReportedPod, *, periodic: bool = True) -> None:
+        """Record what a node reports of a pod, and act on it (settle its workload).
+
+        A change report (``periodic`` false) of a pending pod that tells
+        nothing new but its QoS class is not stored by itself: the class
+        comes with the pod's next change (its start, its end), or at the
+        latest with the node's next heartbeat, which reports every pod.  The
+        agent tells it as it accepts the pod, so storing it then cost every
+        pod one more write of its workload, before the write of its start.
+        """
         node = self.registry.nodes.get(node_name)
         if rp.static:
             if node is not None:
@@ -325,6 +337,10 @@ class Fleet:
                 and rp.ready == rec.ready and rp.restarts == rec.restarts and started_at == rec.started_at
                 and rp.finished_at == rec.finished_at and qos_class == rec.qos_class):
             return  # as recorded (a heartbeat repeats every pod it runs)
+        if (not periodic and phase == PENDING == rec.phase and not rec.qos_class and reason == rec.reason
+                and message == rec.message and rp.exit_code == rec.exit_code and rp.ready == rec.ready
+                and rp.restarts == rec.restarts and started_at == rec.started_at and rp.finished_at == rec.finished_at):
+            return  # only its QoS class is new: stored with its next change or heartbeat (see above)
         self._update_pod(wl, replace(
             rec, phase=phase, reason=reason, message=message, exit_code=rp.exit_code, ready=rp.ready,
             restarts=rp.restarts, started_at=started_at, finished_at=rp.finished_at, qos_class=qos_class,

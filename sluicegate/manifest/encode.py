@@ -53,7 +53,7 @@ from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.queues import FlavorFungibility, Preemption
 from sluicegate.model.taints import Taint, Toleration
-from sluicegate.model.workloads import Probe, SecurityContext
+from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import format_canonical
 
 # object_ref is re-exported: callers that encode usually need the identity too.
@@ -180,16 +180,17 @@ def _workload_json(wl: Workload) -> EncodedObject:
     if hit is not None and _same_head(hit[0], key):
         head, metadata_end = hit[1], hit[2]
     else:
-        doc = _workload(replace(wl, status=WorkloadStatus()), share=True)
+        doc = _workload(replace(wl, status=NO_STATUS), share=True)
         whole = _json_of(doc, wl.pod_sets)
         head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
         _workload_heads[ref] = (key, head, metadata_end)
         if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
             del _workload_heads[next(iter(_workload_heads))]
-    if wl.status == WorkloadStatus():
+    status = wl.status
+    if status is NO_STATUS or status == NO_STATUS:
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
-    return EncodedObject(f'{head},"status":{_status_json(wl.status)}}}'.encode("ascii"), metadata_end)
+    return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
 
 
 # The parts of a workload's status that most writes leave as they were (its
@@ -202,19 +203,33 @@ _STATUS_PIECES_SIZE = 16_384
 _status_pieces: dict[int, tuple[object, str]] = {}
 
 
-def _piece_json(piece: object, doc: Callable[[Any], object]) -> str:
+def _piece_json(piece: object, to_text: Callable[[Any], str]) -> str:
     hit = _status_pieces.get(id(piece))
     if hit is not None and hit[0] is piece:
         return hit[1]
-    text = _to_json(doc(piece))
+    text = to_text(piece)
     if len(_status_pieces) >= _STATUS_PIECES_SIZE:
         del _status_pieces[next(iter(_status_pieces))]
     _status_pieces[id(piece)] = (piece, text)
     return text
 
 
-def _pod_json(p: PodRecord) -> dict[str, Any]:
-    return p.to_json()
+def _pod_json(p: PodRecord) -> str:
+    return _to_json(p.to_json())
+
+
+def _admission_json(adm: Admission) -> str:
+    return _to_json(_admission(adm))
+
+
+_str_json = json.encoder.encode_basestring_ascii  # what _to_json writes for a str (ASCII only)
+
+
+def _condition_json(c: Condition) -> str:
+    """``_to_json(_condition(c))``, written directly (the same bytes): every change of a status makes new
+    conditions, so their JSON is rarely kept from an earlier write."""
+    return (f'{{"type":{_str_json(c.type)},"status":{_str_json(c.status)},"reason":{_str_json(c.reason)},'
+            f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
 
 
 def _status_json(status: WorkloadStatus) -> str:
@@ -223,9 +238,9 @@ def _status_json(status: WorkloadStatus) -> str:
         return _to_json(_status(status, share=True))  # rarer shapes: encoded whole
     parts: list[str] = []
     if status.conditions:
-        parts.append('"conditions":[' + ",".join(_piece_json(c, _condition) for c in status.conditions) + "]")
+        parts.append('"conditions":[' + ",".join(_piece_json(c, _condition_json) for c in status.conditions) + "]")
     if status.admission is not None:
-        parts.append('"admission":' + _piece_json(status.admission, _admission))
+        parts.append('"admission":' + _piece_json(status.admission, _admission_json))
     if status.accumulated_past_execution_time_seconds:
         parts.append(f"{_to_json(ACCUMULATED_V1BETA2)}:{_to_json(status.accumulated_past_execution_time_seconds)}")
     extra: list[str] = []

@@ -81,44 +81,61 @@ def _container(c: Container, pod_sc: SecurityContext | None = None) -> agent_pb2
     return out
 
 
-def _pod_spec_template(wl: Workload, ps: PodSet) -> agent_pb2.PodSpec:
-    """What every RunPod of this pod set carries; the pod's own fields are set on a copy (see _run_pod_spec)."""
+def _pod_set_template(ps: PodSet) -> agent_pb2.PodSpec:
+    """What every RunPod of this pod set carries whatever its workload; filled in per workload and pod."""
     containers = [_container(c, ps.security_context) for c in ps.containers]
     # What the downward API would tell a Kubernetes pod about itself; the
-    # container's own env comes later and wins.  The pod's name and index
-    # (entries _POD_NAME_ENV and _POD_INDEX_ENV) are filled in per pod.
+    # container's own env comes later and wins.  The workload's entries
+    # (_NAMESPACE_ENV, _WORKLOAD_ENV) are filled in per workload, the pod's
+    # name and index (_POD_NAME_ENV, _POD_INDEX_ENV) per pod.
     identity = [
-        ("SLUICEGATE_NAMESPACE", wl.namespace),
-        ("SLUICEGATE_WORKLOAD", wl.name),
-        ("SLUICEGATE_POD_SET", ps.name),
-        ("SLUICEGATE_POD_NAME", ""),
-        ("SLUICEGATE_POD_INDEX", ""),
+        agent_pb2.EnvVar(name="SLUICEGATE_NAMESPACE"),
+        agent_pb2.EnvVar(name="SLUICEGATE_WORKLOAD"),
+        agent_pb2.EnvVar(name="SLUICEGATE_POD_SET", value=ps.name),
+        agent_pb2.EnvVar(name="SLUICEGATE_POD_NAME"),
+        agent_pb2.EnvVar(name="SLUICEGATE_POD_INDEX"),
     ]
     for c in containers:
         own = list(c.env)
         del c.env[:]
-        c.env.extend([agent_pb2.EnvVar(name=k, value=v) for k, v in identity] + own)
-    job = job_of(wl)
-    if job is not None and job.indexed:
-        # Kubernetes tells an Indexed Job's pods which completion they are (the last entry, per pod).
-        for c in containers:
-            c.env.append(agent_pb2.EnvVar(name="JOB_COMPLETION_INDEX", value=""))
+        c.env.extend(identity)
+        c.env.extend(own)
     return agent_pb2.PodSpec(
-        namespace=wl.namespace,
-        workload=wl.name,
-        workload_uid=wl.uid,
         pod_set=ps.name,
         containers=containers,
         init_containers=[_container(c, ps.security_context) for c in ps.init_containers],
         restart_policy=ps.restart_policy,
         termination_grace_seconds=float(ps.termination_grace_period_seconds),
-        priority=wl.priority,
-        priority_class=wl.priority_class[1] if wl.priority_class else "",
-        labels={"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)},
     )
 
 
-_POD_NAME_ENV, _POD_INDEX_ENV = 3, 4
+def _pod_spec_template(wl: Workload, ps: PodSet, pod_set_template: agent_pb2.PodSpec) -> agent_pb2.PodSpec:
+    """What every RunPod of this pod set of ``wl`` carries (``pod_set_template`` is ``_pod_set_template(ps)``);
+    the pod's own fields are set on a copy (see _Templates.spec)."""
+    spec = agent_pb2.PodSpec()
+    spec.CopyFrom(pod_set_template)
+    spec.namespace = wl.namespace
+    spec.workload = wl.name
+    spec.workload_uid = wl.uid
+    spec.priority = wl.priority
+    spec.priority_class = wl.priority_class[1] if wl.priority_class else ""
+    spec.labels.update({"sluicegate.io/workload": wl.name, "sluicegate.io/pod-set": ps.name, **dict(wl.labels)})
+    job = job_of(wl)
+    indexed = job is not None and job.indexed
+    for c in spec.containers:
+        env = c.env
+        env[_NAMESPACE_ENV].value = wl.namespace
+        env[_WORKLOAD_ENV].value = wl.name
+        if indexed:
+            # Kubernetes tells an Indexed Job's pods which completion they are (the last entry, per pod).
+            env.append(agent_pb2.EnvVar(name="JOB_COMPLETION_INDEX", value=""))
+    return spec
+
+
+_NAMESPACE_ENV, _WORKLOAD_ENV, _POD_NAME_ENV, _POD_INDEX_ENV = 0, 1, 3, 4
+# Pod sets whose template is kept: workloads of one shape share their pod
+# sets (decode_workload decodes each distinct podSets once).
+POD_SET_TEMPLATES = 256
 
 
 class _Templates:
@@ -128,18 +145,31 @@ class _Templates:
     TAS workload's hundreds to as many nodes), all alike but for the pod's
     own fields; the template is built once for them.  Keyed by the workload
     object itself: model objects are immutable, so the same object means the
-    same spec.
+    same spec.  The part that depends on the pod set alone is kept per pod
+    set, so one-pod workloads of one shape do not each build their containers.
     """
 
     def __init__(self) -> None:
         self._key: tuple[Workload, PodSet] | None = None
         self._template = agent_pb2.PodSpec()
         self._indexed = False
+        # id(pod set) -> (the pod set, kept so the id stays its own; its template).
+        self._pod_sets: dict[int, tuple[PodSet, agent_pb2.PodSpec]] = {}
+
+    def _pod_set(self, ps: PodSet) -> agent_pb2.PodSpec:
+        hit = self._pod_sets.get(id(ps))
+        if hit is not None and hit[0] is ps:
+            return hit[1]
+        template = _pod_set_template(ps)
+        if len(self._pod_sets) >= POD_SET_TEMPLATES:
+            del self._pod_sets[next(iter(self._pod_sets))]
+        self._pod_sets[id(ps)] = (ps, template)
+        return template
 
     def spec(self, wl: Workload, ps: PodSet, pod: PodRecord) -> agent_pb2.PodSpec:
         key = self._key
         if key is None or key[0] is not wl or key[1] is not ps:
-            self._template = _pod_spec_template(wl, ps)
+            self._template = _pod_spec_template(wl, ps, self._pod_set(ps))
             job = job_of(wl)
             self._indexed = job is not None and job.indexed
             self._key = (wl, ps)
@@ -397,7 +427,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 seq = hb.seq
                 fleet.report_pods(info.name, [reported_pod(p) for p in hb.pods], lambda: session.ack(seq))
             elif kind == "pod_status":
-                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),))
+                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),), periodic=False)
             elif kind == "log_chunk":
                 ch = msg.log_chunk
                 self.m.fleet.log_chunk(info.name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)

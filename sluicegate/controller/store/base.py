@@ -50,6 +50,19 @@ class Delete:
 Change = Put | Delete
 
 
+def check_changes(changes: Sequence[Change]) -> None:
+    """Refuse what a store could not take, before anything is written (a group's commit must not fail on it)."""
+    for ch in changes:
+        if not isinstance(ch, Put | Delete):
+            raise StoreError(f"not a change: {ch!r}")
+        for field, value in (("kind", ch.kind), ("namespace", ch.namespace), ("name", ch.name)):
+            if not isinstance(value, str) or "\x00" in value:
+                raise StoreError(f"{type(ch).__name__}.{field}: expected text without NUL, got {value!r}")
+        if isinstance(ch, Put) and not isinstance(ch.body, bytes):
+            got = type(ch.body).__name__
+            raise StoreError(f"Put.body of {ch.kind} {ch.namespace}/{ch.name}: expected bytes, got {got}")
+
+
 class Store(Protocol):
     def load(self) -> list[StoredObject]:
         """Every stored object, in insertion order."""
@@ -65,8 +78,11 @@ class Store(Protocol):
     def group(self) -> AbstractContextManager[None]:
         """Writes made inside commit together when the outermost group ends.
 
-        Each write still gets its own resource version and is visible to
-        later reads at once; only the commit is shared.  The caller must not
+        Each write still gets its own resource version, and a change the
+        store could not take is refused at once; the store may apply the
+        writes only at the group's end (both backends do, collapsed to each
+        object's last state), so reads of the store inside a group need not
+        see them.  The caller must not
         let anything that depends on those writes leave the process (a reply,
         a command to an agent, a watch event on the wire) before the group
         ends: in practice, no ``await`` inside a group.  If the body raises,

@@ -38,13 +38,13 @@ from psycopg import conninfo, pq
 from sluicegate.controller.store.base import (
     INTERNAL_META,
     Change,
-    Delete,
     Fenced,
     Put,
     Snapshot,
     StoredObject,
     StoreError,
     StoreFull,
+    check_changes,
     redact,
 )
 from sluicegate.controller.store.migrations import POSTGRES_STEPS, latest, to_apply
@@ -139,19 +139,6 @@ def read_password_file(path: str) -> str:
     if not password:
         raise StoreError(f"storePasswordFile {path}: empty")
     return password
-
-
-def _check(changes: Sequence[Change]) -> None:
-    """Refuse what PostgreSQL could not store before anything is sent (a group's commit must not fail on it)."""
-    for ch in changes:
-        if not isinstance(ch, Put | Delete):
-            raise StoreError(f"not a change: {ch!r}")
-        for field, value in (("kind", ch.kind), ("namespace", ch.namespace), ("name", ch.name)):
-            if not isinstance(value, str) or "\x00" in value:
-                raise StoreError(f"{type(ch).__name__}.{field}: expected text without NUL, got {value!r}")
-        if isinstance(ch, Put) and not isinstance(ch.body, bytes):
-            got = type(ch.body).__name__
-            raise StoreError(f"Put.body of {ch.kind} {ch.namespace}/{ch.name}: expected bytes, got {got}")
 
 
 class PostgresStore:
@@ -366,7 +353,7 @@ class PostgresStore:
     def write(self, changes: Sequence[Change]) -> int:
         if not changes:
             return self._version
-        _check(changes)
+        check_changes(changes)
         version = self._version + 1
         if self._group_depth > 0:
             self._group_writes.append((version, changes))

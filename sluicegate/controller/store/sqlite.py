@@ -8,7 +8,6 @@ too, at the cost of an fsync per commit.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sqlite3
 import urllib.parse
@@ -18,12 +17,12 @@ from contextlib import contextmanager
 from sluicegate.controller.store.base import (
     INTERNAL_META,
     Change,
-    Delete,
     Put,
     Snapshot,
     StoredObject,
     StoreError,
     StoreFull,
+    check_changes,
 )
 from sluicegate.controller.store.migrations import SQLITE_STEPS, latest, to_apply
 
@@ -31,6 +30,7 @@ _PUT = ("INSERT INTO objects(kind, namespace, name, body, resource_version) VALU
         "ON CONFLICT(kind, namespace, name) DO UPDATE SET body=excluded.body, "
         "resource_version=excluded.resource_version")
 _DELETE = "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?"
+_SET_META = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
 
 
 class SqliteStore:
@@ -64,10 +64,9 @@ class SqliteStore:
         row = self._db.execute("SELECT MAX(resource_version) FROM objects").fetchone()
         stored = self.get_meta("resource_version")
         self._version = max(int(row[0] or 0), int(stored or 0))
-        # Nesting depth of write groups, and whether the group's transaction is open.
+        # Nesting depth of write groups.
         self._group_depth = 0
-        self._group_open = False
-        # (version, changes) of each write in the open group's transaction.
+        # (version, changes) of each write of the open group, applied at its end.
         self._group_writes: list[tuple[int, Sequence[Change]]] = []
         # Writes whose group commit failed: memory holds them, so the next
         # transaction redoes them first, in order, with their own versions.
@@ -107,74 +106,33 @@ class SqliteStore:
     def write(self, changes: Sequence[Change]) -> int:
         if not changes:
             return self._version
+        check_changes(changes)
         version = self._version + 1
-        db = self._db
-        grouped = self._group_depth > 0
-        try:
-            if not grouped or not self._group_open:
-                self._begin()
-                if grouped:
-                    self._group_open = True
-                    self._group_writes = list(self._pending)
-            if grouped:
-                # Each write stays all-or-nothing inside the group's transaction.
-                db.execute("SAVEPOINT write")
-            try:
-                self._apply(changes, version)
-                if not grouped:
-                    db.execute("COMMIT")
-                    self._pending = []
-                else:
-                    db.execute("RELEASE write")
-            except BaseException:
-                self._undo(grouped)
-                raise
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, f"write of {len(changes)} change(s) failed", exc) from exc
-        if grouped:
+        if self._group_depth > 0:
+            # Applied at the group's end, in its one transaction (see group).
             self._group_writes.append((version, changes))
+        else:
+            self._commit([*self._pending, (version, changes)], f"write of {len(changes)} change(s)")
+            self._pending = []
         self._version = version
         return version
 
-    def _begin(self) -> None:
-        """Open a transaction and redo the writes of a group whose commit failed (memory has them)."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for version, changes in self._pending:
-                self._apply(changes, version)
-        except BaseException:
-            self._rollback()
-            raise
-
-    def _undo(self, grouped: bool) -> None:
-        """Take back the failed write only, without masking its error by a failed rollback."""
+    def _commit(self, batches: Sequence[tuple[int, Sequence[Change]]], what: str, *, probe: bool = False) -> None:
+        """One transaction for ``batches`` (the writes a failed group left to redo come first); all or nothing."""
         db = self._db
         try:
-            active = db.in_transaction
-        except sqlite3.Error:
-            active = False
-        if not active:
-            # SQLite rolled the whole transaction back itself (disk full, I/O
-            # error): a group's earlier writes are gone from it too.  Memory
-            # holds them, so they wait to be redone by the next transaction.
-            if grouped and self._group_open:
-                self._pending = self._group_writes
-                self._group_writes = []
-                self._group_open = False
-            return
-        try:
-            if grouped:
-                db.execute("ROLLBACK TO write")
-                db.execute("RELEASE write")
-            else:
-                db.execute("ROLLBACK")
-        except sqlite3.Error:
-            self._rollback()
-            if grouped:
-                self._pending = self._group_writes
-                self._group_writes = []
-                self._group_open = False
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._apply(batches)
+                if probe:
+                    # A real write, so success means the disk takes data again.
+                    db.execute(_SET_META, ("resource_version", str(self._version)))
+                db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, f"{what} failed", exc) from exc
 
     def _rollback(self) -> None:
         try:
@@ -191,73 +149,73 @@ class SqliteStore:
     def flush(self) -> None:
         if self._group_depth > 0:
             return
-        db = self._db
-        try:
-            self._begin()
-            try:
-                # A real write, so success means the disk takes data again.
-                db.execute(
-                    "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                    (str(self._version),),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, "probe write failed", exc) from exc
+        self._commit(self._pending, "probe write", probe=True)
         self._pending = []
 
-    def _apply(self, changes: Sequence[Change], version: int) -> None:
+    def _apply(self, batches: Sequence[tuple[int, Sequence[Change]]]) -> None:
+        if not batches:
+            return
         db = self._db
-        # Runs of puts and of deletes each go as one executemany (the rows are
-        # bound in C), in the order given, so a put and a delete of one name keep theirs.
-        for is_put, run in itertools.groupby(changes, key=lambda ch: isinstance(ch, Put)):
-            if is_put:
-                db.executemany(_PUT, [(ch.kind, ch.namespace, ch.name, ch.body, version)
-                                      for ch in run if isinstance(ch, Put)])
-            else:
-                db.executemany(_DELETE, [(ch.kind, ch.namespace, ch.name) for ch in run if isinstance(ch, Delete)])
-        if not any(isinstance(ch, Put) for ch in changes):
-            # Only a batch of deletes must record the version on the side: a
-            # batch with a put leaves a row carrying it, and the version is
-            # read back as the larger of MAX(resource_version) and this.
-            db.execute(
-                "INSERT INTO meta(key, value) VALUES ('resource_version', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                (str(version),),
-            )
+        if len(batches) == 1 and len(batches[0][1]) == 1:
+            # The common lone write: no collapsing to do.
+            version, (ch,) = batches[0]
+            if isinstance(ch, Put):
+                db.execute(_PUT, (ch.kind, ch.namespace, ch.name, ch.body, version))
+                return
+            db.execute(_DELETE, (ch.kind, ch.namespace, ch.name))
+            db.execute(_SET_META, ("resource_version", str(version)))
+            return
+        # Rows hold only an object's latest state, so the batches collapse to
+        # the last change of each object: one row per object, puts and deletes
+        # each as one executemany (the rows are bound in C).
+        last: dict[tuple[str, str, str], tuple[int, bytes | None]] = {}
+        for version, changes in batches:
+            for ch in changes:
+                last[(ch.kind, ch.namespace, ch.name)] = (version, ch.body if isinstance(ch, Put) else None)
+        puts = [(k[0], k[1], k[2], b, v) for k, (v, b) in last.items() if b is not None]
+        deletes = [k for k, (_, b) in last.items() if b is None]
+        if puts:
+            db.executemany(_PUT, puts)
+        if deletes:
+            db.executemany(_DELETE, deletes)
+        newest = batches[-1][0]
+        if not any(row[4] == newest for row in puts):
+            # Only a version no row carries (the newest write deleted, or
+            # deleted what was never stored) is recorded on the side: the
+            # version is read back as the larger of MAX(resource_version) and this.
+            db.execute(_SET_META, ("resource_version", str(newest)))
 
     @contextmanager
     def group(self) -> Iterator[None]:
         """One commit for every write inside (see ``Store.group``): a batch of
-        agent reports costs one commit instead of one per report."""
+        agent reports costs one transaction instead of one per report.
+
+        A write inside only takes its version and is checked; the group's
+        writes are applied together, collapsed to each object's last state,
+        in one transaction at the outermost group's end.
+        """
         self._group_depth += 1
         try:
             yield
         finally:
             self._group_depth -= 1
-            if self._group_depth == 0 and self._group_open:
-                self._group_open = False
+            if self._group_depth == 0 and self._group_writes:
+                batches = [*self._pending, *self._group_writes]
+                self._group_writes = []
                 try:
-                    self._db.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    self._rollback()
+                    self._commit(batches, "commit of a write group")
+                except StoreError:
                     # Memory already holds these writes: keep them to redo first.
-                    self._pending, self._group_writes = self._group_writes, []
-                    raise _store_error(self.path, "commit of a write group failed", exc) from exc
-                self._pending, self._group_writes = [], []
+                    self._pending = batches
+                    raise
+                self._pending = []
 
     def get_meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        self._db.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-            (key, value),
-        )
+        self._db.execute(_SET_META, (key, value))
 
     def close(self) -> None:
         self._db.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -21,7 +22,7 @@ from sluicegate.controller.nodes import ReportedPod
 from sluicegate.controller.store import Delete, Put, StoreError
 from sluicegate.controller.store.memory import MemoryStore
 from sluicegate.manifest.loader import parse_text
-from sluicegate.model.pods import RUNNING, SUCCEEDED, PodRecord
+from sluicegate.model.pods import PENDING, RUNNING, SUCCEEDED, PodRecord
 from sluicegate.model.workloads import Workload
 from tests.builders import container_doc, workload_doc
 
@@ -143,3 +144,39 @@ async def test_a_node_registering_again_comes_after_the_reports_still_gathered()
     assert done.status.is_true("PodsReady")  # the Running report was handled first
     m.fleet.flush_reports()  # nothing left to handle
     assert m.get_workload("default", "w") == done
+
+
+async def test_a_pending_pods_qos_class_alone_waits_for_its_next_change_or_the_nodes_heartbeat(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent reports a pod Pending with its QoS class as it accepts it; on its own that is not
+    worth a write of the workload (which its start or end write follows at once).  Kubernetes too
+    sets ``status.qosClass`` once, when the pod is made (pkg/registry/core/pod/strategy.go,
+    PrepareForCreate), not as a status update of its own."""
+    m, _ = cluster()
+    wl = admitted(m, "w", 2)
+    first, second = wl.status.pods
+    stored = writes(m, monkeypatch)
+
+    def pending(pod: PodRecord) -> ReportedPod:
+        return ReportedPod(uid=pod.uid, name=pod.name, namespace="default", workload="w", phase=PENDING,
+                           qos_class="Burstable")
+
+    for pod in (first, second):
+        m.fleet.report_pods(pod.node, [pending(pod)], periodic=False)
+    m.fleet.flush_reports()
+    assert stored == [] and m.get_workload("default", "w") == wl
+    # Its start brings the class along.
+    m.fleet.report_pods(first.node, [replace(report(first, RUNNING), qos_class="Burstable")], periodic=False)
+    m.fleet.flush_reports()
+    assert stored == ["w"]
+    assert [(p.phase, p.qos_class) for p in m.get_workload("default", "w").status.pods] == [
+        (RUNNING, "Burstable"), (PENDING, "")]
+    # A pod still pending gets its class stored at the latest with the node's heartbeat (every pod it runs).
+    m.fleet.report_pods(second.node, [pending(second)])
+    m.fleet.flush_reports()
+    assert stored == ["w", "w"]
+    assert [p.qos_class for p in m.get_workload("default", "w").status.pods] == ["Burstable", "Burstable"]
+    # A change report that tells more than the class is stored at once.
+    m.fleet.report_pods(second.node, [replace(pending(second), message="pulling")], periodic=False)
+    m.fleet.flush_reports()
+    assert stored == ["w", "w", "w"]

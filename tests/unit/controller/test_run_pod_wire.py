@@ -62,3 +62,24 @@ def test_an_indexed_job_pod_is_told_its_completion_index_and_a_changed_workload_
         assert spec == fresh(cmd).run_pod.pod
         assert env(spec)["JOB_COMPLETION_INDEX"] == str(cmd.pod.index)
         assert spec.labels["team"] == "a"
+
+
+def test_workloads_that_share_a_pod_set_each_get_their_own_identity() -> None:
+    """One-pod workloads of one shape share their pod set value (decoded once); the part of the
+    template kept per pod set must carry nothing of the workload it was first built for."""
+    sent = run_pods()
+    base = sent[0]
+    others = [
+        replace(base, workload=replace(base.workload, name=f"w{i}", namespace=f"ns{i}", uid=f"uid-{i}",
+                                       priority=i, labels={"n": str(i)}))
+        for i in range(3)
+    ]
+    assert all(c.pod_set is base.pod_set for c in others)
+    agents._templates = agents._Templates()
+    got = [agents.command_to_proto(c).run_pod.pod for c in [base, *others, base]]
+    assert got == [fresh(c).run_pod.pod for c in [base, *others, base]]
+    for i, spec in enumerate(got[1:4]):
+        assert (spec.namespace, spec.workload, spec.workload_uid, spec.priority) == (f"ns{i}", f"w{i}", f"uid-{i}", i)
+        assert env(spec)["SLUICEGATE_NAMESPACE"] == f"ns{i}" and env(spec)["SLUICEGATE_WORKLOAD"] == f"w{i}"
+        assert dict(spec.labels) == {"sluicegate.io/workload": f"w{i}", "sluicegate.io/pod-set": "main", "n": str(i)}
+    assert env(got[4])["SLUICEGATE_WORKLOAD"] == "w" and "n" not in got[4].labels

@@ -80,6 +80,19 @@ def test_a_group_that_writes_an_object_twice_stores_its_last_state(store_factory
     assert store.write([put("next")]) == 6
 
 
+def test_a_group_whose_last_write_deletes_keeps_its_version_across_a_restart(store_factory: StoreFactory) -> None:
+    """A group is applied collapsed to each object's last state: the newest version, carried by no row
+    when the group ends on a deletion, is still where a restarted store reads it back."""
+    store = store_factory()
+    with store.group():
+        assert store.write([put("a")]) == 1
+        assert store.write([put("b")]) == 2
+        assert store.write([delete("b"), delete("never-stored")]) == 3
+    assert store_factory.stored() == {"a": 1}
+    store.close()
+    assert store_factory().write([put("c")]) == 4
+
+
 def test_a_failed_write_inside_a_group_is_undone_alone(store_factory: StoreFactory) -> None:
     store = store_factory()
     with store.group():

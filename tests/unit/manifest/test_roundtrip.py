@@ -378,6 +378,18 @@ def test_encode_json_finds_the_top_level_metadata_whatever_the_strings_hold() ->
     assert doc["metadata"]["labels"] == {"metadata": "x"}
 
 
+def test_encode_json_writes_condition_texts_as_json_dumps_does() -> None:
+    """Conditions' JSON is written without the encoder (a status write makes new ones): quotes,
+    backslashes, control characters and non-ASCII text come out escaped exactly as json.dumps does."""
+    wl = decode(samples.workload())
+    assert isinstance(wl, Workload)
+    texts = ['say "no"', "back\\slash", "line\nbreak\ttab\x00nul\x1f", "é ☃ 𝄞", "", "</script>"]
+    conditions = tuple(Condition(type=f"T{i}", status="True" if i % 2 else "False", reason=t, message=t[::-1],
+                                 last_transition_time=1714564801.0 + i / 8) for i, t in enumerate(texts))
+    obj = replace(wl, status=WorkloadStatus(conditions=conditions))
+    assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+
 @pytest.mark.parametrize(
     "build",
     [
