@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from sluicegate.model.topology import HOSTNAME_LABEL, Topology, TopologyAssignment, TopologyDomain, TopologyRequest
 
@@ -39,16 +40,18 @@ UNLIMITED = 2**31 - 1
 
 
 class Domain:
-    """One domain of a topology: the label values down to its level, its children (inner levels)
-    or nodes (lowest level).  ``index`` places it in a capacity's flat list of pod counts."""
+    """One domain of a topology: the label values down to its level, its children in values order
+    (inner levels) or nodes (lowest level).  ``index`` places it in a capacity's list of pod counts."""
 
-    __slots__ = ("children", "depth", "index", "nodes", "parent", "values")
+    __slots__ = ("children", "depth", "index", "nodes", "parent", "rank", "values")
 
     def __init__(self, values: tuple[str, ...], parent: Domain | None, index: int) -> None:
         self.values = values
         self.parent = parent
         self.depth = len(values) - 1
         self.index = index
+        # Its place among the domains of its level in values order (set once the tree is built).
+        self.rank = 0
         self.children: list[Domain] = []
         self.nodes: list[str] = []
 
@@ -74,8 +77,8 @@ MAX_CAPACITIES = 64
 
 
 class _Pass:
-    """One assignment's view of a capacity: slice counts (memoised) and the pods given to each
-    chosen domain (``share``); the capacity itself is only read."""
+    """One assignment's view of a capacity: slice counts (memoised), Kueue's domain order, and
+    the pods given to each chosen domain (``share``); the capacity itself is only read."""
 
     __slots__ = ("memo", "pods", "share", "size", "slice_level")
 
@@ -99,26 +102,39 @@ class _Pass:
             known = self.memo[d.index] = sum(self.slices(c) for c in d.children)
         return known
 
-    def count(self, d: Domain, slices: bool) -> int:
-        return self.slices(d) if slices else self.pods[d.index]
+    def ordered(self, domains: Sequence[Domain], unconstrained: bool, *, ranked: bool
+                ) -> tuple[list[Domain], list[int], list[int]]:
+        """``domains`` (all of one level) in Kueue's sortedDomains order, with each one's pods and
+        slices: BestFit most slices first, LeastFreeCapacity (unconstrained) fewest first; then
+        the fewest pods; then by values.  ``ranked``: ``domains`` are in values order already."""
+        if not domains:
+            return [], [], []
+        depth = domains[0].depth
+        pods = self.pods
+        if depth > self.slice_level or self.size == 1:
+            # The slice count is 0 (below the slice level) or the pod count: the order is by pods
+            # alone, most first only for BestFit at or above the slice level, ties in values order.
+            if not ranked:
+                domains = sorted(domains, key=_RANK)
+            caps = [pods[d.index] for d in domains]
+            order = sorted(range(len(caps)), key=caps.__getitem__,
+                           reverse=not unconstrained and depth <= self.slice_level)
+            doms = [domains[i] for i in order]
+            have = [caps[i] for i in order]
+            return doms, have, (have if depth <= self.slice_level else [0] * len(have))
+        sign = 1 if unconstrained else -1
+        keyed = sorted((sign * self.slices(d), pods[d.index], d.rank, d) for d in domains)
+        return [k[3] for k in keyed], [k[1] for k in keyed], [sign * k[0] for k in keyed]
 
-    def sorted(self, domains: Sequence[Domain], unconstrained: bool) -> list[Domain]:
-        # BestFit: most slices first; LeastFreeCapacity (unconstrained): fewest first.  Then the
-        # fewest pods, then by values, as Kueue's sortedDomains.
-        pods, slices = self.pods, self.slices
-        if unconstrained:
-            return sorted(domains, key=lambda d: (slices(d), pods[d.index], d.values))
-        return sorted(domains, key=lambda d: (-slices(d), pods[d.index], d.values))
 
-    def best_fit(self, domains: Sequence[Domain], needed: int, slices: bool) -> Domain:
-        """The first domain with the smallest capacity that still holds ``needed``."""
-        best: Domain | None = None
-        best_count = UNLIMITED + 1
-        for d in domains:
-            have = self.count(d, slices)
-            if needed <= have < best_count:
-                best, best_count = d, have
-        return domains[0] if best is None else best
+def _best_fit(have: list[int], start: int, needed: int) -> int:
+    """Of ``have[start:]``, the first index with the smallest count that still holds ``needed``
+    (``start`` when none does)."""
+    enough = [h for h in have[start:] if h >= needed]
+    return have.index(min(enough), start) if enough else start
+
+
+_RANK = attrgetter("rank")
 
 
 class TopologyTree:
@@ -158,6 +174,13 @@ class TopologyTree:
                 parent = dom
             assert parent is not None
             parent.nodes.append(name)
+        # Each level's domains, and each domain's children, in values order.
+        self.level_domains = [sorted(level.values(), key=attrgetter("values")) for level in self.per_level]
+        for level in self.level_domains:
+            for rank, dom in enumerate(level):
+                dom.rank = rank
+        for dom in self.domains:
+            dom.children.sort(key=_RANK)
         self.hostname_leaves = bool(self.levels) and self.levels[-1] == HOSTNAME_LABEL
         # The nodes of each leaf, by the values an assignment records for it (hostname only, or all).
         start = len(self.levels) - 1 if self.hostname_leaves else 0
@@ -280,18 +303,20 @@ class TopologyTree:
         if isinstance(chosen, TopologyFailure):
             return chosen
         fit_level, domains = chosen
-        domains = self._to_minimum(p, domains, count, p.size, unconstrained, slices=True)
+        domains = self._to_minimum(p, domains, [p.slices(d) for d in domains], count, p.size, unconstrained,
+                                   slices=True)
         depth = fit_level
         last = len(self.levels) - 1
         while depth < min(last, p.slice_level):
-            lower = p.sorted([c for d in domains for c in d.children], unconstrained)
-            domains = self._to_minimum(p, lower, count, p.size, unconstrained, slices=True)
+            lower, _, slices = p.ordered([c for d in domains for c in d.children], unconstrained,
+                                         ranked=len(domains) == 1)
+            domains = self._to_minimum(p, lower, slices, count, p.size, unconstrained, slices=True)
             depth += 1
         while depth < last:
             below: list[Domain] = []
             for d in domains:
-                below.extend(self._to_minimum(p, p.sorted(d.children, unconstrained), p.share[d.index], 1,
-                                              unconstrained, slices=False))
+                children, pods, _ = p.ordered(d.children, unconstrained, ranked=True)
+                below.extend(self._to_minimum(p, children, pods, p.share[d.index], 1, unconstrained, slices=False))
             domains = below
             depth += 1
         return self._build(p, domains)
@@ -310,34 +335,33 @@ class TopologyTree:
     ) -> tuple[int, list[Domain]] | TopologyFailure:
         slice_size = p.size
         for depth in range(level, -1, -1):
-            domains = list(self.per_level[depth].values())
-            if not domains:
+            if not self.level_domains[depth]:
                 return TopologyFailure(f"no topology domains at level: {self.levels[depth]}")
-            ordered = p.sorted(domains, unconstrained)
+            ordered, _, slices = p.ordered(self.level_domains[depth], unconstrained, ranked=True)
             needed = count // slice_size
             if unconstrained:
-                for d in ordered:
-                    if p.slices(d) >= needed:
+                for d, have in zip(ordered, slices, strict=True):
+                    if have >= needed:
                         return depth, [d]
             else:
-                top = p.slices(ordered[0])
-                if top >= needed:
-                    return depth, [p.best_fit(ordered, needed, slices=True)]
+                if slices[0] >= needed:
+                    return depth, [ordered[_best_fit(slices, 0, needed)]]
                 if required:
-                    return self._not_fit(top, needed, slice_size, depth)
+                    return self._not_fit(slices[0], needed, slice_size, depth)
                 if depth > 0:
                     continue
             # Spread over several domains of this level: largest first (fullest first when
             # unconstrained), the last one by best fit.
             results: list[Domain] = []
             remaining = needed
-            for i, d in enumerate(ordered):
+            for i in range(len(ordered)):
                 if remaining <= 0:
                     break
-                if not unconstrained and p.slices(d) >= remaining:
-                    d = p.best_fit(ordered[i:], remaining, slices=True)
-                results.append(d)
-                remaining -= p.slices(d)
+                at = i
+                if not unconstrained and slices[i] >= remaining:
+                    at = _best_fit(slices, i, remaining)
+                results.append(ordered[at])
+                remaining -= slices[at]
             if remaining > 0:
                 return self._not_fit(needed - remaining, needed, slice_size, depth)
             return depth, results
@@ -345,22 +369,25 @@ class TopologyTree:
 
     @staticmethod
     def _to_minimum(
-        p: _Pass, domains: list[Domain], count: int, slice_size: int, unconstrained: bool, *, slices: bool
+        p: _Pass, domains: list[Domain], have: list[int], count: int, slice_size: int, unconstrained: bool, *,
+        slices: bool,
     ) -> list[Domain]:
-        """Keep the fewest of ``domains`` that hold ``count`` pods; record each one's share of pods."""
+        """Keep the fewest of ``domains`` (each holding ``have`` pods or slices) that hold ``count``
+        pods; record each one's share of pods."""
         remaining = count // slice_size if slices else count
+        unit = slice_size if slices else 1
         out: list[Domain] = []
         for i, dom in enumerate(domains):
-            have = p.count(dom, slices)
-            if not unconstrained and have >= remaining:
-                dom = p.best_fit(domains[i:], remaining, slices)
-                have = p.count(dom, slices)
-            if have >= remaining:
-                p.share[dom.index] = remaining * slice_size if slices else remaining
+            held = have[i]
+            if not unconstrained and held >= remaining:
+                at = _best_fit(have, i, remaining)
+                dom, held = domains[at], have[at]
+            if held >= remaining:
+                p.share[dom.index] = remaining * unit
                 out.append(dom)
                 return out
-            p.share[dom.index] = have * slice_size if slices else have
-            remaining -= have
+            p.share[dom.index] = held * unit
+            remaining -= held
             out.append(dom)
         raise AssertionError(f"capacity was checked above, yet {remaining} remain unassigned")
 
