@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from sluicegate.controller.scheduling.tas import Domain, TopologyFailure, TopologyTree, pods_that_fit
 from sluicegate.model.names import FlavorName
@@ -113,13 +114,15 @@ class _Eligible:
     avoid: dict[str, int]
     tainted: str
     by_name: dict[str, NodeView]
+    # Each node's position in ``nodes``.
+    index: dict[str, int]
 
 
 @dataclass(slots=True)
 class PlacementCache:
     """What placements share: nodes in name order, the eligible nodes per set of required labels
-    and tolerations, the topology trees, and how many pods of a given shape each node still holds
-    (dropped for a node when a placement commits to it, or its requests change).
+    and tolerations, and the topology trees with how many pods of each shape their domains still
+    hold (counted again for a node when a placement commits to it, or its requests change).
 
     The scheduler keeps one across cycles and :meth:`refresh` es it with each cycle's nodes: the
     trees and eligible sets are rebuilt only when a node comes or goes or its labels, taints or
@@ -128,7 +131,6 @@ class PlacementCache:
     ordered: list[NodeView]
     eligible: dict[tuple[object, ...], _Eligible] = field(default_factory=dict)
     trees: dict[tuple[str, tuple[object, ...]], TopologyTree] = field(default_factory=dict)
-    fits: dict[tuple[tuple[str, int], ...], dict[str, int]] = field(default_factory=dict)
     # Nodes placed on since the last refresh: their cached fits are dropped again at the next one.
     dirty: set[str] = field(default_factory=set)
 
@@ -142,38 +144,43 @@ class PlacementCache:
         self._drop(names)
 
     def _drop(self, names: set[str]) -> None:
-        for per_node in self.fits.values():
-            for name in names:
-                per_node.pop(name, None)
+        for tree in self.trees.values():
+            tree.invalidate(names)
 
     def refresh(self, nodes: Sequence[NodeView]) -> None:
-        """Take a new cycle's node views, keeping what they leave valid."""
-        ordered = sorted(nodes, key=lambda n: n.name)
+        """Take a new cycle's node views, keeping what they leave valid.
+
+        The registry hands the views over in name order, each node keeping its view object until
+        it changes: then this costs one identity check per node, and work per changed node only."""
+        changed = self.dirty
+        self.dirty = set()
         previous = self.ordered
-        structural = len(previous) != len(ordered)
-        changed = set(self.dirty)
+        replaced: list[NodeView] = []
+        structural = len(previous) != len(nodes)
         if not structural:
-            for old, new in zip(previous, ordered, strict=True):
+            for old, new in zip(previous, nodes, strict=True):
                 if old is new:
                     continue
                 if (old.name != new.name or old.labels != new.labels or old.taints != new.taints
                         or old.ready != new.ready or old.conditions != new.conditions):
                     structural = True
                     break
+                replaced.append(new)
                 if old.requested != new.requested or old.allocatable != new.allocatable:
                     changed.add(new.name)
-        self.ordered = ordered
-        self.dirty = set()
         if structural:
+            self.ordered = sorted(nodes, key=attrgetter("name"))
             self.eligible.clear()
             self.trees.clear()
-            self.fits.clear()
             return
+        self.ordered = list(nodes) if replaced else previous
         self._drop(changed)
-        by_name = {n.name: n for n in ordered}
         for found in self.eligible.values():
-            found.nodes = [by_name[n.name] for n in found.nodes]
-            found.by_name = {n.name: n for n in found.nodes}
+            for view in replaced:
+                at = found.index.get(view.name)
+                if at is not None:
+                    found.nodes[at] = view
+                    found.by_name[view.name] = view
 
 
 def _eligible(
@@ -191,7 +198,8 @@ def _eligible(
             repelled[_untolerated_text(taint)] = repelled.get(_untolerated_text(taint), 0) + 1
     tainted = "".join(f"; {c} node(s) had untolerated taint {t}" for t, c in sorted(repelled.items()))
     avoid = {n.name: untolerated_count(n.taints, tolerations, PREFER_NO_SCHEDULE) for n in eligible}
-    return _Eligible(eligible, avoid, tainted, {n.name: n for n in eligible})
+    return _Eligible(eligible, avoid, tainted, {n.name: n for n in eligible},
+                     {n.name: i for i, n in enumerate(eligible)})
 
 
 def place(
@@ -212,7 +220,8 @@ def place(
     ``topology_out``), and its pods go only to the nodes of the assigned domains.
     ``cache`` (CyclePlacer's) must have been made from the same ``nodes`` and ``in_cycle``.
     """
-    used: dict[str, dict[str, int]] = {n: dict(v) for n, v in (in_cycle or {}).items()}
+    # Shares in_cycle's per-node dicts: _place_pods replaces a node's, never changes it.
+    used: dict[str, Mapping[str, int]] = dict(in_cycle or {})
     touched: set[str] = set()
     out: list[PodPlacement] = []
     shared = cache if cache is not None else PlacementCache.of(nodes)
@@ -244,9 +253,8 @@ def place(
         tree = shared.trees.get(tree_key)
         if tree is None:
             tree = shared.trees[tree_key] = TopologyTree(topology, [(n.name, n.labels) for n in eligible])
-        shape = tuple(sorted(pod_set.requests.items()))
-        fits = shared.fits.setdefault(shape, {})
-        chosen = tree.assign(count, pod_set.topology_request, _leaf_fit(pod_set, found.by_name, used, touched, fits))
+        chosen = tree.assign(count, pod_set.topology_request, _leaf_fit(pod_set, found.by_name, used),
+                             shape=tuple(sorted(pod_set.requests.items())), volatile=touched)
         if isinstance(chosen, TopologyFailure):
             return PlacementFailure(f"pod set {pod_set.name}: {chosen.message}")
         if topology_out is not None:
@@ -280,27 +288,17 @@ def _topology_of(
 
 
 def _leaf_fit(
-    pod_set: PodSet,
-    by_name: Mapping[str, NodeView],
-    used: Mapping[str, Mapping[str, int]],
-    touched: set[str],
-    fits: dict[str, int],
+    pod_set: PodSet, by_name: Mapping[str, NodeView], used: Mapping[str, Mapping[str, int]]
 ) -> Callable[[Domain], int]:
-    """How many of the pod set's pods a leaf domain holds; ``fits`` remembers it per node for the
-    cycle, except for nodes this very placement has already used (``touched``)."""
+    """How many of the pod set's pods a leaf domain holds (the tree keeps the answer until one of
+    the leaf's nodes changes)."""
     empty: Mapping[str, int] = {}
 
     def fit(leaf: Domain) -> int:
         if len(leaf.nodes) == 1:
             name = leaf.nodes[0]
-            known = fits.get(name)
-            if known is not None and name not in touched:
-                return known
             node = by_name[name]
-            count = pods_that_fit(_free(node, used.get(name, empty)), pod_set.requests, "pods" in node.allocatable)
-            if name not in touched:
-                fits[name] = count
-            return count
+            return pods_that_fit(_free(node, used.get(name, empty)), pod_set.requests, "pods" in node.allocatable)
         # A leaf of several nodes counts their free capacity together, as Kueue does.
         total: dict[str, int] = {}
         limited = False
@@ -318,7 +316,7 @@ def _place_pods(
     pod_set: PodSet,
     indexes: range,
     eligible: Sequence[NodeView],
-    used: dict[str, dict[str, int]],
+    used: dict[str, Mapping[str, int]],
     touched: set[str],
     avoid: Mapping[str, int],
     tainted: str,
@@ -352,7 +350,7 @@ def _place_pods(
             )
         node = best[1]
         touched.add(node.name)
-        bucket = used.setdefault(node.name, {})
+        bucket = used[node.name] = dict(used.get(node.name, {}))
         for res, qty in pod_set.requests.items():
             bucket[res] = bucket.get(res, 0) + qty
         if "pods" in node.allocatable:
