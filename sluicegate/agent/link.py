@@ -241,9 +241,13 @@ class ControllerLink:
         Each event is a whole snapshot, so of the events waiting together
         only one report per pod is sent, built from the pod's newest state:
         a pod that started (Pending, then Running) since we last looked is
-        reported once.
+        reported once.  A new pod whose first start is still under way is
+        not reported: the controller sent it as Pending, and the status
+        after its spawn (Running, or the start's failure) always follows, so
+        a pod costs the controller one report less.
         """
         events = self.node.runtime.events
+        runtime = self.node.runtime
         while True:
             batch = [await events.get()]
             while not events.empty():
@@ -255,7 +259,9 @@ class ControllerLink:
                 uids[st.uid] = None
             if self.connected:
                 for uid in uids:
-                    self.send_pod(uid)
+                    current = runtime.status(uid)
+                    if current is None or not current.creating:
+                        self.send_pod(uid)
 
     def _register(self) -> agent_pb2.AgentMessage:
         n = self.node

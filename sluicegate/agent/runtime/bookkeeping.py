@@ -62,6 +62,8 @@ class RuntimeBase:
         self._adopt_called = False
         self._boot_id = read_boot_id()
         self._found_commands: dict[tuple[str, str], str] = {}
+        # The paths a spawner tries for a bare command name, by (name, PATH, where it was found).
+        self._candidates_cache: dict[tuple[str, str, str | None], tuple[str, ...]] = {}
         self._spawners = Spawners()
         self._dirs_ready = False
         self._seq = 0
