@@ -81,6 +81,8 @@ class SpawnerLink:
         self._waiting: dict[int, tuple[asyncio.Future[tuple[tuple[Any, ...], list[int]]], float]] = {}
         # One timer for all of them (see _overdue), not one per request.
         self._watchdog: asyncio.TimerHandle | None = None
+        # Children released this turn of the loop, sent to be reaped together.
+        self._reaps: list[int] = []
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop is None:
@@ -227,13 +229,24 @@ class SpawnerLink:
             child.resolve(Exit(code=reply[2], signal=reply[3]))
 
     def reap(self, pid: int) -> None:
+        """Let the spawner reap ``pid``: the reaps of one turn of the loop go in one message."""
         self.children.pop(pid, None)
         if not self.children:
             self.idle_since = time.monotonic()
         if self.dead:
             return
+        if not self._reaps and self._loop is not None:
+            self._loop.call_soon(self._send_reaps)
+        self._reaps.append(pid)
+        if self._loop is None:
+            self._send_reaps()
+
+    def _send_reaps(self) -> None:
+        pids, self._reaps = self._reaps, []
+        if self.dead or not pids:
+            return
         try:
-            self.sock.send(marshal.dumps(("reap", pid)))
+            self.sock.send(marshal.dumps(("reap", *pids)))
         except OSError as exc:
             self._die(f"{exc}")
 
