@@ -419,7 +419,8 @@ class AgentNode:
                     self._put_meta(replace(meta, reason=DEVICES_REJECTED, message=str(exc), rejected=True))
                     self._flush_meta()  # reported as soon as we return
                     return False
-            self._put_meta(replace(meta, run_as_uid=run_as.uid if run_as is not None else None, devices=assigned))
+            uid = run_as.uid if run_as is not None else None
+            self._put_meta(replace(meta, run_as_uid=uid, devices=assigned) if uid is not None or assigned else meta)
         if victims:
             self._flush_meta()  # reported at once, next
             if self.on_admitted is not None:

@@ -38,6 +38,34 @@ from sluicegate.agent.runtime.values import (
 log = logging.getLogger("sluicegate.agent.runtime")
 
 
+def _umask() -> int | None:
+    """This process's umask, read without changing it (None when the kernel does not say)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+_UMASK = _umask()
+
+
+def _make_dir(path: str, mode: int) -> None:
+    """A directory with exactly ``mode``: made so when the umask keeps those bits, else set after."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    else:
+        if _UMASK is not None and not _UMASK & mode:
+            return
+    os.chmod(path, mode)
+
+
 class RuntimeBase:
     """State shared by the runtime's layers, and the checkpoint and status bookkeeping."""
 
@@ -77,6 +105,8 @@ class RuntimeBase:
         self._file_stale = False
         self._unpublished: list[PodStatus] = []
         self._flush_handle: asyncio.TimerHandle | None = None
+        # The delay _flush_handle was scheduled with (from a moment already past).
+        self._flush_delay = 0.0
         # The write the pods being started wait for before their spawn (see _start_written).
         self._starts_written: asyncio.Future[None] | None = None
         self._flushed: asyncio.Future[None] | None = None
@@ -130,13 +160,12 @@ class RuntimeBase:
                 d.mkdir(mode=0o711, parents=True, exist_ok=True)
                 os.chmod(d, 0o711)
             self._dirs_ready = True
-        directory.mkdir(mode=0o711, exist_ok=True)
-        os.chmod(directory, 0o711)
-        home = directory / HOME_DIR
-        home.mkdir(mode=0o700, exist_ok=True)
+        pod_dir = str(directory)
+        _make_dir(pod_dir, 0o711)
+        home = f"{pod_dir}/{HOME_DIR}"
+        _make_dir(home, 0o700)
         if run_as is not None:
             os.chown(home, run_as.uid, run_as.gid)
-        os.chmod(home, 0o700)
 
     def _snapshot(self, pod: LivePod) -> PodStatus:
         containers = tuple(container.status() for container in pod.containers)
@@ -298,13 +327,16 @@ class RuntimeBase:
         """Make sure a flush runs within ``delay`` seconds."""
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
         handle = self._flush_handle
+        if handle is not None and self._flush_delay <= delay:
+            return  # due sooner already: scheduled no later than ``delay`` from now
+        loop = asyncio.get_running_loop()
         if handle is not None:
             if handle.when() <= loop.time() + delay:
                 return
             handle.cancel()
         self._flush_handle = loop.call_later(delay, self._scheduled_flush)
+        self._flush_delay = delay
 
     def _scheduled_flush(self) -> None:
         self._flush_handle = None
