@@ -54,6 +54,9 @@ STALL_HEARTBEATS = 4
 # is passed over sooner (at most this, and a quarter of the node timeout).
 REGISTER_TIMEOUT = 30.0
 REGISTER_TIMEOUT_SEVERAL = 5.0
+# How long a new pod's Running report waits: a pod that ends meanwhile is
+# reported once, with its start and end (see forward_events).
+RUNNING_REPORT_HOLD_SECONDS = 0.02
 
 
 class StaleLeader(Exception):
@@ -203,6 +206,8 @@ class ControllerLink:
         self.fencing = fencing
         # Heartbeats sent on this stream and not acknowledged yet: seq -> when (the fencing clock).
         self._unacked: dict[int, float] = {}
+        # New pods whose first Running report waits (see forward_events), in order.
+        self._held: dict[str, None] = {}
         self._seq = 0
         # Set when the node's allocatable or labels changed (a device's health): the
         # session ends and the next one registers them, as every registration does.
@@ -241,9 +246,20 @@ class ControllerLink:
         Each event is a whole snapshot, so of the events waiting together
         only one report per pod is sent, built from the pod's newest state:
         a pod that started (Pending, then Running) since we last looked is
-        reported once.
+        reported once.  A new pod whose first start is still under way is
+        not reported: the controller sent it as Pending, and the status
+        after its spawn (Running, or the start's failure) always follows, so
+        a pod costs the controller one report less.
+
+        A new pod's first Running report is held for
+        ``RUNNING_REPORT_HOLD_SECONDS``: a short pod that ends meanwhile is
+        reported once, with when it started and ended (the controller
+        stores one change instead of two), and the Running reports of one
+        moment go out together.  Every other change goes at once.
         """
         events = self.node.runtime.events
+        runtime = self.node.runtime
+        loop = asyncio.get_running_loop()
         while True:
             batch = [await events.get()]
             while not events.empty():
@@ -253,8 +269,28 @@ class ControllerLink:
                 if st.finished:
                     self.node.probes.stop(st.uid)
                 uids[st.uid] = None
-            if self.connected:
-                for uid in uids:
+            if not self.connected:
+                continue
+            held: list[str] = []
+            for uid in uids:
+                current = runtime.status(uid)
+                if current is not None and current.creating:
+                    continue
+                if current is not None and current.first_run and uid not in self._held:
+                    self._held[uid] = None
+                    held.append(uid)
+                    continue
+                self._held.pop(uid, None)
+                self.send_pod(uid)
+            if held:
+                loop.call_later(RUNNING_REPORT_HOLD_SECONDS, self._release_held, held)
+
+    def _release_held(self, uids: list[str]) -> None:
+        """Send the held Running reports still held (a pod reported meanwhile is no longer)."""
+        for uid in uids:
+            if uid in self._held:
+                del self._held[uid]
+                if self.connected:
                     self.send_pod(uid)
 
     def _register(self) -> agent_pb2.AgentMessage:

@@ -190,6 +190,8 @@ class AgentNode:
         self.allocatable = dict(allocatable)
         self.clock = clock
         self.meta: dict[str, PodMeta] = {}
+        # Each record's PodInfo, while the record is current (see _pod_info).
+        self._infos: dict[str, tuple[PodMeta, PodInfo]] = {}
         self.conditions: tuple[str, ...] = ()
         self.evictions = 0
         # Told of evictions, preemptions and pod starts (metrics); None for none.
@@ -275,6 +277,7 @@ class AgentNode:
 
     def _drop_meta(self, uid: str) -> PodMeta | None:
         m = self.meta.pop(uid, None)
+        self._infos.pop(uid, None)
         if m is not None:
             self.runtime.drop_node_record(uid, within=META_BATCH_SECONDS)
         return m
@@ -353,10 +356,17 @@ class AgentNode:
         self.allocatable.update(self.devices.allocatable())
 
     def _pod_info(self, m: PodMeta) -> PodInfo:
-        return PodInfo(
+        # Kept per record: every admission reads every admitted pod's, and a record never changes in place.
+        cached = self._infos.get(m.uid)
+        if cached is not None and cached[0] is m:
+            return cached[1]
+        info = PodInfo(
             uid=m.uid, namespace=m.namespace, name=m.name, priority=m.priority, qos=QOSClass(m.qos),
-            requests=dict(m.requests), is_static=m.static, is_mirror=False, admitted_at=m.admitted_at,
+            requests=m.requests, is_static=m.static, is_mirror=False, admitted_at=m.admitted_at,
         )
+        if m.uid in self.meta:
+            self._infos[m.uid] = (m, info)
+        return info
 
     async def run_pod(self, wish: Pod) -> bool:
         """Admit and start a pod; a pod that does not fit is reported Failed with the kubelet's reason.
@@ -409,7 +419,8 @@ class AgentNode:
                     self._put_meta(replace(meta, reason=DEVICES_REJECTED, message=str(exc), rejected=True))
                     self._flush_meta()  # reported as soon as we return
                     return False
-            self._put_meta(replace(meta, run_as_uid=run_as.uid if run_as is not None else None, devices=assigned))
+            uid = run_as.uid if run_as is not None else None
+            self._put_meta(replace(meta, run_as_uid=uid, devices=assigned) if uid is not None or assigned else meta)
         if victims:
             self._flush_meta()  # reported at once, next
             if self.on_admitted is not None:
@@ -518,8 +529,12 @@ class AgentNode:
         if purge:
             shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
             return
-        # The pod's HOME is scratch: it goes with the pod.
-        shutil.rmtree(self.runtime.home(uid), ignore_errors=True)
+        # The pod's HOME is scratch: it goes with the pod (one rmdir when the pod left it empty).
+        home = self.runtime.home(uid)
+        try:
+            os.rmdir(home)
+        except OSError:
+            shutil.rmtree(home, ignore_errors=True)
         # Only the logs stay (their directory tells the container names); keeping
         # the metadata would make every later save grow with every pod ever run.
         self._drop_meta(uid)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -198,8 +198,45 @@ class Eviction:
     message: str
 
 
+class PodUsages(Mapping[str, PodUsage]):
+    """The pods' usage, read from the runtime when first looked at.
+
+    Only ranking a victim reads it, so a round with no threshold to relieve
+    (nearly every round) reads no pod's cgroup or processes; a round that
+    evicts reads every candidate's once, as before.
+    """
+
+    def __init__(self, node: AgentNode, pods: Sequence[PodInfo]) -> None:
+        self._node = node
+        self._pods = tuple(pods)
+        self._read: dict[str, PodUsage] | None = None
+
+    def _usages(self) -> dict[str, PodUsage]:
+        if self._read is None:
+            usages: dict[str, PodUsage] = {}
+            for pod in self._pods:
+                try:
+                    u = self._node.runtime.usage(pod.uid)
+                except PodRuntimeError:
+                    # Gone meanwhile: no reading, and the policy ranks it first,
+                    # which is harmless since evicting a finished pod is a no-op.
+                    continue
+                usages[pod.uid] = PodUsage(uid=pod.uid, memory=u.working_set_bytes, disk=u.disk_bytes)
+            self._read = usages
+        return self._read
+
+    def __getitem__(self, uid: str) -> PodUsage:
+        return self._usages()[uid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._usages())
+
+    def __len__(self) -> int:
+        return len(self._usages())
+
+
 def node_readings(node: AgentNode, *, clock: Callable[[], float] = time.monotonic) -> ReadingsFunc:
-    """Real readings: psutil for the node's signals, the runtime's figures for each pod."""
+    """Real readings: psutil for the node's signals, the runtime's figures for each pod (when looked at)."""
 
     def read(pods: Sequence[PodInfo]) -> Readings:
         r = node.node_reading()
@@ -208,16 +245,7 @@ def node_readings(node: AgentNode, *, clock: Callable[[], float] = time.monotoni
                                                        capacity=r.memory_total_bytes),
             Signal.NODEFS_AVAILABLE: SignalObservation(available=r.disk_free_bytes, capacity=r.disk_total_bytes),
         }
-        usages: dict[str, PodUsage] = {}
-        for pod in pods:
-            try:
-                u = node.runtime.usage(pod.uid)
-            except PodRuntimeError:
-                # Gone meanwhile: no reading, and the policy ranks it first,
-                # which is harmless since evicting a finished pod is a no-op.
-                continue
-            usages[pod.uid] = PodUsage(uid=pod.uid, memory=u.working_set_bytes, disk=u.disk_bytes)
-        return Readings(at=clock(), observations=observations, usages=usages)
+        return Readings(at=clock(), observations=observations, usages=PodUsages(node, pods))
 
     return read
 

@@ -301,3 +301,26 @@ def test_unsafe_names_are_refused(v1_driver: CgroupV1, uid: str, container: str)
     with pytest.raises(CgroupError) as caught:
         v1_driver.create(pod_uid=uid, container=container, limits=CgroupLimits())
     assert caught.value.operation == "create"
+
+
+async def test_v1_a_kept_cgroup_without_a_memory_limit_is_handed_on_unlimited(v1_driver: CgroupV1) -> None:
+    """Parking a cgroup whose memory limit this driver never wrote skips the reset writes; the next pod
+    finds it unlimited all the same, and a limit written for a pod is reset before its cgroup is kept."""
+    first = v1_driver.create(pod_uid="pod-a", container="main", limits=CgroupLimits())
+    await v1_driver.remove_pod("pod-a", containers=["main"])
+    assert len(_kept(v1_driver)) == 1
+    second = v1_driver.create(pod_uid="pod-b", container="main", limits=CgroupLimits(memory_limit_bytes=32 * MI))
+    assert {d.parent.name for d in second.dirs} == {"pod-b"} and _kept(v1_driver) == []
+    memory = second.dir_for("memory")
+    assert memory is not None
+    assert (memory / "memory.limit_in_bytes").read_text().strip() == str(32 * MI)
+    await v1_driver.remove_pod("pod-b", containers=["main"])
+    third = v1_driver.create(pod_uid="pod-c", container="main", limits=CgroupLimits())
+    memory = third.dir_for("memory")
+    assert memory is not None and int((memory / "memory.limit_in_bytes").read_text()) > 2**60  # unlimited
+    await v1_driver.remove_pod("pod-c", containers=["main"])
+    fourth = v1_driver.create(pod_uid="pod-d", container="main", limits=CgroupLimits())
+    memory = fourth.dir_for("memory")
+    assert memory is not None and int((memory / "memory.limit_in_bytes").read_text()) > 2**60
+    assert first.dirs != fourth.dirs
+    await v1_driver.remove_pod("pod-d", containers=["main"])

@@ -69,6 +69,9 @@ class CgroupV1(TreeDriver):
         super().__init__(bases=bases, shell=shell, homes=homes)
         # CFS quota (-1: none) by cpu directory, as written by _apply_limits: spawn_places need not read it back.
         self._quotas: dict[str, dict[str, int]] = {}
+        # Containers (pod uid, name) whose memory cgroup this driver knows to have no memory
+        # limit (made or reset here, none written since): parking it has no limit to reset.
+        self._memory_unlimited: set[tuple[str, str]] = set()
         # Emptied one-container pod cgroups kept for the next pods: (name under each base, leaf name).
         # Making and removing a pod's directories in every hierarchy is most of
         # what a cgroup costs a start; a kept one is reset when it is emptied
@@ -131,11 +134,12 @@ class CgroupV1(TreeDriver):
         if memory is None or read_pids(f"{memory}/cgroup.procs"):
             return False
         try:
-            if self._memsw is None:
-                self._memsw = os.path.exists(f"{memory}/memory.memsw.limit_in_bytes")
-            if self._memsw:
-                write_value(f"{memory}/memory.memsw.limit_in_bytes", "-1", operation="reset memory+swap limit")
-            write_value(f"{memory}/memory.limit_in_bytes", "-1", operation="reset memory limit")
+            if (pod_uid, leaf) not in self._memory_unlimited:
+                if self._memsw is None:
+                    self._memsw = os.path.exists(f"{memory}/memory.memsw.limit_in_bytes")
+                if self._memsw:
+                    write_value(f"{memory}/memory.memsw.limit_in_bytes", "-1", operation="reset memory+swap limit")
+                write_value(f"{memory}/memory.limit_in_bytes", "-1", operation="reset memory limit")
             charged = read_int(f"{memory}/memory.usage_in_bytes")
             if charged is None or charged > POOL_MAX_CHARGED_BYTES:
                 return False
@@ -176,6 +180,8 @@ class CgroupV1(TreeDriver):
             and self._park(pod_uid, containers[0])
         )
         self._quotas.pop(pod_uid, None)
+        for name in containers or ():
+            self._memory_unlimited.discard((pod_uid, name))
         if not parked:
             await super().remove_pod(pod_uid, containers=containers, attempts=attempts, interval=interval)
 
@@ -287,6 +293,11 @@ class CgroupV1(TreeDriver):
     def _apply_limits(self, handle: CgroupHandle, limits: CgroupLimits) -> None:
         memory = handle.name_for("memory")
         cpu = handle.name_for("cpu")
+        if limits.memory_limit_bytes is None:
+            # A cgroup this driver made or reset: no memory limit.
+            self._memory_unlimited.add((handle.pod_uid, handle.container))
+        else:
+            self._memory_unlimited.discard((handle.pod_uid, handle.container))
         if limits.memory_limit_bytes is not None and memory is not None:
             write_value(f"{memory}/memory.limit_in_bytes", str(limits.memory_limit_bytes), operation="set memory limit")
             # memory+swap at the same value keeps swap out of the picture (see

@@ -38,6 +38,44 @@ from sluicegate.agent.runtime.values import (
 log = logging.getLogger("sluicegate.agent.runtime")
 
 
+def _settle(waiters: list[asyncio.Future[None]], exc: BaseException | None) -> None:
+    """Resolve each waiter not given up meanwhile: done, or with ``exc``."""
+    for waiter in waiters:
+        if not waiter.done():
+            if exc is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(exc)
+
+
+def _umask() -> int | None:
+    """This process's umask, read without changing it (None when the kernel does not say)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+_UMASK = _umask()
+
+
+def _make_dir(path: str, mode: int) -> None:
+    """A directory with exactly ``mode``: made so when the umask keeps those bits, else set after."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    else:
+        if _UMASK is not None and not _UMASK & mode:
+            return
+    os.chmod(path, mode)
+
+
 class RuntimeBase:
     """State shared by the runtime's layers, and the checkpoint and status bookkeeping."""
 
@@ -62,6 +100,8 @@ class RuntimeBase:
         self._adopt_called = False
         self._boot_id = read_boot_id()
         self._found_commands: dict[tuple[str, str], str] = {}
+        # The paths a spawner tries for a bare command name, by (name, PATH, where it was found).
+        self._candidates_cache: dict[tuple[str, str, str | None], tuple[str, ...]] = {}
         self._spawners = Spawners()
         self._dirs_ready = False
         self._seq = 0
@@ -75,9 +115,12 @@ class RuntimeBase:
         self._file_stale = False
         self._unpublished: list[PodStatus] = []
         self._flush_handle: asyncio.TimerHandle | None = None
-        # The write the pods being started wait for before their spawn (see _start_written).
-        self._starts_written: asyncio.Future[None] | None = None
-        self._flushed: asyncio.Future[None] | None = None
+        # The delay _flush_handle was scheduled with (from a moment already past).
+        self._flush_delay = 0.0
+        # Each waiter's own future (so that one giving up cancels no one else's wait): the pods being
+        # started, for the write before their spawn (see _start_written); _durable's, for the next flush.
+        self._start_waiters: list[asyncio.Future[None]] = []
+        self._flush_waiters: list[asyncio.Future[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._crashed = asyncio.Event()
@@ -128,13 +171,12 @@ class RuntimeBase:
                 d.mkdir(mode=0o711, parents=True, exist_ok=True)
                 os.chmod(d, 0o711)
             self._dirs_ready = True
-        directory.mkdir(mode=0o711, exist_ok=True)
-        os.chmod(directory, 0o711)
-        home = directory / HOME_DIR
-        home.mkdir(mode=0o700, exist_ok=True)
+        pod_dir = str(directory)
+        _make_dir(pod_dir, 0o711)
+        home = f"{pod_dir}/{HOME_DIR}"
+        _make_dir(home, 0o700)
         if run_as is not None:
             os.chown(home, run_as.uid, run_as.gid)
-        os.chmod(home, 0o700)
 
     def _snapshot(self, pod: LivePod) -> PodStatus:
         containers = tuple(container.status() for container in pod.containers)
@@ -174,31 +216,28 @@ class RuntimeBase:
     # re-adoption.
 
     def _start_written(self) -> asyncio.Future[None]:
-        """A future done once the pending changes (the "starting" marks above all) are written.
+        """A future (the caller's own) done once the pending changes (the "starting" marks above all) are written.
 
         The write runs in the loop's next turn, so every pod whose start
         began in this one shares it: a batch of starts costs one write, and
         no start waits for another's bookkeeping.  The future carries the
         write's CheckpointError, if any, to every start of the batch.
         """
-        written = self._starts_written
-        if written is None:
-            loop = asyncio.get_running_loop()
-            written = self._starts_written = loop.create_future()
+        loop = asyncio.get_running_loop()
+        if not self._start_waiters:
             loop.call_soon(self._write_starts)
+        written: asyncio.Future[None] = loop.create_future()
+        self._start_waiters.append(written)
         return written
 
     def _write_starts(self) -> None:
-        written, self._starts_written = self._starts_written, None
-        assert written is not None
-        if written.cancelled():
-            return
+        waiters, self._start_waiters = self._start_waiters, []
         try:
             self._flush(publish=False)
         except ckpt.CheckpointError as exc:
-            written.set_exception(exc)
+            _settle(waiters, exc)
             return
-        written.set_result(None)
+        _settle(waiters, None)
 
     def _record(self, pod: LivePod) -> ckpt.PodRecord:
         stop = None
@@ -296,13 +335,16 @@ class RuntimeBase:
         """Make sure a flush runs within ``delay`` seconds."""
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
         handle = self._flush_handle
+        if handle is not None and self._flush_delay <= delay:
+            return  # due sooner already: scheduled no later than ``delay`` from now
+        loop = asyncio.get_running_loop()
         if handle is not None:
             if handle.when() <= loop.time() + delay:
                 return
             handle.cancel()
         self._flush_handle = loop.call_later(delay, self._scheduled_flush)
+        self._flush_delay = delay
 
     def _scheduled_flush(self) -> None:
         self._flush_handle = None
@@ -314,9 +356,7 @@ class RuntimeBase:
             # failure, since it can no longer keep its record ahead of what it
             # reports, and whoever waits for the write gets the error.
             log.error("checkpoint write failed: %s", exc, exc_info=not isinstance(exc, ckpt.CheckpointError))
-            if self._flushed is not None:
-                self._flushed.set_exception(exc)
-                self._flushed = None
+            self._fail_waiters(exc)
             if self._crash is None:
                 self._crash = PodTaskCrashed(task="checkpoint", error=exc)
                 self._crashed.set()
@@ -366,19 +406,22 @@ class RuntimeBase:
         if unpublished:
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
-        flushed, self._flushed = self._flushed, None
-        if flushed is not None and not flushed.done():
-            flushed.set_result(None)
+        waiters, self._flush_waiters = self._flush_waiters, []
+        _settle(waiters, None)
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        """The write failed: whoever waits for it gets the error."""
+        waiters, self._flush_waiters = self._flush_waiters, []
+        _settle(waiters, exc)
 
     async def _durable(self) -> None:
         """Return once every change made so far is written and published."""
         if self._closed or not (self._flush_handle or self._unpublished or self._stale or self._file_stale):
             return  # close() writes what is left
         self._schedule_flush(self._config.checkpoint_batch_seconds)
-        if self._flushed is None:
-            self._flushed = asyncio.get_running_loop().create_future()
-        # Shielded: one waiter being cancelled must not cancel the others' wait.
-        await asyncio.shield(self._flushed)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append(waiter)
+        await waiter
 
     def _emit(self, pod: LivePod) -> PodStatus:
         """A new status for the pod; written and published by the next flush."""

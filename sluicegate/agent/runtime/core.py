@@ -162,7 +162,7 @@ class PodRuntime(Supervision):
             # a checkpoint that says "maybe started", never "never heard of
             # it".  The pods started in this turn of the loop, and every
             # other pending change, share the one write (see _start_written).
-            await asyncio.shield(self._start_written())
+            await self._start_written()
             self._check_open()
         except BaseException:
             # Not written (CheckpointError), or the runtime closed or the
@@ -342,9 +342,7 @@ class PodRuntime(Supervision):
             self._flush(publish=True)
         except ckpt.CheckpointError as exc:
             log.error("%s", exc)
-            if self._flushed is not None:
-                self._flushed.set_exception(exc)
-                self._flushed = None
+            self._fail_waiters(exc)
         for pod in self._pods.values():
             for container in pod.containers:
                 if container.proc is not None and container.proc.pidfd is not None:

@@ -77,8 +77,12 @@ class SpawnerLink:
         self.idle_since = time.monotonic()
         self._rid = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Replies awaited by request_async, by request id.
-        self._waiting: dict[int, asyncio.Future[tuple[tuple[Any, ...], list[int]]]] = {}
+        # Replies awaited by request_async, by request id, with when each is due (in sending order).
+        self._waiting: dict[int, tuple[asyncio.Future[tuple[tuple[Any, ...], list[int]]], float]] = {}
+        # One timer for all of them (see _overdue), not one per request.
+        self._watchdog: asyncio.TimerHandle | None = None
+        # Children released this turn of the loop, sent to be reaped together.
+        self._reaps: list[int] = []
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop is None:
@@ -130,11 +134,13 @@ class SpawnerLink:
         rid = self._rid
         data = marshal.dumps((message[0], rid, *message[1:]))
         answer: asyncio.Future[tuple[tuple[Any, ...], list[int]]] = self._loop.create_future()
-        self._waiting[rid] = answer
+        due = time.monotonic() + REPLY_SECONDS
+        self._waiting[rid] = (answer, due)
+        if self._watchdog is None:
+            self._watchdog = self._loop.call_later(REPLY_SECONDS, self._overdue)
         try:
-            self._send(data, fds, time.monotonic() + REPLY_SECONDS)
-            async with asyncio.timeout(REPLY_SECONDS):
-                return await answer
+            self._send(data, fds, due)
+            return await answer
         except (OSError, EOFError, ValueError) as exc:
             self._die(f"{exc}")
             if isinstance(exc, TimeoutError):
@@ -147,9 +153,23 @@ class SpawnerLink:
         finally:
             self._waiting.pop(rid, None)
 
+    def _overdue(self) -> None:
+        """The watchdog: fail the requests whose reply is overdue (the first one's failure ends the spawner)."""
+        self._watchdog = None
+        now = time.monotonic()
+        for answer, due in list(self._waiting.values()):
+            if due > now:
+                # The others were sent later: look again when this one is due.
+                if self._loop is not None:
+                    self._watchdog = self._loop.call_later(due - now, self._overdue)
+                return
+            if not answer.done():
+                answer.set_exception(TimeoutError(f"no answer in {REPLY_SECONDS:.0f}s"))
+
     def _answer(self, reply: tuple[Any, ...], received: list[int]) -> None:
         """A reply to a request_async: hand it over (its fds with it), else close its fds."""
-        answer = self._waiting.pop(reply[1], None) if len(reply) > 1 else None
+        waiting = self._waiting.pop(reply[1], None) if len(reply) > 1 else None
+        answer = waiting[0] if waiting is not None else None
         if answer is not None and not answer.done():
             if reply[0] == "started":
                 # Known at once: its exit may be the very next message, read
@@ -209,13 +229,24 @@ class SpawnerLink:
             child.resolve(Exit(code=reply[2], signal=reply[3]))
 
     def reap(self, pid: int) -> None:
+        """Let the spawner reap ``pid``: the reaps of one turn of the loop go in one message."""
         self.children.pop(pid, None)
         if not self.children:
             self.idle_since = time.monotonic()
         if self.dead:
             return
+        if not self._reaps and self._loop is not None:
+            self._loop.call_soon(self._send_reaps)
+        self._reaps.append(pid)
+        if self._loop is None:
+            self._send_reaps()
+
+    def _send_reaps(self) -> None:
+        pids, self._reaps = self._reaps, []
+        if self.dead or not pids:
+            return
         try:
-            self.sock.send(marshal.dumps(("reap", pid)))
+            self.sock.send(marshal.dumps(("reap", *pids)))
         except OSError as exc:
             self._die(f"{exc}")
 
@@ -234,7 +265,10 @@ class SpawnerLink:
     def close(self) -> None:
         self.dead = True
         waiting, self._waiting = self._waiting, {}
-        for answer in waiting.values():
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        for answer, _ in waiting.values():
             if not answer.done():
                 answer.set_exception(EOFError("the spawner's socket was closed"))
         if self._loop is not None:

@@ -14,6 +14,7 @@ from sluicegate.agent.monitor import group_members, live_pids, read_stat
 from sluicegate.agent.pod import Container
 from sluicegate.agent.runtime.bookkeeping import RuntimeBase
 from sluicegate.agent.runtime.process import (
+    FOUND_LIMIT,
     HOME_DIR,
     Child,
     Exit,
@@ -191,9 +192,17 @@ class Supervision(RuntimeBase):
         if "/" in command:
             return (command if os.path.isabs(command) else os.path.join(cwd, command),)
         # Where command_problem found it first, then the rest of PATH in order (as execvp).
-        known = self._found_commands.get((command, env.get("PATH", os.defpath)))
-        search = tuple(os.path.join(d or ".", command) for d in os.get_exec_path(env))
-        return search if known is None else (known, *(c for c in search if c != known))
+        path = env.get("PATH", os.defpath)
+        known = self._found_commands.get((command, path))
+        key = (command, path, known)
+        candidates = self._candidates_cache.get(key)
+        if candidates is None:
+            search = tuple(os.path.join(d or ".", command) for d in os.get_exec_path(env))
+            candidates = search if known is None else (known, *(c for c in search if c != known))
+            if len(self._candidates_cache) >= FOUND_LIMIT:
+                self._candidates_cache.clear()
+            self._candidates_cache[key] = candidates
+        return candidates
 
     def _spawn_wrapped(
         self, pod: LivePod, container: LiveContainer, argv: list[str], env: dict[str, str], cwd: str, log_fd: int
@@ -326,16 +335,15 @@ class Supervision(RuntimeBase):
 
     async def _await_termination(self, pod: LivePod, container: LiveContainer) -> Termination:
         proc = container.proc
-        exit: Exit | None = None
+        exit: Exit
         if proc is not None:
-            if proc.child is not None and proc.pidfd is not None:
-                # Started by a spawner: the kernel tells us at once that it
-                # ended; its status comes from the spawner meanwhile and is
-                # read after the drain, by when it is here (one hop less
-                # between the end and the drain).
-                await readable(proc.pidfd)
-            else:
-                exit = await self._wait_exit(proc)
+            # Started by a spawner: its exit status comes on the spawner's
+            # socket, which the loop reads anyway, as soon as the spawner's
+            # own pidfd says it ended (the agent watches no pidfd of its own
+            # for it: one wakeup and no reader per start).  The pidfd opened
+            # at the start pins the process for the fallback, a spawner that
+            # died first.
+            exit = await self._wait_exit(proc)
             # The group id is the main pid.  It stays ours while the child is
             # an unreaped zombie or any member is alive.
             pgid: int | None = proc.pid
@@ -349,9 +357,6 @@ class Supervision(RuntimeBase):
         if container.started_mono is not None:
             container.last_run_seconds = self._clock.monotonic() - container.started_mono
         survivors = await self._drain(pod, container, pgid)
-        if exit is None:
-            assert proc is not None
-            exit = await self._wait_exit(proc)
         termination = self._classify(pod, container, exit, finished_at)
         if survivors:
             termination = Termination(
@@ -424,9 +429,17 @@ class Supervision(RuntimeBase):
         if self._cgroups.kind == "none" and any(c.spec.memory_limit_bytes is not None for c in pod.containers):
             watcher = asyncio.create_task(self._watch_memory(pod), name=f"pod/{pod.uid}/memory")
         try:
-            async with asyncio.TaskGroup() as group:
-                for container in pod.containers:
-                    if not container.final:
+            running = [container for container in pod.containers if not container.final]
+            if len(running) == 1:
+                # One container (most pods): run it in this task, not in a group of one.
+                # Its failure reads as a group's would: a supervision crash (see _task_done).
+                try:
+                    await self._run_container(pod, running[0])
+                except Exception as exc:
+                    raise ExceptionGroup(f"pod {pod.uid}: container {running[0].spec.name} failed", [exc]) from None
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for container in running:
                         group.create_task(
                             self._run_container(pod, container), name=f"pod/{pod.uid}/{container.spec.name}"
                         )

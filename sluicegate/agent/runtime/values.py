@@ -90,6 +90,19 @@ class PodStatus:
     reason: str | None = None
     message: str = ""
 
+    @property
+    def creating(self) -> bool:
+        """Whether this is a new pod's first start, still in progress: its status after the spawn follows."""
+        return (not self.finished and self.reason is None and self.phase is PodPhase.PENDING
+                and all(c.waiting_reason is WaitingReason.CONTAINER_CREATING and not c.restart_count
+                        for c in self.containers))
+
+    @property
+    def first_run(self) -> bool:
+        """Whether every container is in its first run, none ended and no stop asked for."""
+        return (not self.finished and self.reason is None and self.phase is PodPhase.RUNNING
+                and all(c.state is ContainerState.RUNNING and not c.restart_count for c in self.containers))
+
     def container(self, name: str) -> ContainerStatus:
         for status in self.containers:
             if status.name == name:

@@ -36,7 +36,7 @@ until the agent has drained the group and says ``reap``.
 
 Messages are ``marshal``-encoded tuples on a SOCK_SEQPACKET socket; file
 descriptors travel as SCM_RIGHTS.  Requests: ``("spawn", rid, candidates,
-argv, env, cwd, places)`` with the log fd, ``("reap", pid)`` and, to the
+argv, env, cwd, places)`` with the log fd, ``("reap", pid, ...)`` and, to the
 root spawner, ``("fork", rid, uid, gid, no_new_privs)``.  Replies:
 ``("started", rid, pid)``, ``("failed", rid, errno, message)``,
 ``("forked", rid, pid)`` with the new spawner's socket, and unprompted
@@ -110,10 +110,11 @@ class Spawner:
             if kind == "spawn":
                 self.spawn(message[1], message[2], message[3], message[4], message[5], message[6], fds)
             elif kind == "reap":
-                try:
-                    os.waitid(os.P_PID, message[1], os.WEXITED | os.WNOHANG)
-                except ChildProcessError:
-                    pass
+                for pid in message[1:]:
+                    try:
+                        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)
+                    except ChildProcessError:
+                        pass
             elif kind == "fork" and self.root:
                 self.fork(message[1], message[2], message[3], message[4])
         finally:

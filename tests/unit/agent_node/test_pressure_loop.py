@@ -6,6 +6,9 @@ import asyncio
 import signal
 from collections.abc import Sequence
 
+import pytest
+
+from sluicegate.agent.monitor import PodReading
 from sluicegate.agent.node import AgentNode
 from sluicegate.agent.pod import Container, Pod
 from sluicegate.agent.policy import PodInfo, PodUsage, Signal, SignalObservation, parse_eviction_config
@@ -137,3 +140,28 @@ async def test_pods_being_stopped_are_not_evicted_again(make_node: MakeNode) -> 
     await node.runtime.stop("a", grace_seconds=0)
     await stopping
     assert state(node)["a"][1] != "Evicted"
+
+
+async def test_the_real_readings_read_pod_usage_only_to_rank_a_victim(
+        make_node: MakeNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a threshold to relieve, a round reads the node's signals and no pod's usage (one read per
+    pod per second, pressure or not, before); a round that must evict reads each candidate's to rank them."""
+    node = await make_node()
+    await start(node, wish("hog", memory=64 * Mi), wish("steady", memory=64 * Mi))
+    read: list[str] = []
+    usage = node.runtime.usage
+
+    def counted(uid: str) -> PodReading:
+        read.append(uid)
+        return usage(uid)
+
+    monkeypatch.setattr(node.runtime, "usage", counted)
+    calm = PressureLoop(node=node, thresholds=parse_eviction_config(hard="memory.available<1Ki"), interval=0.01,
+                        transition_seconds=0)
+    assert (await calm.step(), read) == (None, [])
+    # More than any machine has: always met, so one pod must go.
+    pressed = PressureLoop(node=node, thresholds=parse_eviction_config(hard="memory.available<1Pi"), interval=0.01,
+                           transition_seconds=0)
+    eviction = await pressed.step()
+    assert eviction is not None and eviction.uid in ("hog", "steady")
+    assert sorted(read) == ["hog", "steady"]

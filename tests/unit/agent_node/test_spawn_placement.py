@@ -46,6 +46,7 @@ from sluicegate.agent.runtime.process import Exit
 from sluicegate.agent.runtime.spawning import PlacementFailure, Spawners
 
 from .conftest import FAST
+from .test_node_meta import wait_until
 
 WAIT = 10.0
 
@@ -445,5 +446,22 @@ async def test_a_user_whose_spawner_stalled_starts_through_the_wrapper_from_then
             spawners.spawn(key=key, candidates=("/bin/true",), argv=("true",), env={}, cwd="/", places=(), log_fd=1)
         assert (spawners.has_room(key), key in spawners.distrusted, stopped in spawners.pids()) == (False, True, False)
         assert spawners.has_room((61006, 61006, True)) is True
+    finally:
+        spawners.close()
+
+
+async def test_children_released_in_one_turn_are_reaped_by_one_message() -> None:
+    """An exited child stays a zombie (its pid, hence its group id, pinned) until released; the children
+    released in one turn of the loop are reaped together, and none is left behind."""
+    spawners = Spawners()
+    try:
+        kids = [await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                           places=(), log_fd=1) for _ in range(3)]
+        for kid in kids:
+            assert await asyncio.wait_for(kid.exit(), WAIT) == Exit(code=0, signal=None)
+        assert [os.path.exists(f"/proc/{kid.pid}") for kid in kids] == [True] * 3  # zombies until released
+        for kid in kids:
+            kid.release()
+        assert await wait_until(lambda: not any(os.path.exists(f"/proc/{kid.pid}") for kid in kids), timeout=WAIT)
     finally:
         spawners.close()
