@@ -23,9 +23,13 @@ Kueue's semantics, read from its sources:
 
 from __future__ import annotations
 
+import json
+
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.queues import ClusterQueueQueue
 from sluicegate.controller.scheduling.cycle import Entry, RequeueReason
+from sluicegate.manifest.encode import encode
+from sluicegate.manifest.loader import parse_text
 from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.queues import QueueingStrategy
@@ -33,6 +37,25 @@ from tests.builders import pod_set as podset
 from tests.builders import workload as wl
 
 from .test_manager import manager, settle, states, workload
+
+SECOND_QUEUE = """
+apiVersion: sluicegate.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq2}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: "4"}
+---
+apiVersion: sluicegate.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq2, namespace: default}
+spec: {clusterQueue: cq2}
+"""
 
 
 def _version(m: Manager, name: str) -> int:
@@ -167,3 +190,20 @@ def test_a_release_forgets_parked_shapes_and_metrics_count_the_passed_over_as_in
     assert q.pop() is None and q.bulk_parked == 2
     q.queue_inadmissible()
     assert [h.workload.name for h in iter(q.pop, None)] == ["w0", "w1", "w2"]
+
+
+def test_workloads_admitted_alike_share_their_admission_and_store_what_unshared_ones_would() -> None:
+    """Workloads admitted alike share one admission value, so the encoder, which keeps JSON by
+    identity, writes it once; the stored documents are unchanged."""
+    m = manager("BestEffortFIFO")
+    m.apply(parse_text(SECOND_QUEUE, "q2.yaml"))
+    for n in ("a", "b"):
+        m.create_workload(workload(n, "1"))
+        m.create_workload(workload(n + "2", "1", queue="lq2"))
+    settle(m)
+    a, b, a2 = (m.get_workload("default", n) for n in ("a", "b", "a2"))
+    assert a.status.admission is not None and a.status.admission is b.status.admission
+    assert a2.status.admission is not None and a2.status.admission.cluster_queue == "cq2"
+    stored = {o.name: json.loads(o.body) for o in m.store.load() if o.kind == "Workload"}
+    for w in (a, b, a2):
+        assert stored[w.name] == json.loads(json.dumps(encode(w)))
