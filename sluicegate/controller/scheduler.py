@@ -9,6 +9,7 @@ to the cache, the agents (pods launched) and the watchers by the Committer.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -150,8 +151,18 @@ class Scheduler:
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
         started = time.perf_counter()
-        with self.commit.write_group():
-            stats = self._schedule_once()
+        # A cycle holds its heads, entries and assignments until it ends, then drops them: with the
+        # collector on, every young collection inside it walks them all and promotes them, and older
+        # generations walk them again.  Off for the cycle (nothing else runs meanwhile), they are freed
+        # by reference counting at its end without ever being walked.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with self.commit.write_group():
+                stats = self._schedule_once()
+        finally:
+            if collecting:
+                gc.enable()
         if stats.heads and self.observer is not None:
             self.observer.admission_attempt(admitted=stats.admitted > 0, seconds=time.perf_counter() - started)
         return stats
