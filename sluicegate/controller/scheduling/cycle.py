@@ -214,14 +214,20 @@ def _pod_sets_shape(wl: Workload) -> Hashable:
 def assignment_shape(wl: Workload) -> Hashable:
     """What flavor assignment reads of a workload that cannot preempt: its pod sets' counts after
     reclaim, requests, node selectors, tolerations and topology requests (not its name, priority or age)."""
-    return (wl.counts_after_reclaim(), _pod_sets_shape(wl))
+    return (_counts(wl), _pod_sets_shape(wl))
 
 
 def scheduling_shape(wl: Workload) -> Hashable:
     """Kueue's scheduling equivalence class (``computeSchedulingHash`` in pkg/workload/workload.go):
     the assignment shape and the priority.  Two pending workloads of one class in one ClusterQueue get
     the same flavor assignment and preemption answer from the same cluster state."""
-    return (wl.priority, wl.counts_after_reclaim(), _pod_sets_shape(wl))
+    return (wl.priority, _counts(wl), _pod_sets_shape(wl))
+
+
+def _counts(wl: Workload) -> tuple[int, ...] | None:
+    """The counts after reclaim where pods are reclaimable; None where they are the pod sets' own
+    (already in the pod-set shape)."""
+    return wl.counts_after_reclaim() if wl.status.reclaimable_pods else None
 
 
 def searches_from_first_flavor(head: Head) -> bool:
