@@ -158,8 +158,10 @@ def _json_of(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None) -> EncodedObj
 # A workload is written again at each change of its status (admission, every
 # pod report), its metadata and spec unchanged: their JSON is kept per
 # workload while they are the very same values (model objects are immutable;
-# ``replace`` keeps the fields it does not change).
-_WORKLOAD_HEADS_SIZE = 4_096
+# ``replace`` keeps the fields it does not change).  Sized for a large pending
+# population: a workload is usually admitted long after it was created, after
+# tens of thousands of others (a head is ~0.7 KiB; 50,000 pending cost ~35 MiB).
+_WORKLOAD_HEADS_SIZE = 262_144
 _workload_heads: dict[tuple[str, str], tuple[tuple[object, ...], str, int]] = {}
 
 
