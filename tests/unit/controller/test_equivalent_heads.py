@@ -36,26 +36,11 @@ from sluicegate.model.queues import QueueingStrategy
 from tests.builders import pod_set as podset
 from tests.builders import workload as wl
 
-from .test_manager import manager, settle, states, workload
+from .test_manager import QUEUES, manager, settle, states, workload
 
-SECOND_QUEUE = """
-apiVersion: sluicegate.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq2}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources:
-      - {name: cpu, nominalQuota: "4"}
----
-apiVersion: sluicegate.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq2, namespace: default}
-spec: {clusterQueue: cq2}
-"""
+# test_manager's queue, flavor and LocalQueue again, as ClusterQueue "cq2" with LocalQueue "lq2".
+SECOND_QUEUE = (QUEUES % {"strategy": "BestEffortFIFO"}).replace("{name: cq}", "{name: cq2}").replace(
+    "clusterQueue: cq}", "clusterQueue: cq2}").replace("{name: lq,", "{name: lq2,")
 
 
 def _version(m: Manager, name: str) -> int:
