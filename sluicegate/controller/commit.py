@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -124,7 +125,7 @@ class Committer:
         self.last_version = 0
         # ref -> (object, its JSON): valid only while the object is that very
         # instance (model objects are immutable, so identity means "unchanged").
-        self._encoded: dict[Ref, tuple[Obj, EncodedObject]] = {}
+        self._encoded: OrderedDict[Ref, tuple[Obj, EncodedObject]] = OrderedDict()
         self.watchers = Watchers()
         # Set when something happened that may let the scheduler admit more.
         self.woken = asyncio.Event()
@@ -336,7 +337,7 @@ class Committer:
         cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
         cache[ref] = (obj, enc)
         if len(cache) > ENCODED_CACHE_SIZE:
-            del cache[next(iter(cache))]
+            cache.popitem(last=False)  # O(1); del d[next(iter(d))] walks the emptied front slots
 
     def encoded(self, obj: Obj) -> EncodedObject:
         """The object's JSON as stored: the bytes its last write encoded, or encoded now.

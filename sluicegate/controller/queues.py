@@ -8,6 +8,12 @@ change the answer happens in its cohort tree (quota released, queue or
 cohort changed).  Under StrictFIFO it goes straight back to the heap and
 keeps blocking the queue, as Kueue does.
 
+Under BestEffortFIFO a head parked for NoFit or PreemptionNoCandidates also
+parks every pending workload of its *scheduling shape* (Kueue's
+SchedulingEquivalenceHashing, on by default since v0.18): they would get the
+same answer from the same quota, so they are not tried, and no "Pending"
+status is written for them, until the queue's parked workloads are released.
+
 A workload whose backoff has not expired (``requeueState.requeueAt``) waits
 in a timer list and enters the heap when it is due.
 
@@ -27,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason
+from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason, scheduling_shape
 from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
 from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName, WorkloadKey
@@ -61,6 +67,9 @@ def quota_needs(wl: Workload) -> dict[str, int]:
                 need[res] = need.get(res, 0) + per_pod * count
     return need
 
+
+# Requeue reasons after which a head's scheduling shape is parked with it (Kueue's requeueIfNotPresent).
+_EQUIVALENT_REASONS = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
 
 # A quota-bound parked workload in its queue's order: (order key, version, key).
 _Parked = tuple[tuple[int, float, str, str], int, WorkloadKey]
@@ -126,6 +135,13 @@ class ClusterQueueQueue:
         # (Under Admission Fair Sharing, one such order per LocalQueue, offered lowest usage first.)
         self._quota_orders: dict[tuple[str, str] | None, list[_Parked]] = {}
         self._plain_parked: set[WorkloadKey] = set()
+        # Scheduling shapes (``scheduling_shape``) parked with a head that did not fit, with that
+        # head's (quota_bound, node_bound): a workload of one of them reaching the top of the heap
+        # is parked without being tried.  Forgotten when parked workloads are released (Kueue's
+        # hashToBulkMoveReason in pkg/cache/queue/cluster_queue.go).
+        self._bulk: dict[object, tuple[bool, bool]] = {}
+        # How many workloads were parked so, without a try of their own.
+        self.bulk_parked = 0
         # Exact counts over the quota-bound parked workloads: how many there
         # are, how many need each resource, and (lazily) the smallest need per
         # resource.  When every one of them needs a resource of which less is
@@ -233,14 +249,41 @@ class ClusterQueueQueue:
             if p is None or p.version != item[4]:
                 continue
             del self._items[wk]
+            if self._bulk and self._park_equivalent(p):
+                continue
             self._in_flight[wk] = p
             self.pop_cycle += 1
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
 
+    def set_strategy(self, strategy: QueueingStrategy) -> None:
+        if strategy is not self.strategy:
+            self.strategy = strategy
+            self._bulk.clear()  # only BestEffortFIFO passes over a shape
+
+    def _park_equivalent(self, p: _Pending) -> bool:
+        """Park a workload taken off the heap if a head of its scheduling shape was parked for NoFit
+        since the last release (True), as Kueue's bulk move would have done when that head was parked."""
+        flags = self._bulk.get(scheduling_shape(p.workload))
+        if flags is None or self.strategy is not QueueingStrategy.BEST_EFFORT_FIFO:
+            return False
+        key = p.workload.key
+        offered = key in self._offered
+        self._offered.discard(key)
+        self.bulk_parked += 1
+        self._park(_Pending(p.workload, p.last_tried, self._version + 1, *flags))
+        if self.deferred and offered:
+            # As in requeue: freed quota offered to it was a wrong guess, so the deferred get their turn.
+            self._requeue_all_parked()
+        return True
+
     def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Put a head back after its cycle; True if it went back into the heap.
 
-        False means it was parked as inadmissible, or deleted meanwhile.
+        False means it was parked as inadmissible, or deleted meanwhile.  A
+        BestEffortFIFO head parked for NoFit or PreemptionNoCandidates parks
+        its scheduling shape with it (see ``_park_equivalent``); one with a
+        retry time of its own (a minimum runtime ending) does not, since the
+        others would have no timer to bring them back.
         """
         key = entry.key
         offered = key in self._offered
@@ -267,6 +310,9 @@ class ClusterQueueQueue:
             # about whether the budget's guess was right.)
             self._requeue_all_parked()
         self._park(_Pending(wl, last_tried, self._version + 1, quota_bound, node_bound))
+        if self.strategy is QueueingStrategy.BEST_EFFORT_FIFO and entry.retry_at is None \
+                and entry.requeue_reason in _EQUIVALENT_REASONS:
+            self._bulk[scheduling_shape(wl)] = (quota_bound, node_bound)
         return False
 
     def _park(self, p: _Pending) -> None:
@@ -366,6 +412,7 @@ class ClusterQueueQueue:
         back, so nothing waits on a wrong guess.
         """
         self.queue_inadmissible_cycle = self.pop_cycle
+        self._bulk.clear()  # released workloads are judged afresh
         if budget is None or not self._inadmissible:
             return self._requeue_all_parked()
         # Workloads offered quota by an earlier release and not tried yet
@@ -477,8 +524,15 @@ class ClusterQueueQueue:
     def pending_by_status(self) -> tuple[list[Workload], list[Workload]]:
         """(active, inadmissible): waiting for a cycle (or in the running one), and parked until something
         changes -- the two statuses of Kueue's pending_workloads metric."""
-        active = [p.workload for d in (self._items, self._in_flight) for p in d.values()]
-        return active, [p.workload for p in self._inadmissible.values()]
+        parked = [p.workload for p in self._inadmissible.values()]
+        if not self._bulk or self.strategy is not QueueingStrategy.BEST_EFFORT_FIFO:
+            active = [p.workload for d in (self._items, self._in_flight) for p in d.values()]
+            return active, parked
+        # Those waiting in the heap behind a parked shape are parked in all but name (Kueue moves them).
+        active = [p.workload for p in self._in_flight.values()]
+        for p in self._items.values():
+            (parked if scheduling_shape(p.workload) in self._bulk else active).append(p.workload)
+        return active, parked
 
 
 class QueueManager:
@@ -504,8 +558,8 @@ class QueueManager:
             self.queues[name] = q
             self._created += 1
             self._rank[name] = self._created
-        elif q.strategy is not strategy:
-            q.strategy = strategy
+        else:
+            q.set_strategy(strategy)
         q.active = active
         return q
 

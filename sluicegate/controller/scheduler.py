@@ -9,9 +9,10 @@ to the cache, the agents (pods launched) and the watchers by the Committer.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -23,6 +24,7 @@ from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
 from sluicegate.controller.scheduling.cycle import AssignmentMemo, Entry, EntryStatus, Head, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
+from sluicegate.controller.scheduling.flavors import PodSetResult
 from sluicegate.controller.scheduling.placement import CyclePlacer, PlacementCache, PodPlacement
 from sluicegate.controller.store import StoreError
 from sluicegate.model.conditions import set_condition
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 # A pending workload's message is refreshed at most this often when only its
 # wording changes (a changed reason is always stored at once).
 PENDING_MESSAGE_REFRESH_SECONDS = 5.0
+# At most this many distinct admissions are kept for sharing (Scheduler._admission).
+ADMISSIONS_KEPT = 10_000
 
 
 @dataclass(slots=True)
@@ -107,6 +111,9 @@ class Scheduler:
         self._stopping = False
         # When each pending workload's "why it waits" message was last stored.
         self._pending_written: dict[WorkloadKey, float] = {}
+        # Admissions that workloads admitted alike share (see _admission): one object, so the store's
+        # encoder (which keeps JSON by identity) writes each once.
+        self._admissions: dict[Hashable, Admission] = {}
         # waitForPodsReady.blockAdmission: admitted workloads whose pods may not all be ready
         # (a superset; admission_blocked drops those that no longer are).
         self._not_ready: set[WorkloadKey] = set()
@@ -144,8 +151,18 @@ class Scheduler:
     def schedule_once(self) -> CycleStats:
         """Run one scheduling cycle and commit its decisions."""
         started = time.perf_counter()
-        with self.commit.write_group():
-            stats = self._schedule_once()
+        # A cycle holds its heads, entries and assignments until it ends, then drops them: with the
+        # collector on, every young collection inside it walks them all and promotes them, and older
+        # generations walk them again.  Off for the cycle (nothing else runs meanwhile), they are freed
+        # by reference counting at its end without ever being walked.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with self.commit.write_group():
+                stats = self._schedule_once()
+        finally:
+            if collecting:
+                gc.enable()
         if stats.heads and self.observer is not None:
             self.observer.admission_attempt(admitted=stats.admitted > 0, seconds=time.perf_counter() - started)
         return stats
@@ -251,19 +268,7 @@ class Scheduler:
         if e.status is EntryStatus.ASSUMED:
             assert e.assignment is not None
             self._pending_written.pop(wl.key, None)  # kept only while it waits (50,000 finished would stay)
-            admission = Admission(
-                cluster_queue=e.cluster_queue,
-                pod_set_assignments=tuple(
-                    PodSetAssignment(
-                        name=ps.name,
-                        flavors={r: fc.flavor for r, fc in ps.flavors.items()},
-                        resource_usage={r: ps.requests[r] for r in ps.flavors},
-                        count=ps.count,
-                        topology_assignment=(topology or {}).get(ps.name),
-                    )
-                    for ps in e.assignment.pod_sets
-                ),
-            )
+            admission = self._admission(e.cluster_queue, e.assignment.pod_sets, topology or {})
             reserved = f"Quota reserved in ClusterQueue {e.cluster_queue}"
             if e.backfill_note:
                 reserved = f"{reserved}; {e.backfill_note}"
@@ -297,6 +302,36 @@ class Scheduler:
         conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
                               now=now)
         return replace(wl, status=replace(st, conditions=conds))
+
+    def _admission(self, cq: ClusterQueueName, pod_sets: list[PodSetResult],
+                   topology: Mapping[str, TopologyAssignment]) -> Admission:
+        """The admission for these assignments: one object for every workload admitted alike (same queue,
+        pod sets, counts, flavors and requests), unless it carries a topology assignment of its own."""
+        key: Hashable = None
+        if not topology:
+            key = (cq, tuple((ps.name, ps.count, tuple((r, fc.flavor, ps.requests[r]) for r, fc in ps.flavors.items()))
+                             for ps in pod_sets))
+            known = self._admissions.get(key)
+            if known is not None:
+                return known
+        admission = Admission(
+            cluster_queue=cq,
+            pod_set_assignments=tuple(
+                PodSetAssignment(
+                    name=ps.name,
+                    flavors={r: fc.flavor for r, fc in ps.flavors.items()},
+                    resource_usage={r: ps.requests[r] for r in ps.flavors},
+                    count=ps.count,
+                    topology_assignment=topology.get(ps.name),
+                )
+                for ps in pod_sets
+            ),
+        )
+        if key is not None:
+            if len(self._admissions) >= ADMISSIONS_KEPT:
+                self._admissions.clear()
+            self._admissions[key] = admission
+        return admission
 
     async def run(self) -> None:
         """Run cycles whenever there may be something to admit."""

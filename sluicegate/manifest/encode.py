@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -113,7 +114,7 @@ _POD_SETS_MARK = "\x00podSets\x00"
 _POD_SETS_MARK_JSON = json.dumps(_POD_SETS_MARK)
 POD_SETS_JSON_SIZE = 4096
 # id(pod sets) -> (the pod sets, kept so the id stays theirs; their JSON).
-_pod_sets_json: dict[int, tuple[tuple[PodSet, ...], str]] = {}
+_pod_sets_json: OrderedDict[int, tuple[tuple[PodSet, ...], str]] = OrderedDict()
 
 
 def _pod_sets_text(pod_sets: tuple[PodSet, ...]) -> str:
@@ -122,7 +123,7 @@ def _pod_sets_text(pod_sets: tuple[PodSet, ...]) -> str:
         return hit[1]
     text = _to_json([_pod_set(ps) for ps in pod_sets])
     if len(_pod_sets_json) >= POD_SETS_JSON_SIZE:
-        del _pod_sets_json[next(iter(_pod_sets_json))]
+        _pod_sets_json.popitem(last=False)
     _pod_sets_json[id(pod_sets)] = (pod_sets, text)
     return text
 
@@ -158,9 +159,13 @@ def _json_of(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None) -> EncodedObj
 # A workload is written again at each change of its status (admission, every
 # pod report), its metadata and spec unchanged: their JSON is kept per
 # workload while they are the very same values (model objects are immutable;
-# ``replace`` keeps the fields it does not change).
-_WORKLOAD_HEADS_SIZE = 4_096
-_workload_heads: dict[tuple[str, str], tuple[tuple[object, ...], str, int]] = {}
+# ``replace`` keeps the fields it does not change).  Sized for a large pending
+# population: a workload is usually admitted long after it was created, after
+# tens of thousands of others (a head is ~0.7 KiB; 50,000 pending cost ~35 MiB).
+_WORKLOAD_HEADS_SIZE = 262_144
+# OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
+# slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
+_workload_heads: OrderedDict[tuple[str, str], tuple[tuple[object, ...], str, int]] = OrderedDict()
 
 
 def _head_key(wl: Workload) -> tuple[object, ...]:
@@ -186,7 +191,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
         _workload_heads[ref] = (key, head, metadata_end)
         if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
-            del _workload_heads[next(iter(_workload_heads))]
+            _workload_heads.popitem(last=False)
     status = wl.status
     if status is NO_STATUS or status == NO_STATUS:
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
@@ -200,7 +205,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
 # that pod, not every pod of the workload.
 _STATUS_PIECES_SIZE = 16_384
 # id(piece) -> (the piece, kept so the id stays its own; its JSON).
-_status_pieces: dict[int, tuple[object, str]] = {}
+_status_pieces: OrderedDict[int, tuple[object, str]] = OrderedDict()
 
 
 def _piece_json(piece: object, to_text: Callable[[Any], str]) -> str:
@@ -209,7 +214,7 @@ def _piece_json(piece: object, to_text: Callable[[Any], str]) -> str:
         return hit[1]
     text = to_text(piece)
     if len(_status_pieces) >= _STATUS_PIECES_SIZE:
-        del _status_pieces[next(iter(_status_pieces))]
+        _status_pieces.popitem(last=False)
     _status_pieces[id(piece)] = (piece, text)
     return text
 

@@ -189,13 +189,45 @@ def never_preempts(spec: ClusterQueueSpec, node: QuotaNode) -> bool:
         node.parent is None or p.reclaim_within_cohort is ReclaimPolicy.NEVER)
 
 
+# Pod-set shapes by the identity of a workload's ``pod_sets`` value (the submission path shares one
+# value among every workload of a shape, so a pending population has a handful): value, shape.
+_POD_SET_SHAPES: dict[int, tuple[object, Hashable]] = {}
+_POD_SET_SHAPES_LIMIT = 4096
+
+
+def _pod_sets_shape(wl: Workload) -> Hashable:
+    pod_sets = wl.pod_sets
+    hit = _POD_SET_SHAPES.get(id(pod_sets))
+    if hit is not None and hit[0] is pod_sets:
+        return hit[1]
+    shape = tuple(
+        (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())),
+         tuple(sorted(ps.node_selector.items())), ps.tolerations, ps.topology_request)
+        for ps in pod_sets)
+    if len(_POD_SET_SHAPES) >= _POD_SET_SHAPES_LIMIT:
+        _POD_SET_SHAPES.clear()
+    # The value is kept with its shape, so its id cannot be reused while the entry lives.
+    _POD_SET_SHAPES[id(pod_sets)] = (pod_sets, shape)
+    return shape
+
+
 def assignment_shape(wl: Workload) -> Hashable:
     """What flavor assignment reads of a workload that cannot preempt: its pod sets' counts after
     reclaim, requests, node selectors, tolerations and topology requests (not its name, priority or age)."""
-    return (wl.counts_after_reclaim(), tuple(
-        (ps.name, ps.count, ps.min_count, tuple(sorted(ps.requests.items())),
-         tuple(sorted(ps.node_selector.items())), ps.tolerations, ps.topology_request)
-        for ps in wl.pod_sets))
+    return (_counts(wl), _pod_sets_shape(wl))
+
+
+def scheduling_shape(wl: Workload) -> Hashable:
+    """Kueue's scheduling equivalence class (``computeSchedulingHash`` in pkg/workload/workload.go):
+    the assignment shape and the priority.  Two pending workloads of one class in one ClusterQueue get
+    the same flavor assignment and preemption answer from the same cluster state."""
+    return (wl.priority, _counts(wl), _pod_sets_shape(wl))
+
+
+def _counts(wl: Workload) -> tuple[int, ...] | None:
+    """The counts after reclaim where pods are reclaimable; None where they are the pod sets' own
+    (already in the pod-set shape)."""
+    return wl.counts_after_reclaim() if wl.status.reclaimable_pods else None
 
 
 def searches_from_first_flavor(head: Head) -> bool:

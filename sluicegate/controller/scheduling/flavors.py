@@ -314,6 +314,7 @@ class FlavorAssigner:
         best: dict[str, FlavorChoice] | None = None
         best_mode = WORST
         fungibility = self.spec.flavor_fungibility
+        tas_only = self._tas_only()
         attempted = -1
         for idx in range(self._start_index(index, res_name), len(group.flavors)):
             attempted = idx
@@ -329,7 +330,7 @@ class FlavorAssigner:
             if not flavor_matches(flavor, ps):
                 reasons.append(f"flavor {fq.name} doesn't match node affinity")
                 continue
-            mismatch = tas_mismatch(flavor, ps, self._tas_only())
+            mismatch = tas_mismatch(flavor, ps, tas_only)
             if mismatch is not None:
                 reasons.append(mismatch)
                 continue

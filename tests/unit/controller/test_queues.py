@@ -84,10 +84,13 @@ def parked_queue(*workloads: Workload) -> ClusterQueueQueue:
     q = ClusterQueueQueue(ClusterQueueName("a"), BEST_EFFORT, RequeuingTimestamp.EVICTION)
     for w in workloads:
         q.add_or_update(w)
+    # Each head tried parks itself and, unasked, the rest of its scheduling shape (Kueue's bulk move).
     for _ in workloads:
         head = q.pop()
-        assert head is not None
+        if head is None:
+            break
         assert q.requeue(Entry(head=head, requeue_reason=RequeueReason.NO_FIT), quota_bound=True) is False
+    assert not q.has_heads and len(q) == len(workloads)
     return q
 
 
