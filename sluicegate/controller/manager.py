@@ -20,6 +20,7 @@ scheduling driver in ``scheduler``; agents and bindings in ``fleet``.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
@@ -479,15 +480,17 @@ class Manager:
 
     async def watch_batches(
         self, namespace: str, name: str, send_initial: bool, *, max_batch: int,
-        namespaces: Collection[str] | None = None,
+        namespaces: Collection[str] | None = None, deadline: asyncio.Timeout | None = None,
     ) -> AsyncGenerator[list[WatchEvent], None]:
         """Events in order, as lists of up to ``max_batch``: whatever is waiting, never held back.
 
         A sender that passes a list on in one message pays the transport's
         per-message cost once per list instead of once per event.
         ``namespaces`` (None: all) limits events to workloads in those namespaces.
+        ``deadline``, the timeout around the caller's sends, is brought to now
+        when the watch expires while a send is blocked (see :class:`Watcher`).
         """
-        w = Watcher(namespace, name, namespaces)
+        w = Watcher(namespace, name, namespaces, deadline)
         # The initial state is taken now (the objects are immutable, their versions read now);
         # each batch of it is encoded only as it goes out, so a re-list of 50,000 workloads holds
         # one batch's JSON at a time instead of every workload's at once.

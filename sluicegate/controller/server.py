@@ -406,7 +406,11 @@ class _Controller:
 
         def build(*, agents: bool) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
             srv = grpc.aio.server(
-                options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS]
+                options=[("grpc.max_receive_message_length", 64 * 1024 * 1024), *STREAM_WINDOW_OPTIONS,
+                         # A peer that vanished (no FIN: a lost node, a cut link) is found by
+                         # an unanswered ping, so its calls (a watch ended while its reader
+                         # read nothing waits to send its status) do not wait on TCP for ever.
+                         ("grpc.keepalive_time_ms", 60_000), ("grpc.keepalive_timeout_ms", 20_000)]
             )
             objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager, gate), srv)
             workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager, gate), srv)

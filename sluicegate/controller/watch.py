@@ -9,10 +9,12 @@ server's watch cache serves every watcher from one ring of events): an event
 is appended once whatever the number of watchers, each watcher keeps only
 its position in the log, and the bytes a transport makes of an event are
 made once and shared (:attr:`WatchEvent.wire`).  A watcher that falls more
-than :data:`WATCH_BACKLOG` events behind is ended with :class:`WatchExpired`
-(Kubernetes ends a watch that cannot keep up, and its client re-lists and
-watches again); it then holds nothing but the one batch it may be blocked
-sending, and no one else waits for it.
+than :data:`WATCH_BACKLOG` events behind while its transport is blocked
+sending to it is ended with :class:`WatchExpired` (Kubernetes ends a watch
+that cannot keep up, and its client re-lists and watches again); it then
+holds nothing but the one batch it may be blocked sending, and no one else
+waits for it.  A watcher behind only because it is gathering a message or
+waiting for its turn on the loop is not ended: its reader is keeping up.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ _TRIM_EVERY = 256
 # message per event would spend the controller's CPU on framing alone.
 WATCH_FLUSH_S = 0.05
 # A watcher ended while its client reads nothing (the transport blocks its
-# send) has its call cancelled after this long, so a dead reader holds no
-# call forever.
+# send) and that has no deadline to end its send (a consumer in this process,
+# not a gRPC call: see Watcher.deadline) has its task cancelled after this
+# long, so a dead reader holds nothing forever.
 STALLED_GRACE_S = 30.0
 
 
@@ -71,9 +74,10 @@ class WatchEvent:
 
 class Watcher:
     __slots__ = ("namespace", "name", "namespaces", "everything", "cursor", "expired", "sending", "sent_at", "task",
-                 "cut", "__weakref__")
+                 "cut", "deadline", "__weakref__")
 
-    def __init__(self, namespace: str, name: str, namespaces: Collection[str] | None = None) -> None:
+    def __init__(self, namespace: str, name: str, namespaces: Collection[str] | None = None,
+                 deadline: asyncio.Timeout | None = None) -> None:
         self.namespace = namespace
         self.name = name
         # None: every namespace; else only these (what the watching caller may see).
@@ -89,6 +93,13 @@ class Watcher:
         self.task: asyncio.Task[object] | None = None
         # The pending cancellation of a stalled watcher's call.
         self.cut: asyncio.TimerHandle | None = None
+        # The consumer's deadline around its sends (a gRPC call's): an expired
+        # watcher blocked sending has it brought to now, so the consumer stops
+        # waiting on the send and ends the call with the expiry as its status,
+        # which the client reads after what was in flight.  (Cancelling a gRPC
+        # handler's task instead ends the call without a status: the client
+        # would wait for one forever.)
+        self.deadline = deadline
 
     def wants(self, wl: Workload) -> bool:
         return ((not self.namespace or wl.namespace == self.namespace) and (not self.name or wl.name == self.name)
@@ -154,7 +165,8 @@ class Watchers:
             self._log.clear()
             return
         floor = self._next - self.backlog
-        slow = [w for w in self._all if w.cursor < floor]
+        # Only a reader that is not reading is ended: one gathering or waiting for the loop moves on by itself.
+        slow = [w for w in self._all if w.cursor < floor and w.sending]
         for w in slow:
             self._expire(w)
         oldest = min((w.cursor for w in self._all), default=self._next)
@@ -165,8 +177,11 @@ class Watchers:
         w.expired = True
         self.expired_total += 1
         self._remove(w)
-        if w.sending and w.task is not None:
-            # Its reader is not reading: the send it is blocked in may never end.
+        if w.sending and w.deadline is not None:
+            # Its reader is not reading: stop waiting on the send it is blocked in.
+            w.deadline.reschedule(asyncio.get_running_loop().time())
+        elif w.sending and w.task is not None:
+            # The send it is blocked in may never end.
             w.cut = asyncio.get_running_loop().call_later(STALLED_GRACE_S, w.task.cancel)
         else:
             self._notify()  # a waiting one learns at once that it has ended
@@ -195,6 +210,8 @@ class Watchers:
         if w.everything:
             self._everything += 1
         loop = asyncio.get_running_loop()
+        # Gathering stops short of the backlog, so a watcher never waits its way out of the log.
+        gather = max(1, min(max_batch, self.backlog // 4))
         try:
             # Taken a batch at a time: a lazy ``initial`` makes each batch's events only as it goes.
             pending = iter(initial)
@@ -214,7 +231,7 @@ class Watchers:
                     await self._wake.wait()
                     continue
                 wait = w.sent_at + self.flush_s - loop.time()
-                if wait > 0 and self._next - w.cursor < max_batch:
+                if wait > 0 and self._next - w.cursor < gather:
                     # Busy: let this watcher's next message gather what comes meanwhile.
                     await asyncio.sleep(wait)
                     continue
@@ -242,6 +259,7 @@ class Watchers:
         finally:
             w.sending = False
             w.task = None
+            w.deadline = None
             if w.cut is not None:
                 w.cut.cancel()  # drops its reference to the task (and, through it, to this watcher)
                 w.cut = None

@@ -118,10 +118,12 @@ async def test_a_stalled_watcher_is_ended_resumably_without_holding_memory_or_th
         assert (await stalled.read()).workload.name == "first"  # registered; now it reads nothing
 
         fast_names: list[str] = []
+        progressed = asyncio.Event()
 
         async def fast() -> None:
             async for batch in c.watch_workload_events(namespace="default", send_initial=False):
                 fast_names.extend(ev.workload.name for ev in batch)
+                progressed.set()
                 if len(fast_names) >= total:
                     return
 
@@ -129,8 +131,14 @@ async def test_a_stalled_watcher_is_ended_resumably_without_holding_memory_or_th
         await asyncio.to_thread(wait_for, "both watches registered",
                                 lambda: _metric(ctl, "sluicegate_watchers") == 2)
         # 4 KiB each: far more than the transport buffers for a reader that reads nothing.
-        for i in range(total):
-            await c.create_workload(Document(_workload(f"n-{i:04d}", pad=4096), "test"))
+        # The fast reader is kept within 10 events of the writer (well inside the
+        # backlog of 50) whatever the machine's load: it shares this process's loop.
+        async with asyncio.timeout(60):
+            for i in range(total):
+                while len(fast_names) < i - 10 and not fast_task.done():
+                    progressed.clear()
+                    await progressed.wait()
+                await c.create_workload(Document(_workload(f"n-{i:04d}", pad=4096), "test"))
         # The fast watcher got everything, in order, while the stalled one sat there.
         await asyncio.wait_for(fast_task, 30)
         assert fast_names == [f"n-{i:04d}" for i in range(total)]
@@ -139,6 +147,10 @@ async def test_a_stalled_watcher_is_ended_resumably_without_holding_memory_or_th
         await asyncio.to_thread(wait_for, "the stalled watch ended",
                                 lambda: _metric(ctl, "sluicegate_watchers") == 0)
         assert _metric(ctl, "sluicegate_watch_events_held") == 0
+        # Freed while its reader still reads nothing: the call is ended with its
+        # status queued behind what is in flight, not left blocked in the send.
+        await asyncio.to_thread(wait_for, "the stalled watcher freed before its reader reads",
+                                lambda: _metric(ctl, "sluicegate_watchers_alive") == 0, timeout=10)
         # Its reader, reading again, gets what was in flight, then a clear error to resume from.
         got: list[str] = []
         with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from sluicegate.controller.errors import (
     ControllerError,
@@ -19,6 +21,7 @@ from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.service.watchwire import batch_message
 from sluicegate.controller.store import StoreError
+from sluicegate.controller.watch import WatchExpired
 from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
@@ -247,9 +250,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             wls = wls[:request.limit]
         return objects_pb2.ListResponse(objects=[object_to_proto(self.m, w) for w in wls])
 
-    async def Watch(
-        self, request: workloads_pb2.WatchWorkloadsRequest, context: Context
-    ) -> AsyncIterator[workloads_pb2.WorkloadEvent]:
+    async def Watch(self, request: workloads_pb2.WatchWorkloadsRequest, context: Context) -> None:
         max_batch = min(max(request.max_batch, 1), MAX_WATCH_BATCH)
         try:
             p = self.gate.authenticate(context)
@@ -263,19 +264,30 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         # manager still filters by the set it was started with).
         narrowed: frozenset[str] | None = None
         try:
-            async for batch in self.m.watch_batches(
-                request.namespace, request.name, request.send_initial, max_batch=max_batch, namespaces=visible
-            ):
-                if authorizer.policy is not policy:
-                    # SIGHUP changed the policy: ask again (PERMISSION_DENIED ends the watch).
-                    policy = authorizer.policy
-                    narrowed = self._visible(p, "watch", request.namespace, request.name, context)
-                if narrowed is not None:
-                    batch = [ev for ev in batch if ev.workload.namespace in narrowed]
-                    if not batch:
-                        continue
-                yield batch_message(batch)
+            # Written with context.write under a deadline rather than yielded: a
+            # watch that expires while its reader reads nothing has the deadline
+            # brought to now, and the call ends with the expiry as its status
+            # (queued behind what was in flight), where cancelling a yielding
+            # handler would end it with no status and leave its client waiting.
+            async with asyncio.timeout(None) as deadline, aclosing(self.m.watch_batches(
+                request.namespace, request.name, request.send_initial, max_batch=max_batch,
+                namespaces=visible, deadline=deadline,
+            )) as batches:
+                async for batch in batches:
+                    if authorizer.policy is not policy:
+                        # SIGHUP changed the policy: ask again (PERMISSION_DENIED ends the watch).
+                        policy = authorizer.policy
+                        narrowed = self._visible(p, "watch", request.namespace, request.name, context)
+                    if narrowed is not None:
+                        batch = [ev for ev in batch if ev.workload.namespace in narrowed]
+                        if not batch:
+                            continue
+                    await context.write(batch_message(batch))
             return
+        except TimeoutError:
+            code, msg = status_for(WatchExpired(
+                f"watch expired: it fell more than {self.m.commit.watchers.backlog} events behind while "
+                "reading nothing; start a new watch with its initial events (re-list)"))
         except (FailedPrecondition, PermissionDenied) as exc:
             code, msg = status_for(exc)
         # Outside the handler: the error ending the call must not chain (and so

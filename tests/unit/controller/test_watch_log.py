@@ -77,6 +77,33 @@ async def test_a_watcher_too_far_behind_is_ended_and_the_log_stays_bounded() -> 
     assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
 
 
+async def test_a_watcher_behind_only_while_gathering_or_waiting_for_the_loop_is_not_ended() -> None:
+    # A reader that keeps up is not ended for the controller's own delays: the
+    # events published while its next message gathers (here more than its
+    # max_batch and than the backlog), or before the loop gives it a turn.
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    m.commit.watchers.backlog = 8
+    m.commit.watchers.flush_s = 0.2
+    events = m.watch_batches("", "", False, max_batch=100)
+    first = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0)
+    _create(m, "w-00")
+    assert [e.workload.name for e in await asyncio.wait_for(first, 5)] == ["w-00"]
+    gathering = asyncio.ensure_future(_take(events, 30))
+    _create(m, "w-01")
+    for _ in range(3):
+        await asyncio.sleep(0)  # it wakes and, having just sent, waits to gather more
+    for i in range(2, 31):
+        _create(m, f"w-{i:02d}")  # no turn for the reader meanwhile: 30 behind, backlog 8
+    assert len(m.commit.watchers) == 1
+    got = await asyncio.wait_for(gathering, 5)
+    assert [e.workload.name for e in got] == [f"w-{i:02d}" for i in range(1, 31)]
+    _create(m, "w-31")
+    assert m.commit.watchers.held <= 8  # caught up: the log is trimmed to the backlog again
+    await events.aclose()
+    assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
+
+
 async def test_without_watchers_nothing_is_kept() -> None:
     m = Manager(MemoryStore(), clock=time.time, placement=False)
     for i in range(5):
