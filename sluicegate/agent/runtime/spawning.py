@@ -104,7 +104,7 @@ class SpawnerLink:
                 if got is None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise TimeoutError(f"no answer in {REPLY_SECONDS:.0f}s")
+                        raise TimeoutError(f"no answer in {REPLY_SECONDS:g}s")
                     select.select([self.sock], [], [], remaining)
                     continue
                 reply, received = got
