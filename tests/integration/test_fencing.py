@@ -135,7 +135,10 @@ def test_a_frozen_controller_on_a_live_stream_gets_no_acks_so_the_agent_fences(s
 def test_an_agent_restarted_without_its_checkpoint_kills_the_orphan_and_the_workload_is_requeued(
         setup, tmp_path: Path) -> None:
     c, agent, effect, marker = setup
-    run_job(c, tmp_path, "orphan", f"sleep 5; echo done >> {effect} # {marker}")
+    # The first run waits (it is to be killed as an orphan, however long the restart takes); the requeued one ends.
+    first = effect.parent / "orphan-first-ran"
+    run_job(c, tmp_path, "orphan",
+            f"if [ -e {first} ]; then echo done >> {effect}; else touch {first}; sleep 60; fi # {marker}")
     pid = running_pid(agent, "orphan")
     agent.kill9()
     assert not gone(pid)
