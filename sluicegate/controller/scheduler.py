@@ -70,10 +70,62 @@ SLOWDOWN_MAX_SECONDS = 0.1
 # turn between cycles of 1,000 heads (~0.5 s each) a bulk creation stream
 # moved one request per cycle and creations, not admissions, set the pace.
 IO_SHARE = 1.0
-# A turn shorter than this found (almost) nothing to do: the next cycle goes at once.
+# A turn with less than this much work in it found (almost) nothing to do.
 IDLE_TURN_SECONDS = 0.002
-# At most this many turns between two cycles (each ends when the loop has nothing ready).
-MAX_TURNS_BETWEEN_CYCLES = 64
+# The pause ends early once the loop has been quiet this long (at most this
+# share of the pause): a gRPC message reaches the loop from gRPC's poller
+# thread, so a stream in full flow (a request answered, the next one read)
+# leaves the loop idle for a turn or several between its messages.  Ending at
+# the first idle turn let one 256-creation request in per cycle.
+QUIET_SECONDS = 0.005
+QUIET_SHARE = 0.1
+# While quiet, the scheduler waits this long per turn (the loop blocks in its
+# selector, so what the poller thread hands over is seen) instead of spinning.
+QUIET_STEP_SECONDS = 0.001
+# At most this many turns between two cycles.
+MAX_TURNS_BETWEEN_CYCLES = 1000
+
+
+@dataclass(slots=True)
+class Pause:
+    """The loop's other work between two cycles: up to ``IO_SHARE`` of the cycle's time, or until quiet.
+
+    Pure bookkeeping (the caller reads the clock and yields): :meth:`next_wait`
+    says how long to yield next, or None when the pause is over;
+    :meth:`turn_took` is told how long that yield took.
+    """
+
+    deadline: float
+    quiet: float
+    quiet_since: float
+    turns: int = 0
+    # The last turn found work: the next yields for one turn only.
+    busy: bool = True
+
+    @classmethod
+    def after(cls, cycle_seconds: float, now: float) -> Pause:
+        budget = cycle_seconds * IO_SHARE
+        return cls(deadline=now + budget, quiet=min(QUIET_SECONDS, budget * QUIET_SHARE), quiet_since=now)
+
+    def next_wait(self, now: float) -> float | None:
+        """Seconds to yield for (0: one turn of the loop), or None: run the next cycle."""
+        if self.turns >= MAX_TURNS_BETWEEN_CYCLES or now >= self.deadline:
+            return None
+        if self.turns and now - self.quiet_since >= self.quiet:
+            return None
+        self.turns += 1
+        if self.busy:
+            return 0.0
+        # Quiet so far: wait a step for what another thread may be handing over (less than a step
+        # of the window left: over; spinning through turns of nothing would only burn the CPU).
+        left = min(self.deadline, self.quiet_since + self.quiet) - now
+        return QUIET_STEP_SECONDS if left >= QUIET_STEP_SECONDS else None
+
+    def turn_took(self, waited: float, seconds: float, now: float) -> None:
+        """A yield of ``waited`` seconds returned after ``seconds``: the rest was the loop's other work."""
+        self.busy = seconds - waited >= IDLE_TURN_SECONDS
+        if self.busy:
+            self.quiet_since = now
 
 
 class CycleObserver(Protocol):
@@ -375,19 +427,18 @@ class Scheduler:
 
     @staticmethod
     async def _turns_between_cycles(loop: asyncio.AbstractEventLoop, cycle_seconds: float) -> None:
-        """Let the loop's other work run between two cycles, for up to the cycle's own time.
+        """Let the loop's other work run between two cycles, for up to the cycle's own time (see Pause).
 
-        At least one turn; more while turns keep finding work (a bulk
+        At least one turn; more while the loop keeps finding work (a bulk
         creation, a burst of reports), so the streams progress in proportion
         to the scheduler's work instead of one message per cycle.
         """
-        deadline = loop.time() + cycle_seconds * IO_SHARE
-        for _ in range(MAX_TURNS_BETWEEN_CYCLES):
+        pause = Pause.after(cycle_seconds, loop.time())
+        while (wait := pause.next_wait(loop.time())) is not None:
             turn = loop.time()
-            await asyncio.sleep(0)
+            await asyncio.sleep(wait)
             now = loop.time()
-            if now - turn < IDLE_TURN_SECONDS or now >= deadline:
-                return
+            pause.turn_took(wait, now - turn, now)
 
 
 def replace_entry_workload(e: Entry, wl: Workload) -> Entry:

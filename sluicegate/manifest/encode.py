@@ -17,7 +17,7 @@ import copy
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -185,7 +185,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
     if hit is not None and _same_head(hit[0], key):
         head, metadata_end = hit[1], hit[2]
     else:
-        doc = _workload(replace(wl, status=NO_STATUS), share=True)
+        doc = _workload(wl, share=True, with_status=False)
         whole = _json_of(doc, wl.pod_sets)
         head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
@@ -446,7 +446,8 @@ def _priority_class(pc: PriorityClass) -> Doc:
 # -- workloads -----------------------------------------------------------------
 
 
-def _workload(wl: Workload, *, share: bool) -> Doc:
+def _workload(wl: Workload, *, share: bool, with_status: bool = True) -> Doc:
+    """``with_status`` False: metadata and spec only (what _workload_json keeps per workload)."""
     meta = _namespaced_meta(wl)
     meta["generation"] = wl.generation
     # share: encode_json splices in the pod sets' JSON, written once per shared value.
@@ -464,7 +465,7 @@ def _workload(wl: Workload, *, share: bool) -> Doc:
     if wl.maximum_execution_time_seconds is not None:
         spec["maximumExecutionTimeSeconds"] = wl.maximum_execution_time_seconds
     doc = _object("Workload", meta, spec=spec)
-    if wl.status != WorkloadStatus():
+    if with_status and wl.status is not NO_STATUS and wl.status != NO_STATUS:
         doc["status"] = _status(wl.status, share=share)
     return doc
 
