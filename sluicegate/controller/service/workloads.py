@@ -34,6 +34,9 @@ from sluicegate.v1 import objects_pb2, workloads_pb2, workloads_pb2_grpc
 
 log = logging.getLogger(__name__)
 
+# Most creations of one request handled in one turn of the loop (see _create_in_parts).
+CREATE_PART = 512
+
 _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
 # Most watch events one message carries (WatchWorkloadsRequest.max_batch): a
 # workload's JSON is a few KiB, so a full message stays within a few MiB.
@@ -81,7 +84,36 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     async def CreateMany(
         self, request: workloads_pb2.CreateWorkloadsRequest, context: Context
     ) -> workloads_pb2.CreateWorkloadsResponse:
-        return self._create_many(request, self.gate.authenticate(context), context)
+        return await self._create_in_parts(request, self.gate.authenticate(context), context)
+
+    async def _create_in_parts(
+        self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: Context
+    ) -> workloads_pb2.CreateWorkloadsResponse:
+        """A request's creations, at most CREATE_PART per turn of the loop.
+
+        Each creation costs a few hundred µs of the loop; a client's request
+        of thousands would otherwise hold everything else (agents'
+        heartbeats, cycles, other clients) for a second.  Each part is
+        stored on its own: a store failure after the first part fails only
+        that part's items (the earlier ones are stored and answered).
+        """
+        if len(request.items) <= CREATE_PART:
+            return self._create_many(request, p, context)
+        results: list[workloads_pb2.CreateWorkloadResult] = []
+        for start in range(0, len(request.items), CREATE_PART):
+            if start:
+                await asyncio.sleep(0)
+            part = workloads_pb2.CreateWorkloadsRequest(brief=request.brief)
+            part.items.extend(request.items[start:start + CREATE_PART])
+            try:
+                results.extend(self._create_many(part, p, context).results)
+            except Exception as exc:
+                if not start:
+                    raise  # nothing stored yet: the request fails as a whole, as a one-part one would
+                if not isinstance(exc, (InvalidArgument, StoreError)):
+                    log.exception("a creation request failed")
+                results.extend([_failed(exc)] * len(part.items))
+        return workloads_pb2.CreateWorkloadsResponse(results=results)
 
     async def CreateStream(
         self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
@@ -93,7 +125,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             await context.abort(code, msg)
         async for request in request_iterator:
             try:
-                response = self._create_many(request, p, context)
+                response = await self._create_in_parts(request, p, context)
             except Exception as exc:
                 # Only this request failed (a store failure stored none of it);
                 # the client's later requests still deserve their answers.
