@@ -544,9 +544,9 @@ class AgentNode:
         finally:
             self._forgetting.difference_update(dropping)
         for uid in dropping:
-            exc = failed.get(uid)
-            if exc is not None and not isinstance(exc, PodNotFoundError):
-                log.warning("forgetting pod %s: %s", uid, exc)
+            refused = failed.get(uid)
+            if refused is not None and not isinstance(refused, PodNotFoundError):
+                log.warning("forgetting pod %s: %s", uid, refused)
             else:
                 self._forgotten(uid, purge=purge)
 
