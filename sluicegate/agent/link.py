@@ -23,8 +23,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -505,16 +506,22 @@ class ControllerLink:
         if self.fencing is not None:
             self.fencing.heard(sent_at)
 
-    def _spawn(self, coro: object, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._command(coro, name), name=name)
         self._command_tasks.add(task)
-        task.add_done_callback(self._command_done)
         return task
 
-    def _command_done(self, task: asyncio.Task[None]) -> None:
-        self._command_tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s failed", task.get_name(), exc_info=task.exception())
+    async def _command(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        # A command's task logs its own failure and leaves the set in its last
+        # step: a done callback would cost every pod one more loop callback.
+        try:
+            await coro
+        except Exception:
+            log.exception("%s failed", name)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._command_tasks.discard(task)
 
     def _handle(self, msg: agent_pb2.ControllerMessage) -> None:
         kind = msg.WhichOneof("kind")
