@@ -507,12 +507,7 @@ class AgentNode:
         await self.forget_all((uid,), purge=purge)
 
     async def forget_all(self, uids: Sequence[str], *, purge: bool = False) -> None:
-        """:meth:`forget` for several pods at once: the runtime drops them in one checkpoint write.
-
-        The ForgetPods of one controller message arrive together (the
-        controller holds them back to travel with its next message), and
-        forgetting them one by one would cost a task and a wait per pod.
-        """
+        """:meth:`forget` for several pods (one controller message's): the runtime drops them in one write."""
         dropping: list[str] = []
         for uid in dict.fromkeys(uids):  # a pod named twice is forgotten once
             if self.orphans.pop(uid, None) is not None:
@@ -531,10 +526,9 @@ class AgentNode:
                 self._forgotten(uid, purge=purge)
         if not dropping:
             return
-        # While the runtime drops the pods (it waits for its checkpoint write),
-        # a pod is neither in the runtime nor gone from the metadata, which
-        # admission would read as admitted and not started yet: holding
-        # resources the controller already gave to another pod.
+        # While the runtime drops the pods (it waits for its checkpoint write), a pod is neither in
+        # the runtime nor gone from the metadata, which admission would read as admitted and not
+        # started yet: holding resources the controller already gave to another pod.
         self._forgetting.update(dropping)
         try:
             failed = await self.runtime.forget_all(dropping)
