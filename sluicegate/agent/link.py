@@ -23,8 +23,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -208,6 +209,8 @@ class ControllerLink:
         self._unacked: dict[int, float] = {}
         # New pods whose first Running report waits (see forward_events), in order.
         self._held: dict[str, None] = {}
+        # ForgetPods received and not yet taken by their task (which is not done until it took them), by purge.
+        self._forgets: dict[bool, tuple[list[str], asyncio.Task[None]]] = {}
         self._seq = 0
         # Set when the node's allocatable or labels changed (a device's health): the
         # session ends and the next one registers them, as every registration does.
@@ -503,15 +506,22 @@ class ControllerLink:
         if self.fencing is not None:
             self.fencing.heard(sent_at)
 
-    def _spawn(self, coro: object, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._command(coro, name), name=name)
         self._command_tasks.add(task)
-        task.add_done_callback(self._command_done)
+        return task
 
-    def _command_done(self, task: asyncio.Task[None]) -> None:
-        self._command_tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s failed", task.get_name(), exc_info=task.exception())
+    async def _command(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        # A command's task logs its own failure and leaves the set in its last
+        # step: a done callback would cost every pod one more loop callback.
+        try:
+            await coro
+        except Exception:
+            log.exception("%s failed", name)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._command_tasks.discard(task)
 
     def _handle(self, msg: agent_pb2.ControllerMessage) -> None:
         kind = msg.WhichOneof("kind")
@@ -525,7 +535,12 @@ class ControllerLink:
                         f"stop-{s.uid}")
         elif kind == "forget_pod":
             f = msg.forget_pod
-            self._spawn(self.node.forget(f.uid, purge=f.purge), f"forget-{f.uid}")
+            waiting = self._forgets.get(f.purge)
+            if waiting is not None and not waiting[1].done():
+                waiting[0].append(f.uid)
+            else:
+                uids = [f.uid]
+                self._forgets[f.purge] = (uids, self._spawn(self._forget(uids, f.purge), f"forget-{f.uid}"))
         elif kind == "log_request":
             r = msg.log_request
             self._log_tasks[r.request_id] = asyncio.create_task(
@@ -534,6 +549,12 @@ class ControllerLink:
             t = self._log_tasks.pop(msg.cancel_logs.request_id, None)
             if t is not None:
                 t.cancel()
+
+    async def _forget(self, uids: list[str], purge: bool) -> None:
+        # The ForgetPods handled before this task's first step (those of one
+        # message) join ``uids``: one task and one checkpoint write for them.
+        del self._forgets[purge]
+        await self.node.forget_all(uids, purge=purge)
 
     async def _run(self, message: agent_pb2.PodSpec) -> None:
         # Decoded in the task, so a pod the agent cannot read fails its task, not the stream.

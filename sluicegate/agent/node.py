@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +46,7 @@ from sluicegate.agent.policy import (
 from sluicegate.agent.probes import ProbeSpec, ReadinessProbes
 from sluicegate.agent.runtime import (
     DEFAULT_PATH,
+    PodNotFoundError,
     PodPhase,
     PodRuntime,
     PodRuntimeError,
@@ -503,29 +504,48 @@ class AgentNode:
 
     async def forget(self, uid: str, *, purge: bool = False) -> None:
         """The controller has the pod's result; with ``purge`` its logs go too (retention)."""
-        if self.orphans.pop(uid, None) is not None:
+        await self.forget_all((uid,), purge=purge)
+
+    async def forget_all(self, uids: Sequence[str], *, purge: bool = False) -> None:
+        """:meth:`forget` for several pods (one controller message's): the runtime drops them in one write."""
+        dropping: list[str] = []
+        for uid in dict.fromkeys(uids):  # a pod named twice is forgotten once
+            if self.orphans.pop(uid, None) is not None:
+                continue
+            if purge:
+                self._drop_meta(uid)
+                if self.runtime.status(uid) is None:
+                    shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
+                    continue
+            st = self.runtime.status(uid)
+            if st is not None:
+                if not st.finished:
+                    continue
+                dropping.append(uid)
+            else:
+                self._forgotten(uid, purge=purge)
+        if not dropping:
             return
-        if purge:
-            self._drop_meta(uid)
-            if self.runtime.status(uid) is None:
-                shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
-                return
-        st = self.runtime.status(uid)
-        if st is not None:
-            if not st.finished:
-                return
-            # While the runtime drops the pod (it waits for its checkpoint write),
-            # the pod is neither in the runtime nor gone from the metadata, which
-            # admission would read as admitted and not started yet: holding
-            # resources the controller already gave to another pod.
-            self._forgetting.add(uid)
-            try:
-                await self.runtime.forget(uid)
-            except PodRuntimeError as exc:
-                log.warning("forgetting pod %s: %s", uid, exc)
-                return
-            finally:
-                self._forgetting.discard(uid)
+        # While the runtime drops the pods (it waits for its checkpoint write), a pod is neither in
+        # the runtime nor gone from the metadata, which admission would read as admitted and not
+        # started yet: holding resources the controller already gave to another pod.
+        self._forgetting.update(dropping)
+        try:
+            failed = await self.runtime.forget_all(dropping)
+        except PodRuntimeError as exc:
+            log.warning("forgetting pods %s: %s", ", ".join(dropping), exc)
+            return
+        finally:
+            self._forgetting.difference_update(dropping)
+        for uid in dropping:
+            refused = failed.get(uid)
+            if refused is not None and not isinstance(refused, PodNotFoundError):
+                log.warning("forgetting pod %s: %s", uid, refused)
+            else:
+                self._forgotten(uid, purge=purge)
+
+    def _forgotten(self, uid: str, *, purge: bool) -> None:
+        """The runtime no longer has the pod: what remains of it here goes (its logs stay unless ``purge``)."""
         if purge:
             shutil.rmtree(self.data_dir / "pods" / uid, ignore_errors=True)
             return

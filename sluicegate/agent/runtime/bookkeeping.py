@@ -433,22 +433,27 @@ class RuntimeBase:
         return status
 
     def _start_task(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
+        task = asyncio.create_task(self._guarded(coro, name), name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        error = task.exception()
-        if error is None:
-            return
-        if isinstance(error, PodRuntimeError) and not isinstance(error, PodTaskCrashed):
-            # A resumed stop that timed out: already explained by the error.
-            log.error("%s: %s", task.get_name(), error)
-            return
-        log.error("task %s crashed", task.get_name(), exc_info=error)
-        if self._crash is None:
-            self._crash = PodTaskCrashed(task=task.get_name(), error=error)
-            self._crashed.set()
+    async def _guarded(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Run a task's coroutine and act on how it ended, in its own last step.
+
+        A done callback would do the same a turn of the loop later, at the
+        cost of one more callback per pod.
+        """
+        try:
+            await coro
+        except Exception as error:
+            if isinstance(error, PodRuntimeError) and not isinstance(error, PodTaskCrashed):
+                # A resumed stop that timed out: already explained by the error.
+                log.error("%s: %s", name, error)
+                return
+            log.error("task %s crashed", name, exc_info=error)
+            if self._crash is None:
+                self._crash = PodTaskCrashed(task=name, error=error)
+                self._crashed.set()
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.discard(task)

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluicegate.agent import checkpoint as ckpt
@@ -20,6 +20,7 @@ from sluicegate.agent.runtime.errors import (
     PodDirectoryError,
     PodExistsError,
     PodNotFinishedError,
+    PodNotFoundError,
     PodRuntimeError,
     StopTimeoutError,
     WaitTimeoutError,
@@ -250,13 +251,30 @@ class PodRuntime(Supervision):
 
         The pod's logs stay on disk; deleting them is the caller's decision.
         """
-        pod = self._get(uid)
-        if not pod.finished:
-            raise PodNotFinishedError(uid=uid, phase=pod.status.phase if pod.status else PodPhase.PENDING)
-        del self._pods[uid]
-        self._stale.discard(uid)
-        self._drop_record(uid)
-        await self._durable()
+        refused = await self.forget_all((uid,))
+        if refused:
+            raise refused[uid]
+
+    async def forget_all(self, uids: Sequence[str]) -> dict[str, PodRuntimeError]:
+        """:meth:`forget` for several pods, dropped in one checkpoint write.
+
+        Returns the pods that could not be forgotten (unknown, or not
+        finished) with why; the others are dropped once this returns.
+        """
+        refused: dict[str, PodRuntimeError] = {}
+        for uid in uids:
+            pod = self._pods.get(uid)
+            if pod is None:
+                refused[uid] = PodNotFoundError(uid=uid)
+            elif not pod.finished:
+                refused[uid] = PodNotFinishedError(uid=uid, phase=pod.status.phase if pod.status else PodPhase.PENDING)
+            else:
+                del self._pods[uid]
+                self._stale.discard(uid)
+                self._drop_record(uid)
+        if len(refused) < len(uids):
+            await self._durable()
+        return refused
 
     async def adopt(self, checkpoint: ckpt.Checkpoint | None) -> AdoptionReport:
         """Take over the pods a previous agent recorded; call once, before run().

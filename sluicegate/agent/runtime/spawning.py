@@ -46,6 +46,12 @@ ZYGOTE: Final = str(Path(__file__).with_name("zygote.py"))
 REPLY_SECONDS: Final = 2.0
 MAX_MESSAGE: Final = 1 << 16
 BUFFER_BYTES: Final = 4 << 20
+# Released children wait this long for a start to take their reaps to the
+# spawner in its message (a pod's exit and the next pod's start come at
+# about the same rate); without one, they go in a message of their own.
+# The zombies keep their pids (and process groups) meanwhile, as they must
+# until released anyway.
+REAP_DELAY_SECONDS: Final = 0.05
 # A spawner for a user that has had no child for this long is closed.
 IDLE_SECONDS: Final = 60.0
 # At most this many spawners for users at once: a node whose pods each have
@@ -81,8 +87,9 @@ class SpawnerLink:
         self._waiting: dict[int, tuple[asyncio.Future[tuple[tuple[Any, ...], list[int]]], float]] = {}
         # One timer for all of them (see _overdue), not one per request.
         self._watchdog: asyncio.TimerHandle | None = None
-        # Children released this turn of the loop, sent to be reaped together.
+        # Children released and not yet sent to be reaped (see REAP_DELAY_SECONDS), and the timer that sends them.
         self._reaps: list[int] = []
+        self._reap_timer: asyncio.TimerHandle | None = None
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop is None:
@@ -95,7 +102,7 @@ class SpawnerLink:
             raise StartFailure(f"spawner {self.pid} is gone")
         self._rid += 1
         rid = self._rid
-        data = marshal.dumps((message[0], rid, *message[1:]))
+        data = self._encode(message, rid)
         deadline = time.monotonic() + REPLY_SECONDS
         try:
             self._send(data, fds, deadline)
@@ -132,7 +139,7 @@ class SpawnerLink:
             raise StartFailure(f"spawner {self.pid} is gone")
         self._rid += 1
         rid = self._rid
-        data = marshal.dumps((message[0], rid, *message[1:]))
+        data = self._encode(message, rid)
         answer: asyncio.Future[tuple[tuple[Any, ...], list[int]]] = self._loop.create_future()
         due = time.monotonic() + REPLY_SECONDS
         self._waiting[rid] = (answer, due)
@@ -152,6 +159,16 @@ class SpawnerLink:
             raise StartFailure(f"the spawner failed: {exc}") from exc
         finally:
             self._waiting.pop(rid, None)
+
+    def _encode(self, message: tuple[Any, ...], rid: int) -> bytes:
+        """A request as sent; a start takes the pending reaps along (the spawner reaps them first)."""
+        if message[0] == "spawn" and self._reaps:
+            pids, self._reaps = tuple(self._reaps), []
+            if self._reap_timer is not None:
+                self._reap_timer.cancel()
+                self._reap_timer = None
+            return marshal.dumps((message[0], rid, *message[1:], pids))
+        return marshal.dumps((message[0], rid, *message[1:]))
 
     def _overdue(self) -> None:
         """The watchdog: fail the requests whose reply is overdue (the first one's failure ends the spawner)."""
@@ -229,19 +246,20 @@ class SpawnerLink:
             child.resolve(Exit(code=reply[2], signal=reply[3]))
 
     def reap(self, pid: int) -> None:
-        """Let the spawner reap ``pid``: the reaps of one turn of the loop go in one message."""
+        """Let the spawner reap ``pid``: with the next start's request, or within ``REAP_DELAY_SECONDS``."""
         self.children.pop(pid, None)
         if not self.children:
             self.idle_since = time.monotonic()
         if self.dead:
             return
-        if not self._reaps and self._loop is not None:
-            self._loop.call_soon(self._send_reaps)
         self._reaps.append(pid)
         if self._loop is None:
             self._send_reaps()
+        elif self._reap_timer is None:
+            self._reap_timer = self._loop.call_later(REAP_DELAY_SECONDS, self._send_reaps)
 
     def _send_reaps(self) -> None:
+        self._reap_timer = None
         pids, self._reaps = self._reaps, []
         if self.dead or not pids:
             return
@@ -263,6 +281,9 @@ class SpawnerLink:
         self.close()
 
     def close(self) -> None:
+        if self._reap_timer is not None:
+            self._reap_timer.cancel()
+        self._send_reaps()
         self.dead = True
         waiting, self._waiting = self._waiting, {}
         if self._watchdog is not None:

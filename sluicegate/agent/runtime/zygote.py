@@ -36,7 +36,8 @@ until the agent has drained the group and says ``reap``.
 
 Messages are ``marshal``-encoded tuples on a SOCK_SEQPACKET socket; file
 descriptors travel as SCM_RIGHTS.  Requests: ``("spawn", rid, candidates,
-argv, env, cwd, places)`` with the log fd, ``("reap", pid, ...)`` and, to the
+argv, env, cwd, places[, pids to reap first])`` with the log fd, ``("reap",
+pid, ...)`` and, to the
 root spawner, ``("fork", rid, uid, gid, no_new_privs)``.  Replies:
 ``("started", rid, pid)``, ``("failed", rid, errno, message)``,
 ``("forked", rid, pid)`` with the new spawner's socket, and unprompted
@@ -108,13 +109,11 @@ class Spawner:
         try:
             kind = message[0]
             if kind == "spawn":
+                if len(message) > 7:
+                    reap(message[7])
                 self.spawn(message[1], message[2], message[3], message[4], message[5], message[6], fds)
             elif kind == "reap":
-                for pid in message[1:]:
-                    try:
-                        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)
-                    except ChildProcessError:
-                        pass
+                reap(message[1:])
             elif kind == "fork" and self.root:
                 self.fork(message[1], message[2], message[3], message[4])
         finally:
@@ -224,6 +223,15 @@ class Spawner:
         os.close(pidfd)
         del self.pidfds[pidfd]
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)
+
+
+def reap(pids: tuple[int, ...]) -> None:
+    """Reap exited children the agent has released (their pids are free for reuse from now on)."""
+    for pid in pids:
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def _write(path: str, data: bytes) -> None:

@@ -166,14 +166,17 @@ class _Templates:
         self._pod_sets[id(ps)] = (ps, template)
         return template
 
-    def spec(self, wl: Workload, ps: PodSet, pod: PodRecord) -> agent_pb2.PodSpec:
+    def spec(
+        self, wl: Workload, ps: PodSet, pod: PodRecord, into: agent_pb2.PodSpec | None = None
+    ) -> agent_pb2.PodSpec:
+        """The pod's PodSpec, written ``into`` a message's field where given (no copy of it into the message)."""
         key = self._key
         if key is None or key[0] is not wl or key[1] is not ps:
             self._template = _pod_spec_template(wl, ps, self._pod_set(ps))
             job = job_of(wl)
             self._indexed = job is not None and job.indexed
             self._key = (wl, ps)
-        spec = agent_pb2.PodSpec()
+        spec = agent_pb2.PodSpec() if into is None else into
         spec.CopyFrom(self._template)
         spec.uid = pod.uid
         spec.name = pod.name
@@ -193,8 +196,9 @@ _templates = _Templates()
 
 def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     if isinstance(cmd, RunPodCommand):
-        spec = _templates.spec(cmd.workload, cmd.pod_set, cmd.pod)
-        return agent_pb2.ControllerMessage(run_pod=agent_pb2.RunPod(pod=spec))
+        msg = agent_pb2.ControllerMessage()
+        _templates.spec(cmd.workload, cmd.pod_set, cmd.pod, into=msg.run_pod.pod)
+        return msg
     if isinstance(cmd, StopPodCommand):
         return agent_pb2.ControllerMessage(
             stop_pod=agent_pb2.StopPod(

@@ -88,3 +88,26 @@ async def test_a_running_pod_is_reported_running_after_the_hold_and_never_pendin
         assert phases in (["Failed"], ["Running", "Failed"])
     finally:
         relay.cancel()
+
+
+async def test_the_forget_pods_of_one_message_are_forgotten_together(make_node: MakeNode) -> None:
+    """ForgetPods handled in one turn (one controller message) reach the node as one forget_all call, in
+    order, purges apart; a ForgetPod that comes once that task has started gets a task of its own."""
+    node = await make_node()
+    link, _ = connected_link(node)
+    calls: list[tuple[list[str], bool]] = []
+
+    async def forget_all(uids: list[str], *, purge: bool = False) -> None:
+        calls.append((list(uids), purge))
+
+    node.forget_all = forget_all  # type: ignore[method-assign]
+    for uid, purge in (("a", False), ("b", False), ("old", True), ("c", False)):
+        link._handle(agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=uid, purge=purge)))
+    await asyncio.sleep(0)
+    link._handle(agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid="d")))
+    for _ in range(10):  # bounded: the tasks finish within a few turns of the loop
+        if not link._command_tasks:
+            break
+        await asyncio.sleep(0)
+    assert (calls, link._command_tasks, link._forgets) == (
+        [(["a", "b", "c"], False), (["old"], True), (["d"], False)], set(), {})

@@ -69,6 +69,32 @@ async def test_a_forgotten_pod_leaves_the_file_within_the_batch_window(make_node
     assert await wait_until(lambda: meta_on_disk(node) == {}, timeout=META_BATCH_SECONDS + 5)
 
 
+async def test_pods_forgotten_together_share_one_checkpoint_write(make_node: MakeNode) -> None:
+    """The ForgetPods of one controller message: each pod named goes (one named twice too), the
+    unknown and the still running are left as forget() leaves them, and the runtime writes once."""
+    node = await make_node()
+    for uid in ("a", "b"):
+        assert await node.run_pod(wish(uid, "exit 0")) is True
+        await node.runtime.wait(uid, timeout=10)
+    assert await node.run_pod(wish("running", "exec sleep 30")) is True
+    assert await wait_until(lambda: node.runtime.status("running") is not None, timeout=10)
+    writes = 0
+    write = node.runtime._checkpoint_file.write
+
+    def counting(**kwargs: Any) -> None:
+        nonlocal writes
+        writes += 1
+        write(**kwargs)
+
+    node.runtime._checkpoint_file.write = counting  # type: ignore[method-assign]
+    await node.forget_all(["a", "b", "a", "never-seen", "running"])
+    assert (sorted(node.meta), node.runtime.status("a"), node.runtime.status("b"), writes) == (
+        ["running"], None, None, 1)
+    assert not (node.runtime.home("a").exists() or node.runtime.home("b").exists())
+    assert await wait_until(lambda: meta_on_disk(node) == {"running": "wl-1"}, timeout=META_BATCH_SECONDS + 5)
+    await node.stop_pod("running", grace_seconds=0, reason="Killed", message="")
+
+
 async def test_a_pod_that_does_not_fit_is_on_disk_as_rejected_before_it_is_reported(make_node: MakeNode) -> None:
     node = await make_node(allocatable={"cpu": 50, "memory": 1 << 30, "pods": 110})
     assert await node.run_pod(wish("too-big", "exit 0")) is False

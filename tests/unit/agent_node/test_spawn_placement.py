@@ -468,3 +468,21 @@ async def test_children_released_in_one_turn_are_reaped_by_one_message() -> None
         assert await wait_until(lambda: not any(os.path.exists(f"/proc/{kid.pid}") for kid in kids), timeout=WAIT)
     finally:
         spawners.close()
+
+
+async def test_a_start_takes_the_released_childrens_reaps_along(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Released children are reaped by the spawner before the next start it is asked for (in that start's
+    message), not a message of their own: once the start is answered, they are gone."""
+    monkeypatch.setattr(spawning, "REAP_DELAY_SECONDS", 60.0)  # the timer's message never comes in this test
+    spawners = Spawners()
+    try:
+        first = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                           places=(), log_fd=1)
+        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
+        first.release()
+        assert os.path.exists(f"/proc/{first.pid}")  # still a zombie: nothing was sent yet
+        await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                   places=(), log_fd=1)
+        assert not os.path.exists(f"/proc/{first.pid}")
+    finally:
+        spawners.close()
