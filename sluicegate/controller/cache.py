@@ -69,8 +69,9 @@ class Cache:
             return f"ClusterQueue {cq} not found"
         if spec.stop_policy is not StopPolicy.NONE:
             return f"ClusterQueue {cq} is stopped (spec.stopPolicy={spec.stop_policy.value})"
-        missing = [f for f in spec.flavors if f not in self.flavors]
-        if missing:
+        flavors = self.flavors
+        if any(f.name not in flavors for rg in spec.resource_groups for f in rg.flavors):
+            missing = [f for f in spec.flavors if f not in flavors]
             return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
         return None
 

@@ -12,16 +12,13 @@ from dataclasses import dataclass, field
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
-    AddAdmitted,
+    Admit,
     CacheOp,
     Effects,
     Evict,
     PutBack,
-    QueueAdmitted,
     Requeue,
     SetWorkload,
-    Track,
-    TrackPods,
 )
 from sluicegate.controller.lifecycle import preempted
 from sluicegate.controller.nodes import Command, RunPodCommand
@@ -67,7 +64,7 @@ def cycle_effects(c: Cache, entries: Sequence[Entry], decided: Mapping[WorkloadK
         key = e.key
         wl = decided.get(key, e.workload)
         if e.status is EntryStatus.ASSUMED:
-            cache += (SetWorkload(wl), AddAdmitted(wl, now), Track(wl), QueueAdmitted(e), TrackPods(wl))
+            cache.append(Admit(wl, e, now))
             if wl.status.pods:
                 specs = {ps.name: ps for ps in wl.pod_sets}
                 agents += [(p.node, RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))

@@ -617,15 +617,18 @@ class QueueManager:
 
     def _with_heads(self) -> list[ClusterQueueQueue]:
         """Active queues with a head, in creation order; forgets queues left empty."""
-        out: list[ClusterQueueQueue] = []
-        for name in list(self._ready):
-            q = self.queues.get(name)
-            if q is None or not q.has_heads:
-                self._ready.discard(name)
+        queues, rank = self.queues, self._rank
+        names: list[ClusterQueueName] = []
+        empty: list[ClusterQueueName] = []
+        for name in self._ready:
+            q = queues.get(name)
+            if q is None or not q._items:
+                empty.append(name)
             elif q.active:
-                out.append(q)
-        out.sort(key=lambda q: self._rank[q.name])
-        return out
+                names.append(name)
+        self._ready.difference_update(empty)
+        names.sort(key=rank.__getitem__)
+        return [queues[name] for name in names]
 
     def heads(self) -> list[Head]:
         out: list[Head] = []

@@ -179,6 +179,8 @@ def _namespace_ok(snapshot: Snapshot, head: Head) -> bool:
     selector = snapshot.cluster_queues[head.cluster_queue].namespace_selector
     if selector is None:
         return False
+    if selector.is_empty:
+        return True  # matches every namespace: its labels need not be looked up
     return selector.matches(snapshot.namespace_labels(head.workload.namespace))
 
 
