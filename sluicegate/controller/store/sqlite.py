@@ -170,12 +170,14 @@ class SqliteStore:
             db.execute(_DELETE, (ch.kind, ch.namespace, ch.name))
             db.execute(_SET_META, ("resource_version", str(version)))
             return
-        if len(batches) == 1 and all(type(ch) is Put for ch in batches[0][1]):
+        if len(batches) == 1:
             # One write of puts only (a scheduling cycle's): upserted in order, the last put of an
             # object wins, which is what collapsing would keep; every row carries the newest version.
             version, changes = batches[0]
-            db.executemany(_PUT, [(ch.kind, ch.namespace, ch.name, ch.body, version) for ch in changes])
-            return
+            puts = [ch for ch in changes if type(ch) is Put]
+            if len(puts) == len(changes):
+                db.executemany(_PUT, [(ch.kind, ch.namespace, ch.name, ch.body, version) for ch in puts])
+                return
         # Rows hold only an object's latest state, so the batches collapse to
         # the last change of each object: one row per object, puts and deletes
         # each as one executemany (the rows are bound in C).
@@ -183,14 +185,14 @@ class SqliteStore:
         for version, changes in batches:
             for ch in changes:
                 last[(ch.kind, ch.namespace, ch.name)] = (version, ch.body if isinstance(ch, Put) else None)
-        puts = [(k[0], k[1], k[2], b, v) for k, (v, b) in last.items() if b is not None]
+        rows = [(k[0], k[1], k[2], b, v) for k, (v, b) in last.items() if b is not None]
         deletes = [k for k, (_, b) in last.items() if b is None]
-        if puts:
-            db.executemany(_PUT, puts)
+        if rows:
+            db.executemany(_PUT, rows)
         if deletes:
             db.executemany(_DELETE, deletes)
         newest = batches[-1][0]
-        if not any(row[4] == newest for row in puts):
+        if not any(row[4] == newest for row in rows):
             # Only a version no row carries (the newest write deleted, or
             # deleted what was never stored) is recorded on the side: the
             # version is read back as the larger of MAX(resource_version) and this.
