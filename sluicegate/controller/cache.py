@@ -31,7 +31,7 @@ from sluicegate.model.queues import (
 )
 from sluicegate.model.resources import FlavorResource
 from sluicegate.model.topology import Topology
-from sluicegate.model.workloads import Workload
+from sluicegate.model.workloads import Admission, PodSet, Workload
 
 
 @dataclass(slots=True)
@@ -69,8 +69,9 @@ class Cache:
             return f"ClusterQueue {cq} not found"
         if spec.stop_policy is not StopPolicy.NONE:
             return f"ClusterQueue {cq} is stopped (spec.stopPolicy={spec.stop_policy.value})"
-        missing = [f for f in spec.flavors if f not in self.flavors]
-        if missing:
+        flavors = self.flavors
+        if any(f.name not in flavors for rg in spec.resource_groups for f in rg.flavors):
+            missing = [f for f in spec.flavors if f not in flavors]
             return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
         return None
 
@@ -253,24 +254,24 @@ class Cache:
 
     @staticmethod
     def held_usage(wl: Workload) -> dict[FlavorResource, int]:
-        """The quota an admission holds now: its usage minus the pods that became reclaimable."""
+        """The quota an admission holds now: its usage minus the pods that became reclaimable.
+
+        A value (see model.resources.Quantities): workloads admitted alike with no reclaimable pods
+        share one, as they share their Admission and pod sets.
+        """
         adm = wl.status.admission
         assert adm is not None
-        out: dict[FlavorResource, int] = {}
-        # As Kueue's totalRequestsFromAdmission: an admission made for fewer
-        # pods (partial, or after earlier pods became reclaimable) shrinks only
-        # once the pods still to run drop below what it was made for.
-        after_reclaim = dict(zip((ps.name for ps in wl.pod_sets), wl.counts_after_reclaim(), strict=True))
-        for psa in adm.pod_set_assignments:
-            keep = min(psa.count, after_reclaim.get(psa.name, psa.count))
-            for res, qty in psa.resource_usage.items():
-                flavor = psa.flavors.get(res)
-                if flavor is None:
-                    continue
-                amount = qty * keep // psa.count if psa.count else 0
-                key = FlavorResource(flavor, res)
-                out[key] = out.get(key, 0) + amount
+        if wl.status.reclaimable_pods:
+            return _held_usage(adm, wl)
+        hit = _HELD.get(id(adm))
+        if hit is not None and hit[0] is adm and hit[1] is wl.pod_sets:
+            return hit[2]
+        out = _held_usage(adm, wl)
+        if len(_HELD) >= _HELD_LIMIT:
+            _HELD.clear()
+        _HELD[id(adm)] = (adm, wl.pod_sets, out)
         return out
+
 
     def refresh_usage(self, wl: Workload) -> ClusterQueueName | None:
         """Reclaimable pods changed: hold only what the admission still needs."""
@@ -384,6 +385,31 @@ class Cache:
         if adm is None or not self.orders_by_local_queue(adm.cluster_queue):
             return None
         return self.afs_usage((wl.namespace, wl.queue_name))
+
+
+def _held_usage(adm: Admission, wl: Workload) -> dict[FlavorResource, int]:
+    out: dict[FlavorResource, int] = {}
+    # As Kueue's totalRequestsFromAdmission: an admission made for fewer
+    # pods (partial, or after earlier pods became reclaimable) shrinks only
+    # once the pods still to run drop below what it was made for.
+    after_reclaim = dict(zip((ps.name for ps in wl.pod_sets), wl.counts_after_reclaim(), strict=True))
+    for psa in adm.pod_set_assignments:
+        keep = min(psa.count, after_reclaim.get(psa.name, psa.count))
+        for res, qty in psa.resource_usage.items():
+            flavor = psa.flavors.get(res)
+            if flavor is None:
+                continue
+            amount = qty * keep // psa.count if psa.count else 0
+            key = FlavorResource(flavor, res)
+            out[key] = out.get(key, 0) + amount
+    return out
+
+
+# Held usage by the identity of an Admission (shared by the workloads admitted alike, see
+# Scheduler._admission), for workloads without reclaimable pods: id -> (admission and pod sets,
+# kept so the ids stay theirs; the usage).
+_HELD: dict[int, tuple[Admission, tuple[PodSet, ...], dict[FlavorResource, int]]] = {}
+_HELD_LIMIT = 16_384
 
 
 class ReleaseBudget:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
-    AddAdmitted,
+    Admit,
     ApplyObject,
     Bind,
     Dequeue,
@@ -32,7 +32,6 @@ from sluicegate.controller.effects import (
     Evict,
     NodeCapacityFreed,
     PutBack,
-    QueueAdmitted,
     RefreshQueueActivity,
     RefreshUsage,
     Release,
@@ -42,7 +41,6 @@ from sluicegate.controller.effects import (
     Settle,
     SetWorkload,
     Track,
-    TrackPods,
     Unbind,
     Uncache,
     UpdateAdmitted,
@@ -164,7 +162,16 @@ class Committer:
         agents = self._agents
         requeued = 0
         for op in e.cache:
-            if isinstance(op, SetWorkload):
+            if type(op) is Admit:
+                wl = op.workload
+                c.workloads[wl.key] = wl
+                c.add_admitted(wl, op.now)
+                c.afs_charge(wl, op.now)
+                self._track(wl)
+                c.queues.admitted(op.entry)
+                assert agents is not None
+                agents.track(wl)
+            elif isinstance(op, SetWorkload):
                 c.workloads[op.workload.key] = op.workload
             elif isinstance(op, Requeue):
                 entry = op.entry
@@ -172,19 +179,11 @@ class Committer:
                     entry.head = replace(entry.head, workload=op.workload)
                 if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
                     requeued += 1
-            elif isinstance(op, AddAdmitted):
-                c.add_admitted(op.workload, op.now)
-                c.afs_charge(op.workload, op.now)
             elif isinstance(op, SetLocalQueues):
                 for lq in op.local_queues:
                     c.local_queues[(lq.namespace, lq.name)] = lq
                     if lq.admission_fair_sharing_status is not None:
                         c.afs[(lq.namespace, lq.name)] = lq.admission_fair_sharing_status
-            elif isinstance(op, QueueAdmitted):
-                c.queues.admitted(op.entry)
-            elif isinstance(op, TrackPods):
-                assert agents is not None
-                agents.track(op.workload)
             elif isinstance(op, Evict):
                 self._evict(op.workload, op.now)
             elif isinstance(op, PutBack):
@@ -251,7 +250,7 @@ class Committer:
         changes: list[Put | Delete] = []
         written: list[tuple[Ref, Obj, EncodedObject]] = []
         for obj in puts:
-            ref = ref_of(obj)
+            ref = ("Workload", obj.namespace, obj.name) if type(obj) is Workload else ref_of(obj)
             enc = encode_json(obj)
             changes.append(Put(ref[0], ref[1], ref[2], enc.body))
             written.append((ref, obj, enc))
@@ -267,11 +266,12 @@ class Committer:
             self._group_wrote = True  # known durable only once the group commits
         elif self.store_problem is not None:
             self._store_recovered()
+        versions, observer = self.versions, self.observer
         for ref, obj, enc in written:
-            self.versions[ref] = version
+            versions[ref] = version
             self._remember(ref, obj, enc)
-            if self.observer is not None and isinstance(obj, Workload):
-                self.observer.workload_stored(self.cache.workloads.get(obj.key), obj)
+            if observer is not None and isinstance(obj, Workload):
+                observer.workload_stored(self.cache.workloads.get(obj.key), obj)
         for r in deletes:
             self.versions.pop(r, None)
         self.last_version = version

@@ -8,31 +8,48 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
-    AddAdmitted,
+    Admit,
     CacheOp,
     Effects,
     Evict,
     PutBack,
-    QueueAdmitted,
     Requeue,
     SetWorkload,
-    Track,
-    TrackPods,
 )
 from sluicegate.controller.lifecycle import preempted
 from sluicegate.controller.nodes import Command, RunPodCommand
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, RequeueReason
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PENDING
-from sluicegate.model.workloads import Workload
+from sluicegate.model.workloads import Workload, WorkloadStatus
 
 log = logging.getLogger("sluicegate.controller.scheduler")
 
 _NO_FIT = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
+
+# Every field of a Workload, the derived ``key`` included (see with_status).
+_WORKLOAD_FIELDS = tuple(f.name for f in fields(Workload))
+_new = object.__new__
+_set = object.__setattr__
+
+
+def with_status(wl: Workload, status: WorkloadStatus) -> Workload:
+    """``dataclasses.replace(wl, status=status)``: the same value, made by copying the fields.
+
+    A cycle makes one per workload it admits or marks pending, and the generic
+    ``replace`` (fields looked up by name, keyword arguments, ``__init__`` and
+    ``__post_init__`` run again) cost more than the rest of the new state.  Only
+    the status changes, so the key derived from namespace and name is copied too.
+    """
+    new = _new(Workload)
+    for name in _WORKLOAD_FIELDS:
+        _set(new, name, getattr(wl, name))
+    _set(new, "status", status)
+    return new
 
 
 @dataclass(slots=True)
@@ -67,7 +84,7 @@ def cycle_effects(c: Cache, entries: Sequence[Entry], decided: Mapping[WorkloadK
         key = e.key
         wl = decided.get(key, e.workload)
         if e.status is EntryStatus.ASSUMED:
-            cache += (SetWorkload(wl), AddAdmitted(wl, now), Track(wl), QueueAdmitted(e), TrackPods(wl))
+            cache.append(Admit(wl, e, now))
             if wl.status.pods:
                 specs = {ps.name: ps for ps in wl.pod_sets}
                 agents += [(p.node, RunPodCommand(pod=p, workload=wl, pod_set=specs[p.pod_set]))

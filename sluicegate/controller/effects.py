@@ -154,25 +154,15 @@ class RefreshQueueActivity:
 
 
 @dataclass(frozen=True, slots=True)
-class AddAdmitted:
-    """The workload holds quota from ``now`` (a scheduling cycle admitted it)."""
+class Admit:
+    """A scheduling cycle admitted the entry's workload, stored in this state; in order: the cache holds
+    it, it holds quota from ``now`` (and its LocalQueue pays Admission Fair Sharing's entry penalty), its
+    timers are armed, its head leaves its queue, and its pods count on their nodes and belong to it.
+    One operation for what every admission does (a cycle admits up to one per ClusterQueue)."""
 
     workload: Workload
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class QueueAdmitted:
-    """The entry's head leaves its queue: admitted."""
-
     entry: Entry
-
-
-@dataclass(frozen=True, slots=True)
-class TrackPods:
-    """The stored workload's pods count on their nodes and belong to it."""
-
-    workload: Workload
+    now: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +195,7 @@ class Evict:
 CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | NodeCapacityFreed | UpdateAdmitted \
     | Enqueue | Track | Settle | Uncache | Disown | Dequeue | ApplyObject | RemoveObject | RefreshQueueActivity \
     | SetLocalQueues \
-    | AddAdmitted | QueueAdmitted | TrackPods | Requeue | PutBack | Evict
+    | Admit | Requeue | PutBack | Evict
 
 
 @dataclass(frozen=True, slots=True)

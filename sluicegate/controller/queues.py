@@ -38,7 +38,7 @@ from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
 from sluicegate.model.config import RequeuingTimestamp
 from sluicegate.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
-from sluicegate.model.workloads import Workload
+from sluicegate.model.workloads import PodSet, Workload
 
 # A pending workload's place in its queue's order: (-priority, timestamp, uid, key), led by its LocalQueue's
 # usage under Admission Fair Sharing.
@@ -59,12 +59,29 @@ class Budget(Protocol):
 
 def quota_needs(wl: Workload) -> dict[str, int]:
     """The least quota per resource ``wl`` can be admitted with (every pod set at its minimum count)."""
+    return dict(_needs_of(wl.pod_sets))
+
+
+# Needs by the identity of a workload's pod sets (one value shared by every workload of a shape,
+# see scheduling.cycle._pod_sets_shape): id -> (the pod sets, kept so the id stays theirs; needs).
+_NEEDS: dict[int, tuple[object, Mapping[str, int]]] = {}
+_NEEDS_LIMIT = 4096
+
+
+def _needs_of(pod_sets: tuple[PodSet, ...]) -> Mapping[str, int]:
+    """``quota_needs`` of these pod sets, kept: read-only (quota_needs hands out copies)."""
+    hit = _NEEDS.get(id(pod_sets))
+    if hit is not None and hit[0] is pod_sets:
+        return hit[1]
     need: dict[str, int] = {}
-    for ps in wl.pod_sets:
+    for ps in pod_sets:
         count = ps.min_count if ps.min_count is not None else ps.count
         for res, per_pod in ps.requests.items():
             if per_pod > 0:
                 need[res] = need.get(res, 0) + per_pod * count
+    if len(_NEEDS) >= _NEEDS_LIMIT:
+        _NEEDS.clear()
+    _NEEDS[id(pod_sets)] = (pod_sets, need)
     return need
 
 
@@ -270,7 +287,9 @@ class ClusterQueueQueue:
         offered = key in self._offered
         self._offered.discard(key)
         self.bulk_parked += 1
-        self._park(_Pending(p.workload, p.last_tried, self._version + 1, *flags))
+        # The same workload as when it was pushed: its place in the order (``ranked``) still holds.
+        p.version, (p.quota_bound, p.node_bound) = self._version + 1, flags
+        self._park(p)
         if self.deferred and offered:
             # As in requeue: freed quota offered to it was a wrong guess, so the deferred get their turn.
             self._requeue_all_parked()
@@ -318,11 +337,12 @@ class ClusterQueueQueue:
     def _park(self, p: _Pending) -> None:
         self._version = p.version
         key = p.workload.key
-        p.ranked = (self._order_key(p.workload), p.workload)
+        if p.ranked is None or p.ranked[1] is not p.workload:
+            p.ranked = (self._order_key(p.workload), p.workload)
         self._inadmissible[key] = p
         if p.quota_bound:
             self._quota_parked += 1
-            p.needs = quota_needs(p.workload)
+            p.needs = _needs_of(p.workload.pod_sets)
             for res, qty in p.needs.items():
                 self._need_count[res] = self._need_count.get(res, 0) + 1
                 heapq.heappush(self._need_min.setdefault(res, []), (qty, p.version, key))
@@ -597,15 +617,18 @@ class QueueManager:
 
     def _with_heads(self) -> list[ClusterQueueQueue]:
         """Active queues with a head, in creation order; forgets queues left empty."""
-        out: list[ClusterQueueQueue] = []
-        for name in list(self._ready):
-            q = self.queues.get(name)
-            if q is None or not q.has_heads:
-                self._ready.discard(name)
+        queues, rank = self.queues, self._rank
+        names: list[ClusterQueueName] = []
+        empty: list[ClusterQueueName] = []
+        for name in self._ready:
+            q = queues.get(name)
+            if q is None or not q._items:
+                empty.append(name)
             elif q.active:
-                out.append(q)
-        out.sort(key=lambda q: self._rank[q.name])
-        return out
+                names.append(name)
+        self._ready.difference_update(empty)
+        names.sort(key=rank.__getitem__)
+        return [queues[name] for name in names]
 
     def heads(self) -> list[Head]:
         out: list[Head] = []

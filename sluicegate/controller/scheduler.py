@@ -18,7 +18,7 @@ from typing import Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
-from sluicegate.controller.decide_cycle import cycle_effects, heads_back
+from sluicegate.controller.decide_cycle import cycle_effects, heads_back, with_status
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
@@ -333,7 +333,7 @@ class Scheduler:
                 if old is not None and old.is_true:
                     conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
                                           message=f"Previously: {old.message}", now=now)
-            admitted = replace(wl, status=replace(st, conditions=conds, admission=admission))
+            admitted = with_status(wl, replace(st, conditions=conds, admission=admission))
             if placements is not None:
                 carried = carried_over(wl)
                 if carried:
@@ -353,7 +353,7 @@ class Scheduler:
         self._pending_written[wl.key] = now
         conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
                               now=now)
-        return replace(wl, status=replace(st, conditions=conds))
+        return with_status(wl, replace(st, conditions=conds))
 
     def _admission(self, cq: ClusterQueueName, pod_sets: list[PodSetResult],
                    topology: Mapping[str, TopologyAssignment]) -> Admission:

@@ -208,14 +208,22 @@ _STATUS_PIECES_SIZE = 16_384
 _status_pieces: OrderedDict[int, tuple[object, str]] = OrderedDict()
 
 
-def _piece_json(piece: object, to_text: Callable[[Any], str]) -> str:
-    hit = _status_pieces.get(id(piece))
+# Admissions apart: one is shared by every workload admitted alike (Scheduler._admission), so they are
+# few and each is read again and again, while every admission brings two new conditions; in one cache the
+# conditions pushed the shared admissions out and they were encoded again every few thousand writes.
+_ADMISSION_PIECES_SIZE = 16_384
+_admission_pieces: OrderedDict[int, tuple[object, str]] = OrderedDict()
+
+
+def _piece_json(piece: object, to_text: Callable[[Any], str],
+                cache: OrderedDict[int, tuple[object, str]] = _status_pieces, size: int = _STATUS_PIECES_SIZE) -> str:
+    hit = cache.get(id(piece))
     if hit is not None and hit[0] is piece:
         return hit[1]
     text = to_text(piece)
-    if len(_status_pieces) >= _STATUS_PIECES_SIZE:
-        _status_pieces.popitem(last=False)
-    _status_pieces[id(piece)] = (piece, text)
+    if len(cache) >= size:
+        cache.popitem(last=False)
+    cache[id(piece)] = (piece, text)
     return text
 
 
@@ -245,7 +253,8 @@ def _status_json(status: WorkloadStatus) -> str:
     if status.conditions:
         parts.append('"conditions":[' + ",".join(_piece_json(c, _condition_json) for c in status.conditions) + "]")
     if status.admission is not None:
-        parts.append('"admission":' + _piece_json(status.admission, _admission_json))
+        parts.append('"admission":' + _piece_json(status.admission, _admission_json, _admission_pieces,
+                                                  _ADMISSION_PIECES_SIZE))
     if status.accumulated_past_execution_time_seconds:
         parts.append(f"{_to_json(ACCUMULATED_V1BETA2)}:{_to_json(status.accumulated_past_execution_time_seconds)}")
     extra: list[str] = []

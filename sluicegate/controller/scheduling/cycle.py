@@ -179,6 +179,8 @@ def _namespace_ok(snapshot: Snapshot, head: Head) -> bool:
     selector = snapshot.cluster_queues[head.cluster_queue].namespace_selector
     if selector is None:
         return False
+    if selector.is_empty:
+        return True  # matches every namespace: its labels need not be looked up
     return selector.matches(snapshot.namespace_labels(head.workload.namespace))
 
 
@@ -330,9 +332,10 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
                 entries.append(e)
                 continue
             e.assignment, e.targets = get_assignment(head, snapshot, oracle)
-            e.message = e.assignment.message()
+            fit = e.assignment.mode() is Mode.FIT
+            e.message = "" if fit else e.assignment.message()
             e.last_tried = tuple(e.assignment.last_tried())
-            if not e.targets and e.assignment.mode() is not Mode.FIT:
+            if not e.targets and not fit:
                 note_protection(e, snapshot, oracle.shielded(head.workload.key))
             if memo is not None:
                 memo.remember(head, snapshot, e)

@@ -314,7 +314,8 @@ class FlavorAssigner:
         best: dict[str, FlavorChoice] | None = None
         best_mode = WORST
         fungibility = self.spec.flavor_fungibility
-        tas_only = self._tas_only()
+        # Read only where it decides (a flavor with a topology for a pod set that asks for none).
+        tas_only: bool | None = None
         attempted = -1
         for idx in range(self._start_index(index, res_name), len(group.flavors)):
             attempted = idx
@@ -330,7 +331,9 @@ class FlavorAssigner:
             if not flavor_matches(flavor, ps):
                 reasons.append(f"flavor {fq.name} doesn't match node affinity")
                 continue
-            mismatch = tas_mismatch(flavor, ps, tas_only)
+            if tas_only is None and flavor.topology_name is not None:
+                tas_only = self._tas_only()
+            mismatch = tas_mismatch(flavor, ps, bool(tas_only))
             if mismatch is not None:
                 reasons.append(mismatch)
                 continue

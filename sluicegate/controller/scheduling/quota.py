@@ -271,7 +271,10 @@ class UsageOverlay(UsageView):
         self._delta: dict[tuple[QuotaNode, FlavorResource], int] = {}
 
     def usage(self, node: QuotaNode, fr: FlavorResource) -> int:
-        return node.usage.get(fr, 0) + self._delta.get((node, fr), 0)
+        delta = self._delta
+        if not delta:
+            return node.usage.get(fr, 0)  # nothing assumed yet (every head is nominated before any is)
+        return node.usage.get(fr, 0) + delta.get((node, fr), 0)
 
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
         key = (node, fr)

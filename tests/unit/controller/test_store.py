@@ -33,6 +33,9 @@ def delete(name: str) -> Delete:
         pytest.param([[put("a")], [delete("a")], [put("b")], [delete("b")], [put("c")]], 5, {"c": 5}, id="mixed"),
         pytest.param([[put("a"), put("b")], [delete("a"), put("c")]], 2, {"b": 1, "c": 2}, id="mixed-batch"),
         pytest.param([[put("a")], []], 1, {"a": 1}, id="empty-batch-is-no-version"),
+        # One batch naming an object twice (SQLite upserts a batch of puts in order, uncollapsed).
+        pytest.param([[put("a"), put("b"), put("a", b'{"x":2}')]], 1, {"a": 1, "b": 1}, id="one-batch-twice"),
+        pytest.param([[put("a"), delete("a"), put("b")]], 1, {"b": 1}, id="one-batch-put-then-delete"),
     ],
 )
 def test_versions_continue_after_a_reopen(store_factory: StoreFactory, batches: list[list[Change]], version: int, kept: dict[str, int]) -> None:
@@ -56,6 +59,14 @@ def test_load_returns_bodies_in_write_order(store_factory: StoreFactory) -> None
         StoredObject("Workload", "default", "a", b'{"a":1}', 2),
         StoredObject("Workload", "default", "b", b'{"b":2}', 3),
     ]
+
+
+def test_a_group_of_one_write_naming_an_object_twice_stores_its_last_put(store_factory: StoreFactory) -> None:
+    """A group of one write of puts only (a scheduling cycle's) is upserted in order: the last put wins."""
+    store = store_factory()
+    with store.group():
+        store.write([put("a", b"1"), put("b"), put("a", b"2")])
+    assert {o.name: (o.body, o.resource_version) for o in store_factory().load()} == {"a": (b"2", 1), "b": (b"{}", 1)}
 
 
 def test_a_write_group_commits_once_at_its_end_with_a_version_per_write(store_factory: StoreFactory) -> None:
