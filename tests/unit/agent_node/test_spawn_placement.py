@@ -382,19 +382,27 @@ async def test_starts_awaited_together_each_get_their_own_child_and_exit() -> No
         spawners.close()
 
 
+async def _ran_true(spawners: Spawners) -> spawning.SpawnedChild:
+    """A child that ran ``true`` to its end (not released: the caller decides when it is reaped)."""
+    child = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
+                                       places=(), log_fd=1)
+    assert await asyncio.wait_for(child.exit(), WAIT) == Exit(code=0, signal=None)
+    return child
+
+
 async def test_a_stopped_spawner_fails_an_awaited_start_after_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
     spawners = Spawners()
     try:
-        first = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
-                                           places=(), log_fd=1)
-        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
-        first.release()
+        (await _ran_true(spawners)).release()
         (stopped,) = spawners.pids()
         os.kill(stopped, signal.SIGSTOP)
+        # Short only for the stopped one: a new spawner's own start may take longer on a loaded machine.
+        normal = spawning.REPLY_SECONDS
+        monkeypatch.setattr(spawning, "REPLY_SECONDS", 0.3)
         with pytest.raises(spawning.StartFailure, match="the spawner failed"):
             await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
                                        places=(), log_fd=1)
+        monkeypatch.setattr(spawning, "REPLY_SECONDS", normal)
         second = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
                                             places=(), log_fd=1)
         assert (await asyncio.wait_for(second.exit(), WAIT), stopped in spawners.pids()) == (
@@ -476,9 +484,7 @@ async def test_a_start_takes_the_released_childrens_reaps_along(monkeypatch: pyt
     monkeypatch.setattr(spawning, "REAP_DELAY_SECONDS", 60.0)  # the timer's message never comes in this test
     spawners = Spawners()
     try:
-        first = await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
-                                           places=(), log_fd=1)
-        assert await asyncio.wait_for(first.exit(), WAIT) == Exit(code=0, signal=None)
+        first = await _ran_true(spawners)
         first.release()
         assert os.path.exists(f"/proc/{first.pid}")  # still a zombie: nothing was sent yet
         await spawners.spawn_async(key=None, candidates=("/bin/true",), argv=("true",), env={}, cwd="/",
