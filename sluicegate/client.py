@@ -90,17 +90,8 @@ class Document:
 # Creations go out on one long-lived CreateStream call: a message each way
 # per request costs the server about a third of what a call costs.  What
 # queues while a request is being written goes out as the next one.
-# Most creations one request of create_workload carries.
+# Most creations one request carries.
 CREATE_BATCH = 256
-# Client.create_workloads keeps at most this many requests unanswered, and
-# what queues meanwhile goes out as the next one, up to BULK_CREATE_BATCH
-# creations or BULK_CREATE_BYTES of documents: a server reads one message
-# per stream per turn of its loop, and its turns are long when it is busy,
-# so fixed small requests let creation fall behind everything else it does
-# (a request's size follows the server's pace instead).
-BULK_REQUESTS_AHEAD = 2
-BULK_CREATE_BATCH = 4096
-BULK_CREATE_BYTES = 4 * 1024 * 1024
 
 # Client.create_workloads: most documents sent and not yet taken by the
 # caller (flow control: neither the server nor the caller falls further behind).
@@ -252,9 +243,9 @@ class _BulkCreate:
     """The state of one ``create_workloads``: documents read but not sent, batches sent but not answered.
 
     A feeder reads the documents (``window`` ahead at most); per CreateStream
-    call a sender writes what waits as one request (see BULK_REQUESTS_AHEAD)
-    while fewer than ``window`` are sent and not yet taken by the caller (so
-    a slow reader holds the stream back as a slow server does), and a reader
+    call a sender writes what waits, up to CREATE_BATCH per request, while
+    fewer than ``window`` are sent and not yet taken by the caller (so a slow
+    reader holds the stream back as a slow server does), and a reader
     matches answers to the batches in order and hands them to ``answers``.
     """
 
@@ -297,20 +288,14 @@ class _BulkCreate:
     async def send(self, call: Any) -> None:
         try:
             while True:
-                while not self.waiting or self.untaken >= self.window or len(self.sent) >= BULK_REQUESTS_AHEAD:
+                while not self.waiting or self.untaken >= self.window:
                     if self.source_done and not self.waiting:
                         await call.done_writing()
                         return
                     self.wake.clear()
                     await self.wake.wait()
-                # A request at most a share of the window, so that the next one can be on its way.
-                n = min(BULK_CREATE_BATCH, len(self.waiting), self.window - self.untaken,
-                        max(1, self.window // BULK_REQUESTS_AHEAD))
-                batch = [self.waiting.popleft()]
-                size = batch[0].ByteSize()
-                while len(batch) < n and size + (more := self.waiting[0].ByteSize()) <= BULK_CREATE_BYTES:
-                    batch.append(self.waiting.popleft())
-                    size += more
+                n = min(CREATE_BATCH, len(self.waiting), self.window - self.untaken)
+                batch = [self.waiting.popleft() for _ in range(n)]
                 self.room.set()
                 self.sent.append(batch)
                 self.unanswered += n
@@ -327,7 +312,6 @@ class _BulkCreate:
                 call.cancel()
                 raise ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")
             self.unanswered -= len(batch)
-            self.wake.set()  # one request fewer ahead: what waits may go
             self.answers.put_nowait([_bulk_result(r) for r in resp.results])
         if self.sent or self.waiting or not self.source_done:
             raise ClientError(grpc.StatusCode.UNAVAILABLE, "the server ended the creation stream")
@@ -531,8 +515,7 @@ class Client:
         Each answer is a :class:`Created` or the ClientError that document's
         own create would raise (the others go on).  The documents travel on a
         CreateStream call of their own, as fast as they come (an async
-        iterable may pace them), what waits as one request while at most
-        BULK_REQUESTS_AHEAD are unanswered, with at most
+        iterable may pace them), CREATE_BATCH to a request, with at most
         ``window`` sent and not yet taken by the caller; answers are brief
         (no JSON).  When the call
         ends UNAVAILABLE (a follower, a takeover) the unanswered ones go again

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sluicegate.client import BULK_REQUESTS_AHEAD, Client, ClientError, Document
+from sluicegate.client import Client, ClientError, Document
 from sluicegate.controller.decide_api import new_uid
 from sluicegate.controller.errors import ControllerError, InvalidArgument
 from sluicegate.controller.manager import Manager
@@ -265,41 +265,6 @@ async def test_create_workloads_sends_the_unanswered_again_when_the_stream_break
     # The first request's workloads were stored before the break: sent again, they are found.
     assert [a.created for a in answers if not isinstance(a, ClientError)][:sent[0]] == [False] * sent[0]
     assert stored_names == {f"f{i}" for i in range(5)}
-
-
-async def test_create_workloads_sends_what_queued_behind_unanswered_requests_as_one(tmp_path: Path) -> None:
-    """At most BULK_REQUESTS_AHEAD requests go unanswered; what queues meanwhile leaves as one request,
-    so a busy server (which reads one message per stream per turn of its loop) gets larger requests
-    instead of falling behind one fixed-size request per turn."""
-    sizes: list[int] = []
-    received = asyncio.Event()
-    release = asyncio.Event()
-
-    class Slow(WorkloadsServicer):
-        async def CreateStream(self, request_iterator, context):  # type: ignore[no-untyped-def]
-            async for request in request_iterator:
-                sizes.append(len(request.items))
-                if len(sizes) == 1:
-                    received.set()
-                    await release.wait()  # the first answer is held until the rest has queued
-                yield self._create_many(request, self.gate.authenticate(context), context)
-
-    async def source() -> AsyncIterator[Document]:
-        yield Document(workload_body("s0", "1"), "s0")
-        await received.wait()
-        for i in range(1, BULK_REQUESTS_AHEAD):
-            yield Document(workload_body(f"s{i}", "1"), f"s{i}")
-            await asyncio.sleep(0)  # the sender takes it alone, as a source paced by a schedule lets it
-        for i in range(300):
-            yield Document(workload_body(f"q{i}", "1"), f"q{i}")
-        release.set()
-
-    async with serve(tmp_path, workloads=Slow) as slow, Client(slow.address) as client:
-        async with asyncio.timeout(CREATE_DEADLINE):
-            answers = [a async for a in client.create_workloads(source())]
-    assert sizes == [1] * BULK_REQUESTS_AHEAD + [300]
-    assert [(a.name, a.created) for a in answers if not isinstance(a, ClientError)] == [
-        *((f"s{i}", True) for i in range(BULK_REQUESTS_AHEAD)), *((f"q{i}", True) for i in range(300))]
 
 
 def test_a_new_uid_is_a_random_version_4_uuid() -> None:
