@@ -124,9 +124,10 @@ CONTROLLER: dict[str, Setting] = {
                            "non-static pods themselves (reason NodeFenced). `false`: they never do, and a lost "
                            "node's workloads are not requeued until it returns.", attr("self_fencing")),
     "grpcGrace": Setting("duration", "How long in-flight RPCs may run on at shutdown.", attr("grpc_grace", duration)),
-    "watchBacklog": Setting("int", "Events kept for watchers that have not read them; a watch further behind is "
-                            "ended with FAILED_PRECONDITION \"watch expired\" and its client starts a new one "
-                            "(re-listing).", attr("watch_backlog")),
+    "watchBacklog": Setting("int", "Events kept for watchers that have not read them; a watch further behind "
+                            "while its client reads nothing (the send to it blocked) is ended at once with "
+                            "FAILED_PRECONDITION \"watch expired\", after the events in flight, and its client "
+                            "starts a new one (re-listing).", attr("watch_backlog")),
     "placement": Setting("bool", "`false`: quota-only mode; workloads are admitted but not run anywhere.",
                          attr("placement")),
     "finishedRetention": Setting("duration", "Finished workloads stay listable this long, then are deleted with "

@@ -272,7 +272,6 @@ class Cache:
         _HELD[id(adm)] = (adm, wl.pod_sets, out)
         return out
 
-
     def refresh_usage(self, wl: Workload) -> ClusterQueueName | None:
         """Reclaimable pods changed: hold only what the admission still needs."""
         if wl.status.admission is None:
