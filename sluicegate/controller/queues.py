@@ -109,6 +109,9 @@ class _Pending:
     # positions then allocates nothing per pending workload (new tuples for
     # 50,000 of them cost more in garbage collection than the listing itself).
     ranked: tuple[tuple[int, float, str, str], Workload] | None = None
+    # Its scheduling shape (``scheduling_shape``), worked out once: a parked shape's workloads are
+    # looked up by it each time they come to the top of the heap again.
+    shape: object = None
 
 
 class ClusterQueueQueue:
@@ -256,18 +259,25 @@ class ClusterQueueQueue:
         return found
 
     def pop(self) -> Head | None:
+        items, bulk, heappop = self._items, self._bulk, heapq.heappop
         while True:
             heap = self._heap if self._afs is None else self._fair_heap()
             if not heap:
                 return None
-            item = heapq.heappop(heap)
-            wk = WorkloadKey(item[3])
-            p = self._items.get(wk)
+            item = heappop(heap)
+            wk: WorkloadKey = item[3]  # type: ignore[assignment]  # a WorkloadKey is a str
+            p = items.get(wk)
             if p is None or p.version != item[4]:
                 continue
-            del self._items[wk]
-            if self._bulk and self._park_equivalent(p):
-                continue
+            del items[wk]
+            if bulk:
+                shape = p.shape
+                if shape is None:
+                    shape = p.shape = scheduling_shape(p.workload)
+                flags = bulk.get(shape)
+                if flags is not None and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO:
+                    self._park_equivalent(p, flags)
+                    continue
             self._in_flight[wk] = p
             self.pop_cycle += 1
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
@@ -277,23 +287,28 @@ class ClusterQueueQueue:
             self.strategy = strategy
             self._bulk.clear()  # only BestEffortFIFO passes over a shape
 
-    def _park_equivalent(self, p: _Pending) -> bool:
-        """Park a workload taken off the heap if a head of its scheduling shape was parked for NoFit
-        since the last release (True), as Kueue's bulk move would have done when that head was parked."""
-        flags = self._bulk.get(scheduling_shape(p.workload))
-        if flags is None or self.strategy is not QueueingStrategy.BEST_EFFORT_FIFO:
-            return False
+    def _park_equivalent(self, p: _Pending, flags: tuple[bool, bool]) -> None:
+        """Park a workload taken off the heap because a head of its scheduling shape was parked for NoFit
+        since the last release (``flags``: that head's), as Kueue's bulk move would have done when that head
+        was parked."""
         key = p.workload.key
-        offered = key in self._offered
-        self._offered.discard(key)
+        offered = False
+        if self._offered:
+            offered = key in self._offered
+            self._offered.discard(key)
         self.bulk_parked += 1
         # The same workload as when it was pushed: its place in the order (``ranked``) still holds.
         p.version, (p.quota_bound, p.node_bound) = self._version + 1, flags
-        self._park(p)
+        if not (p.quota_bound or p.ranked is None or p.ranked[1] is not p.workload):
+            # _park's plain case, inline: this runs once per parked workload after every release.
+            self._version = p.version
+            self._inadmissible[key] = p
+            self._plain_parked.add(key)
+        else:
+            self._park(p)
         if self.deferred and offered:
             # As in requeue: freed quota offered to it was a wrong guess, so the deferred get their turn.
             self._requeue_all_parked()
-        return True
 
     def requeue(self, entry: Entry, *, quota_bound: bool = False, node_bound: bool = False) -> bool:
         """Put a head back after its cycle; True if it went back into the heap.
@@ -390,10 +405,49 @@ class ClusterQueueQueue:
                 return True
         return False
 
+    def _restore(self, parked: Iterable[_Pending]) -> None:
+        """Put parked workloads back into the heap as they were.
+
+        Nothing about a parked workload changed while it waited (an update
+        replaces it), so its place in the order, its version and its last
+        flavor tried are kept; only the parking marks go.  Its version is
+        its own already (given when it was parked, after every item in the
+        heap), so no stale item can match it.  Many at once go in with one
+        heapify instead of a push each: a release in a busy cohort moves
+        every parked workload of every queue in it, and most are parked
+        again within a few cycles (see ``_park_equivalent``).
+        """
+        items = self._items
+        by_heap: dict[tuple[str, str] | None, list[tuple[int, float, str, str, int]]] = {}
+        plain = self._afs is None
+        batch: list[tuple[int, float, str, str, int]] = by_heap.setdefault(None, []) if plain else []
+        for p in parked:
+            p.quota_bound = p.node_bound = False
+            p.needs = None
+            ranked = p.ranked
+            if ranked is None or ranked[1] is not p.workload:
+                ranked = p.ranked = (self._order_key(p.workload), p.workload)
+            items[p.workload.key] = p
+            item = (*ranked[0], p.version)
+            if plain:
+                batch.append(item)
+            else:
+                by_heap.setdefault(_local_queue(p.workload), []).append(item)
+        if not any(by_heap.values()):
+            return
+        self._ready.add(self.name)
+        for lq, new in by_heap.items():
+            heap = self._heap if lq is None else self._lq_heaps.setdefault(lq, [])
+            if len(new) * 8 >= len(heap):
+                heap.extend(new)
+                heapq.heapify(heap)
+            else:
+                for item in new:
+                    heapq.heappush(heap, item)
+
     def _requeue_all_parked(self) -> bool:
         moved = bool(self._inadmissible)
-        for p in self._inadmissible.values():
-            self._push(p.workload, p.last_tried)
+        self._restore(self._inadmissible.values())
         self._inadmissible.clear()
         self._quota_orders.clear()
         self._plain_parked.clear()
@@ -405,15 +459,15 @@ class ClusterQueueQueue:
 
     def requeue_node_bound(self) -> bool:
         """Node capacity came back: only workloads parked for lack of a node are retried."""
-        moved = False
+        back: list[_Pending] = []
         for key in list(self._plain_parked):
             p = self._inadmissible.get(key)
             if p is not None and p.node_bound:
                 self._unpark(key)
                 self._plain_parked.discard(key)
-                self._push(p.workload, p.last_tried)
-                moved = True
-        return moved
+                back.append(p)
+        self._restore(back)
+        return bool(back)
 
     def forget_in_flight(self, key: WorkloadKey) -> None:
         """The head was admitted: it is no longer pending."""
@@ -441,14 +495,15 @@ class ClusterQueueQueue:
             p = self._items.get(key)
             if p is not None:
                 budget.take(p.workload)
-        moved = False
+        back: list[_Pending] = []
         for key in self._plain_parked:
             p = self._inadmissible.get(key)
             if p is not None and not p.quota_bound:
                 self._unpark(key)
-                self._push(p.workload, p.last_tried)
-                moved = True
+                back.append(p)
         self._plain_parked.clear()
+        self._restore(back)
+        moved = bool(back)
         for group in self._offer_order():
             order, kept, i = self._quota_orders[group], [], 0
             while i < len(order) and not self._out_of_reach(budget):

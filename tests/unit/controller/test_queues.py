@@ -131,3 +131,70 @@ def test_a_parked_workload_updated_or_deleted_is_not_offered_quota() -> None:
     assert q.queue_inadmissible(CountingBudget(cpu=1000)) is True
     assert popped(q) == ["changed", "kept"]
     assert not q.deferred
+
+
+def _drain_as_no_fit(q: ClusterQueueQueue) -> list[str]:
+    """Pop every head, each one tried (keeping its last flavor tried) and parked for NoFit (parking its shape);
+    the names tried, in order."""
+    tried: list[str] = []
+    while (h := q.pop()) is not None:
+        tried.append(h.workload.name)
+        assert q.requeue(Entry(head=h, requeue_reason=RequeueReason.NO_FIT, last_tried=h.last_tried)) is False
+    return tried
+
+
+def test_released_workloads_come_back_in_queue_order_with_their_last_flavor_tried() -> None:
+    # Many parked workloads of three shapes, released many at once (one heapify) and a few at a time
+    # (pushes), must be offered exactly as a fresh queue of the same workloads would offer them.
+    q = ClusterQueueQueue(ClusterQueueName("cq"), BEST_EFFORT, RequeuingTimestamp.EVICTION)
+    members = [wl(f"w{i:03d}", created=float(i % 17), priority=10 * (i % 3), requests={"cpu": 1 + i % 3})
+               for i in range(120)]
+    for w in members:
+        q.add_or_update(w)
+    expected = [w.name for w in sorted(members, key=lambda w: (-w.priority, w.creation_timestamp, w.uid))]
+    order: list[str] = []
+    while (h := q.pop()) is not None:
+        order.append(h.workload.name)
+        q.requeue(Entry(head=h, requeue_reason=RequeueReason.GENERIC, last_tried=({"cpu": len(order)},)))
+    assert order == expected and len(q) == 120  # each parked (a generic requeue), none in the heap
+    q.queue_inadmissible()
+    for _round in range(3):
+        heads = _drain_as_no_fit(q)
+        # One of each of the three (shape, priority) classes is tried per release; the rest are parked
+        # with it, untried.
+        assert len(heads) == 3 and len(q) == 120
+        q.queue_inadmissible()
+    # After the releases, the order and each workload's last flavor tried are what they were.
+    again: list[tuple[str, int]] = []
+    while (h := q.pop()) is not None:
+        assert h.last_tried is not None
+        again.append((h.workload.name, h.last_tried[0]["cpu"]))
+        q.forget_in_flight(h.workload.key)
+    assert [name for name, _ in again] == expected
+    assert all(n == expected.index(name) + 1 for name, n in again)
+    # A few released into a long heap go in one by one, in order among the others.
+    for w in members:
+        q.add_or_update(w)
+    head = q.pop()
+    assert head is not None and head.workload.name == expected[0]
+    q.requeue(Entry(head=head, requeue_reason=RequeueReason.NO_FIT))
+    q.queue_inadmissible()
+    names = [h.workload.name for h in iter(q.pop, None)]
+    assert names == expected
+
+
+def test_released_workloads_go_back_to_their_local_queues_heaps_under_fair_sharing() -> None:
+    usage = {("default", "lq-a"): 0.5, ("default", "lq-b"): 0.1}
+    q = ClusterQueueQueue(ClusterQueueName("cq"), BEST_EFFORT, RequeuingTimestamp.EVICTION)
+    q.set_fair_sharing(lambda lq: usage[lq])
+    members = [wl(f"{lq}-{i}", queue=lq, created=float(i)) for lq in ("lq-a", "lq-b") for i in range(40)]
+    for w in members:
+        q.add_or_update(w)
+    assert _drain_as_no_fit(q) == ["lq-b-0"]  # one shape: the first head parks everyone
+    q.queue_inadmissible()
+    first = q.pop()
+    assert first is not None and first.workload.name == "lq-b-0"  # lq-b uses less
+    q.forget_in_flight(first.workload.key)
+    usage[("default", "lq-b")] = 0.9
+    names = [h.workload.name for h in iter(q.pop, None)]
+    assert names == [f"lq-a-{i}" for i in range(40)] + [f"lq-b-{i}" for i in range(1, 40)]
