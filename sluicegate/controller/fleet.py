@@ -148,6 +148,7 @@ class Fleet:
         node.ready, node.not_ready_reason, node.last_heartbeat = True, "", now
         node.heard_at = self.monotonic()
         node.session = session
+        node.stream_behind = False
         if old_session is not None and old_session is not session:
             # One stream per node: the older one ends (its agent, if it still
             # runs, reconnects), and nothing it still sends acts on the node.
@@ -194,7 +195,28 @@ class Fleet:
         node = self.registry.nodes.get(name)
         if node is not None and node.session is session:
             node.session = None
+            node.stream_behind = False
             log.info("node %s disconnected; it stays Ready until its heartbeats are %gs late", name, self.node_timeout)
+
+    def stream_behind(self, name: str, session: Session, behind: bool, waiting: int) -> None:
+        """The node's stream fell behind (``waiting`` messages unsent) or caught up again.
+
+        While behind, the node shows the StreamBehind condition and placement
+        puts nothing new there; its pods keep running.  Caught up, workloads
+        parked for want of a node are tried again.
+        """
+        node = self.registry.nodes.get(name)
+        if node is None or node.session is not session or node.stream_behind == behind:
+            return
+        node.stream_behind = behind
+        if behind:
+            log.warning("node %s: %d messages waiting on its stream (its agent reads slower than they come): "
+                        "no new pods are placed there until it catches up", name, waiting)
+            return
+        log.info("node %s: its stream caught up (%d messages waiting); new pods may be placed there again",
+                 name, waiting)
+        self.cache.queues.node_capacity_freed()
+        self.commit.wake()
 
     def current(self, name: str, session: Session) -> bool:
         """Whether ``session`` is the node's stream now (a superseded stream acts on nothing)."""

@@ -504,6 +504,10 @@ class ControllerMetrics:
         nodes = sorted(m.fleet.registry.nodes.values(), key=lambda n: n.name) if m is not None else []
         yield self._gauge("sluicegate_node_ready", "1 while a registered node is Ready, 0 while NotReady.",
                            ("node",), [((n.name,), 1.0 if n.ready else 0.0) for n in nodes])
+        yield self._gauge("sluicegate_node_stream_behind",
+                           "1 while a node's stream has so many messages waiting that no new pods are placed there "
+                           "(its agent reads slower than the controller sends), else 0.",
+                           ("node",), [((n.name,), 1.0 if n.stream_behind else 0.0) for n in nodes])
 
     def _cq_resources(
             self, c: Cache, cq: ClusterQueueName, used: dict[FlavorResource, int], out: dict[str, Samples]) -> None:

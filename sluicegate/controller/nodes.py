@@ -99,6 +99,10 @@ class NodeUsage:
     observed_at: float = 0.0
 
 
+# The condition a node shows while its stream is behind: like a pressure condition, it keeps new pods away.
+STREAM_BEHIND = "StreamBehind"
+
+
 @dataclass(slots=True)
 class NodeState:
     name: str
@@ -117,6 +121,8 @@ class NodeState:
     usage: NodeUsage = field(default_factory=NodeUsage)
     conditions: tuple[str, ...] = ()
     session: Session | None = None
+    # Its stream is behind (see service.agents.SEND_HIGH_WATER): nothing new is placed here meanwhile.
+    stream_behind: bool = False
     # Requests of pods bound here: controller pods by uid, plus static pods the agent runs on its own.
     pods: dict[str, Mapping[str, int]] = field(default_factory=dict)
     static_pods: dict[str, ReportedPod] = field(default_factory=dict)
@@ -184,6 +190,11 @@ class NodeState:
             total["pods"] = len(self.pods) + len(self.static_pods)
         return total
 
+    @property
+    def shown_conditions(self) -> tuple[str, ...]:
+        """The conditions its agent reports, and the controller's own (STREAM_BEHIND)."""
+        return (*self.conditions, STREAM_BEHIND) if self.stream_behind else self.conditions
+
     def view(self) -> NodeView:
         """What placement sees of the node; the same object until something it shows changes.
 
@@ -199,7 +210,7 @@ class NodeState:
                 allocatable=self.allocatable,
                 requested=self.requested(),
                 ready=self.ready,
-                conditions=self.conditions,
+                conditions=self.shown_conditions,
                 taints=self.taints,
             )
             object.__setattr__(self, "_view", v)
@@ -207,7 +218,8 @@ class NodeState:
 
 
 # NodeState fields a NodeView shows: assigning one makes the view stale.
-_VIEW_FIELDS = frozenset({"name", "labels", "allocatable", "ready", "conditions", "taints", "pods", "static_pods"})
+_VIEW_FIELDS = frozenset({"name", "labels", "allocatable", "ready", "conditions", "stream_behind", "taints", "pods",
+                          "static_pods"})
 
 
 class _Nodes(dict[str, NodeState]):

@@ -190,7 +190,7 @@ def nodes(m: Manager) -> list[dict[str, Any]]:
         requested = n.requested()
         out.append({
             "name": n.name, "ready": n.ready, "reason": n.not_ready_reason, "labels": dict(n.labels),
-            "conditions": list(n.conditions), "lastHeartbeat": n.last_heartbeat, "agentVersion": n.agent_version,
+            "conditions": list(n.shown_conditions), "lastHeartbeat": n.last_heartbeat, "agentVersion": n.agent_version,
             "pods": len(n.pods) + len(n.static_pods),
             "resources": [
                 {"resource": r, "allocatable": _amount(r, q), "requested": _amount(r, requested.get(r, 0))}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -37,6 +37,15 @@ INT64_MAX = 2**63 - 1
 
 # Outgoing messages buffered per agent before the stream is considered stuck.
 SEND_BUFFER = 100_000
+# Backpressure: a node whose stream has this many messages waiting (its agent
+# reads slower than the controller sends) gets no new pods until it has read
+# them down to SEND_LOW_WATER.  Its pods keep running and the commands for
+# them (stops, forgets) still go; the workloads that would have gone there
+# wait for another node or for this one to catch up.  Without it a busy
+# cluster buffered up to SEND_BUFFER messages per slow node and then closed
+# the stream, which made the node NotReady.
+SEND_HIGH_WATER = 4_096
+SEND_LOW_WATER = 1_024
 # A ForgetPod (not a purge) waits up to this long to travel with the next
 # message to the same agent.  Nothing waits on it: the pod's processes are
 # gone, its quota is back and a finished pod holds nothing on its node.  Sent
@@ -234,6 +243,9 @@ class _StreamSession:
         # ForgetPods held back (FORGET_DELAY), and the timer that sends them.
         self._later: list[agent_pb2.ControllerMessage] = []
         self._later_timer: asyncio.TimerHandle | None = None
+        # Backpressure (SEND_HIGH_WATER): whether the stream is behind, and who is told when that changes.
+        self.behind = False
+        self.on_behind: Callable[[bool], None] | None = None
 
     def send(self, command: Command) -> None:
         if self.broken:
@@ -282,6 +294,16 @@ class _StreamSession:
         """The stream is over: held messages are dropped with it."""
         self._take_held()
 
+    def sent(self) -> None:
+        """The stream took a message off the queue: a stream behind may have caught up."""
+        if self.behind and self.queue.qsize() <= SEND_LOW_WATER:
+            self._set_behind(False)
+
+    def _set_behind(self, behind: bool) -> None:
+        self.behind = behind
+        if self.on_behind is not None:
+            self.on_behind(behind)
+
     def _take_held(self) -> list[agent_pb2.ControllerMessage]:
         if self._later_timer is not None:
             self._later_timer.cancel()
@@ -294,6 +316,8 @@ class _StreamSession:
             return
         try:
             self.queue.put_nowait(msg)
+            if not self.behind and self.queue.qsize() >= SEND_HIGH_WATER:
+                self._set_behind(True)
         except asyncio.QueueFull:
             # The agent stopped reading: drop the stream; it reconnects and
             # re-registers, and the controller resends what it expects.
@@ -383,6 +407,8 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             return
         session = _StreamSession(info.name)
+        fleet = self.m.fleet
+        session.on_behind = lambda behind: fleet.stream_behind(info.name, session, behind, session.queue.qsize())
         yield self._registered(info.name)
         self.m.fleet.register(
             name=info.name,
@@ -445,6 +471,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 if epoch:
                     out.epoch = epoch
                 yield out
+                session.sent()
         finally:
             read_task.cancel()
             session.close()
@@ -486,7 +513,7 @@ class NodesServicer(agent_pb2_grpc.NodesServicer):
                         memory_available=u.memory_available,
                         cpu_usage_cores=u.cpu_usage_cores,
                         nodefs_available=u.nodefs_available,
-                        conditions=list(n.conditions),
+                        conditions=list(n.shown_conditions),
                         observed_at=u.observed_at,
                     ),
                     pods=len(n.pods) + len(n.static_pods),

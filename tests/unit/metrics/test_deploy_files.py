@@ -96,7 +96,7 @@ def test_the_alert_rules_are_valid_yaml_and_use_only_exported_series() -> None:
     assert set(alerts) == {
         "SluicegateControllerDown", "SluicegateNoActiveController", "SluicegateStoreDegraded",
         "SluicegateNoAdmissionsWhilePendingGrows", "SluicegateEvictionsSpike", "SluicegateNodeNotReady",
-        "SluicegateNodePressureEvictions", "SluicegateAgentDisconnected"}
+        "SluicegateNodeStreamBehind", "SluicegateNodePressureEvictions", "SluicegateAgentDisconnected"}
     for name, rule in alerts.items():
         assert rule["labels"]["severity"] in ("warning", "critical"), name
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
