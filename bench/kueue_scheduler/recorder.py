@@ -79,6 +79,9 @@ class WorkloadState:
     pod_phases: tuple[str, ...] = ()
     # The nodes its pods ran on in the run that finished (one entry per pod).
     pod_nodes: tuple[str, ...] = ()
+    # Of the run that finished, on the controller's and nodes' clock: quota reserved, first pod started,
+    # last pod ended, Finished recorded (see Recorder.timeline).
+    timeline: tuple[float, float, float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,18 @@ class Observation:
     pending_message: str = ""
     pod_phases: tuple[str, ...] = ()
     pod_nodes: tuple[str, ...] = ()
+    timeline: tuple[float, float, float, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineBin:
+    """CPU over one interval of the run, as shares of the whole nominal quota (100: all of it)."""
+
+    start_s: float
+    held_pct: float
+    running_pct: float
+    # Running, by workload size (the class name up to its first "-": large, medium, small).
+    running_pct_by_size: dict[str, float]
 
 
 @dataclass(slots=True)
@@ -148,6 +163,7 @@ class Recorder:
             if ob.completion_s is not None:
                 st.completion_ms = ob.completion_s * 1000
             st.pod_nodes = ob.pod_nodes
+            st.timeline = ob.timeline
             self.finished += 1
         holds = ob.quota_reserved and not ob.finished
         if not first and (ob.admitted, ob.evicted, ob.finished, holds) == (st.admitted, st.evicted, st.finished, st.holds_quota):
@@ -163,6 +179,38 @@ class Recorder:
             elif not ob.finished:
                 queue.cpu_evicted += st.spec.total_request_m * (at - st.held_since) * 1000
         st.admitted, st.evicted, st.finished, st.holds_quota = ob.admitted, ob.evicted, ob.finished, holds
+
+    def timeline(self, bin_s: float) -> list[TimelineBin]:
+        """Where the quota went over the run, bin by bin, from the finished workloads' final runs: held
+        (quota reserved until Finished) and running (first pod started until the last ended), as shares of
+        the total nominal quota.  The gap between the two is quota held with no pod running; the gap to
+        100 is quota free.  A run that phases by priority (large, then medium, then small) shows which
+        phase lost the time.  Runs later evicted are not counted (see cpu_evicted)."""
+        runs = [(st.spec, st.timeline) for st in self.workloads.values() if st.finished and st.timeline is not None]
+        capacity_m = sum(q.spec.nominal_m for q in self.queues.values())
+        if not runs or capacity_m <= 0 or bin_s <= 0:
+            return []
+        t0 = min(t[0] for _, t in runs)
+        count = int((max(t[3] for _, t in runs) - t0) // bin_s) + 1
+        held = [0.0] * count
+        running: dict[str, list[float]] = {}
+
+        def add(into: list[float], start: float, end: float, cpu_m: int) -> None:
+            start, end = start - t0, end - t0
+            first, last = max(0, int(start // bin_s)), min(count - 1, int(end // bin_s))
+            for b in range(first, last + 1):
+                overlap = min(end, (b + 1) * bin_s) - max(start, b * bin_s)
+                if overlap > 0:
+                    into[b] += cpu_m * overlap
+
+        for spec, (reserved, started, ended, finished) in runs:
+            add(held, reserved, finished, spec.total_request_m)
+            add(running.setdefault(spec.class_name.split("-")[0], [0.0] * count), started, ended, spec.total_request_m)
+        full = capacity_m * bin_s / 100
+        return [TimelineBin(start_s=round(b * bin_s, 3), held_pct=round(held[b] / full, 1),
+                            running_pct=round(sum(r[b] for r in running.values()) / full, 1),
+                            running_pct_by_size={size: round(r[b] / full, 1) for size, r in sorted(running.items())})
+                for b in range(count)]
 
     def placement(self, domain_of: Mapping[str, str]) -> dict[str, dict[str, object]]:
         """Per TAS workload class, where the finished workloads' pods ran, in the domains of the class's

@@ -61,7 +61,7 @@ from bench.kueue_scheduler.config import (  # noqa: E402
     without_tas,
 )
 from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
-from bench.kueue_scheduler.recorder import Observation, Recorder, condition_flags  # noqa: E402
+from bench.kueue_scheduler.recorder import Observation, Recorder, TimelineBin, condition_flags  # noqa: E402
 from sluicegate.client import CREATE_WINDOW, Client, ClientError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -173,6 +173,7 @@ def observation(wl: dict[str, Any]) -> Observation:
             t = _ts(conds["Finished"].get("lastTransitionTime"))
             stamped_finish = None if t is None else t - created
     dispatch = completion = None
+    timeline: tuple[float, float, float, float] | None = None
     extra = wl.get("status", {}).get("extra", {})
     pods = extra.get("pods") or []
     if finished:
@@ -185,9 +186,11 @@ def observation(wl: dict[str, Any]) -> Observation:
             dispatch = min(started) - reserved_at
         if ended and finished_at is not None:
             completion = finished_at - max(ended)
+        if started and ended and reserved_at is not None and finished_at is not None:
+            timeline = (reserved_at, min(started), max(ended), finished_at)
     return Observation(namespace=meta.get("namespace", ""), name=meta.get("name", ""), quota_reserved=reserved,
                        admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
-                       stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion,
+                       stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion, timeline=timeline,
                        pending_message="" if reserved else conds.get("QuotaReserved", {}).get("message", ""),
                        pod_phases=tuple(p.get("phase", "") for p in pods),
                        pod_nodes=tuple(str(p.get("node", "")) for p in pods if not p.get("replaced")) if finished else ())
@@ -443,6 +446,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"workload creations sent and not yet answered at most (0: the client library's "
                         f"default, {CREATE_WINDOW})")
     p.add_argument("--heartbeat-interval", type=float, default=1.0, help="controller's --agent-heartbeat-interval (s)")
+    p.add_argument("--timeline-bin", type=float, default=5.0, metavar="SECONDS",
+                   help="width of the bins of the quota timeline printed after the table")
     p.add_argument("--timeout", type=float, default=1800.0, help="give up this many seconds after the queues exist")
     p.add_argument("--output", type=Path, help="write summary.yaml, controller.stats.yaml, CSVs, logs and profiles here")
     p.add_argument("--profile", choices=("none", "py-spy", "cprofile"), default="none",
@@ -604,6 +609,10 @@ def main(argv: list[str] | None = None) -> int:
         if stats_file.exists():
             result["fakeNodes"] = json.loads(stats_file.read_text())
         result["targets"] = targets(name, full_size, result)
+        bins = recorder.timeline(ns.timeline_bin)
+        result["timeline"] = {"binS": ns.timeline_bin, "bins": [
+            {"startS": b.start_s, "heldPct": b.held_pct, "runningPct": b.running_pct,
+             "runningPctBySize": b.running_pct_by_size} for b in bins]}
         profile_text = ""
         if ns.profile == "py-spy" and (out / "controller.pyspy.txt").exists():
             top = profiling.pyspy_top(out / "controller.pyspy.txt")
@@ -626,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
             (out / "profile-top.txt").write_text(profile_text + "\n")
         print(json.dumps(result, indent=2))
         print(table(result), file=sys.stderr)
+        if bins:
+            print("\n" + timeline_table(bins), file=sys.stderr)
         if profile_text:
             print("\n" + profile_text, file=sys.stderr)
         if not run.completed:
@@ -634,6 +645,18 @@ def main(argv: list[str] | None = None) -> int:
                   + f"; controller log: {out / 'controller.log' if ns.output else '(pass --output to keep it)'}", file=sys.stderr)
             return 1
     return 0
+
+
+def timeline_table(bins: list[TimelineBin]) -> str:
+    """The run's quota, bin by bin: held, running, and running by workload size (see Recorder.timeline)."""
+    sizes = sorted({size for b in bins for size in b.running_pct_by_size})
+    lines = ["quota over the run (% of all nominal quota; finished runs only): held = reserved until Finished, "
+             "running = first pod start to last pod end",
+             "  from (s)  held  running  " + "  ".join(f"{s:>7}" for s in sizes)]
+    for b in bins:
+        lines.append(f"  {b.start_s:8.1f} {b.held_pct:5.1f}  {b.running_pct:7.1f}  "
+                     + "  ".join(f"{b.running_pct_by_size.get(s, 0.0):7.1f}" for s in sizes))
+    return "\n".join(lines)
 
 
 def _revision(src: Path) -> str:

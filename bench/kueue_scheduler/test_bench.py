@@ -271,3 +271,21 @@ def test_summary_counts_quota_held_while_no_pod_ran() -> None:
     rec.observe(done, 3.0)
     small = rec.summary(epoch_offset=0.0)["workloadClasses"]["small"]  # type: ignore[index]
     assert small["cpuHeldWithoutPods"] == 750_000  # mCPU·ms
+
+
+def test_timeline_splits_held_and_running_quota_into_bins() -> None:
+    """One 1-CPU workload of a queue with 1 CPU of nominal quota: reserved at 10.0, its pod ran 10.5-11.5,
+    Finished at 12.0.  In 1-s bins: held all of bins 0 and 1; running half of bin 0 and half of bin 1."""
+    plan = expand(parse_config(one_queue(count=1), source="t"))
+    rec = Recorder(plan)
+    rec.queue_created("cq-0-0-cohort-0", 0.0)
+    done = Observation(namespace="cq-0-0-cohort-0", name="small-0-0-0", quota_reserved=True, admitted=True,
+                       evicted=False, finished=True, timeline=(10.0, 10.5, 11.5, 12.0))
+    rec.observe(done, 3.0)
+    nominal_cpu = sum(q.nominal_m for q in plan.queues) / 1000
+    share = round(100 / nominal_cpu, 1)
+    bins = rec.timeline(1.0)
+    assert [(b.start_s, b.held_pct, b.running_pct) for b in bins] == [
+        (0.0, share, round(share / 2, 1)), (1.0, share, round(share / 2, 1)), (2.0, 0.0, 0.0)]
+    assert bins[0].running_pct_by_size == {"small": round(share / 2, 1)}
+    assert Recorder(plan).timeline(1.0) == []  # nothing finished: no timeline
