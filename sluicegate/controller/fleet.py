@@ -210,8 +210,9 @@ class Fleet:
             return
         node.stream_behind = behind
         if behind:
-            log.warning("node %s: %d messages waiting on its stream (its agent reads slower than they come): "
-                        "no new pods are placed there until it catches up", name, waiting)
+            log.warning("node %s: %d messages waiting to go out on its stream (its agent reads them, or this "
+                        "controller sends them, slower than they come): no new pods are placed there until they "
+                        "have gone", name, waiting)
             return
         log.info("node %s: its stream caught up (%d messages waiting); new pods may be placed there again",
                  name, waiting)

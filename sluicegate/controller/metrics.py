@@ -506,7 +506,7 @@ class ControllerMetrics:
                            ("node",), [((n.name,), 1.0 if n.ready else 0.0) for n in nodes])
         yield self._gauge("sluicegate_node_stream_behind",
                            "1 while a node's stream has so many messages waiting that no new pods are placed there "
-                           "(its agent reads slower than the controller sends), else 0.",
+                           "(its agent reads them, or the controller writes them, slower than they come), else 0.",
                            ("node",), [((n.name,), 1.0 if n.stream_behind else 0.0) for n in nodes])
 
     def _cq_resources(

@@ -38,8 +38,8 @@ INT64_MAX = 2**63 - 1
 # Outgoing messages buffered per agent before the stream is considered stuck.
 SEND_BUFFER = 100_000
 # Backpressure: a node whose stream has this many messages waiting (its agent
-# reads slower than the controller sends) gets no new pods until it has read
-# them down to SEND_LOW_WATER.  Its pods keep running and the commands for
+# reads them, or this controller's loop writes them, slower than they come)
+# gets no new pods until they are down to SEND_LOW_WATER.  Its pods keep running and the commands for
 # them (stops, forgets) still go; the workloads that would have gone there
 # wait for another node or for this one to catch up.  Without it a busy
 # cluster buffered up to SEND_BUFFER messages per slow node and then closed
