@@ -13,6 +13,9 @@ parks every pending workload of its *scheduling shape* (Kueue's
 SchedulingEquivalenceHashing, on by default since v0.18): they would get the
 same answer from the same quota, so they are not tried, and no "Pending"
 status is written for them, until the queue's parked workloads are released.
+They wait in a chain per shape (``_Chain``) that, once released, feeds the
+heap one workload at a time in queue order, so a release and the parking
+that follows it cost a step per shape, not per parked workload.
 
 A workload whose backoff has not expired (``requeueState.requeueAt``) waits
 in a timer list and enters the heap when it is due.
@@ -112,6 +115,32 @@ class _Pending:
     # Its scheduling shape (``scheduling_shape``), worked out once: a parked shape's workloads are
     # looked up by it each time they come to the top of the heap again.
     shape: object = None
+    # The chain it waits in, or was last fed from (see _Chain).
+    chain: _Chain | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Chain:
+    """Workloads parked with their scheduling shape (under Admission Fair Sharing: and LocalQueue), in
+    queue order.
+
+    A release makes every parked workload pending again, and in a busy
+    cohort most of them are parked again within a cycle or two: the first
+    of each shape is tried, does not fit, and its shape's others follow it
+    (``_park_equivalent``).  Moving each one into the heap and back again
+    cost every release as many steps as workloads were parked.  A chain
+    instead feeds its members into the heap one at a time, each when the one
+    before it leaves the heap, which is the order the heap would give them
+    in: a release costs a step per chain, and a shape parked again stops
+    its chain at the one member in the heap.
+    """
+
+    # Its members waiting to be fed: (place in the queue's order, version), the heap's own items.
+    waiting: list[tuple[int, float, str, str, int]]
+    # Released: its members are pending, each fed when the one before it leaves the heap (else parked).
+    released: bool = False
+    # The member fed into the heap and not taken out yet.
+    fed: _Pending | None = None
 
 
 class ClusterQueueQueue:
@@ -169,9 +198,13 @@ class ClusterQueueQueue:
         self._quota_parked = 0
         self._need_count: dict[str, int] = {}
         self._need_min: dict[str, list[tuple[int, int, WorkloadKey]]] = {}
+        # Chains of workloads parked with their shape (see _Chain), by (shape, LocalQueue or None),
+        # and their members not fed into the heap yet.
+        self._chains: dict[tuple[object, tuple[str, str] | None], _Chain] = {}
+        self._chained: dict[WorkloadKey, _Pending] = {}
 
     def __len__(self) -> int:
-        return len(self._items) + len(self._inadmissible) + len(self._in_flight)
+        return len(self._items) + len(self._inadmissible) + len(self._in_flight) + len(self._chained)
 
     @property
     def has_heads(self) -> bool:
@@ -179,12 +212,13 @@ class ClusterQueueQueue:
 
     @property
     def has_parked(self) -> bool:
-        return bool(self._inadmissible)
+        return bool(self._inadmissible) or bool(self._chained)
 
     def keys(self) -> Iterator[WorkloadKey]:
         yield from self._items
         yield from self._inadmissible
         yield from self._in_flight
+        yield from self._chained
 
     def _push(self, wl: Workload, last_tried: tuple[dict[str, int], ...] | None) -> None:
         self._ready.add(self.name)
@@ -203,6 +237,7 @@ class ClusterQueueQueue:
             self._afs = usage
             return
         self._afs = usage
+        self._dissolve_chains()
         self._heap = []
         self._lq_heaps = {}
         parked = [e for entries in self._quota_orders.values() for e in entries if self._parked_as(e[2], e[1])]
@@ -244,6 +279,11 @@ class ClusterQueueQueue:
         key = wl.key
         self._unpark(key)
         old = self._items.get(key) or self._in_flight.get(key)
+        chained = self._chained.pop(key, None)
+        if chained is not None and chained.chain is not None and chained.chain.released:
+            old = chained  # pending, as if in the heap: it keeps its last flavor tried
+        if old is not None:
+            self._unfeed(old)
         if key in self._in_flight:
             # Updated while its cycle runs: the requeue after the cycle uses this version.
             self._in_flight[key] = _Pending(wl, None, 0, ranked=(self._order_key(wl), wl))
@@ -252,7 +292,10 @@ class ClusterQueueQueue:
 
     def delete(self, key: WorkloadKey) -> bool:
         self._offered.discard(key)
-        found = self._unpark(key) is not None
+        found = self._unpark(key) is not None or self._chained.pop(key, None) is not None
+        fed = self._items.get(key)
+        if fed is not None:
+            self._unfeed(fed)
         for d in (self._items, self._in_flight):
             if d.pop(key, None) is not None:
                 found = True
@@ -270,14 +313,24 @@ class ClusterQueueQueue:
             if p is None or p.version != item[4]:
                 continue
             del items[wk]
+            chain = p.chain
+            if chain is not None and chain.fed is not p:
+                chain = None
             if bulk:
                 shape = p.shape
                 if shape is None:
                     shape = p.shape = scheduling_shape(p.workload)
                 flags = bulk.get(shape)
                 if flags is not None and self.strategy is QueueingStrategy.BEST_EFFORT_FIFO:
+                    if chain is not None:
+                        chain.fed = None
                     self._park_equivalent(p, flags)
                     continue
+            if chain is not None:
+                # The chain's next member comes after this one in the order: its turn in the heap now.
+                chain.fed = None
+                if chain.released:
+                    self._feed(chain)
             self._in_flight[wk] = p
             self.pop_cycle += 1
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
@@ -299,11 +352,9 @@ class ClusterQueueQueue:
         self.bulk_parked += 1
         # The same workload as when it was pushed: its place in the order (``ranked``) still holds.
         p.version, (p.quota_bound, p.node_bound) = self._version + 1, flags
-        if not (p.quota_bound or p.ranked is None or p.ranked[1] is not p.workload):
-            # _park's plain case, inline: this runs once per parked workload after every release.
+        if not (p.quota_bound or p.node_bound or p.ranked is None or p.ranked[1] is not p.workload):
             self._version = p.version
-            self._inadmissible[key] = p
-            self._plain_parked.add(key)
+            self._chain(p)
         else:
             self._park(p)
         if self.deferred and offered:
@@ -405,6 +456,73 @@ class ClusterQueueQueue:
                 return True
         return False
 
+    def _chain(self, p: _Pending) -> None:
+        """Park ``p`` (taken off the heap, its shape parked for NoFit) in its shape's chain, which stops."""
+        assert p.ranked is not None
+        lq = _local_queue(p.workload) if self._afs is not None else None
+        chain = self._chains.get((p.shape, lq))
+        if chain is None:
+            chain = self._chains[(p.shape, lq)] = _Chain([])
+        chain.released = False
+        p.chain = chain
+        heapq.heappush(chain.waiting, (*p.ranked[0], p.version))
+        self._chained[p.workload.key] = p
+
+    def _feed(self, chain: _Chain) -> None:
+        """Move the chain's first live member into the heap (its place in the order and version kept)."""
+        chained, waiting = self._chained, chain.waiting
+        while waiting:
+            item = heapq.heappop(waiting)
+            key: WorkloadKey = item[3]  # type: ignore[assignment]  # a WorkloadKey is a str
+            p = chained.get(key)
+            if p is None or p.version != item[4] or p.chain is not chain:
+                continue  # updated, deleted or parked again since: not this chain's any more
+            del chained[key]
+            chain.fed = p
+            p.quota_bound = p.node_bound = False
+            self._items[key] = p
+            heap = self._heap if self._afs is None else self._lq_heaps.setdefault(_local_queue(p.workload), [])
+            heapq.heappush(heap, item)
+            self._ready.add(self.name)
+            return
+
+    def _unfeed(self, p: _Pending) -> None:
+        """``p`` leaves the heap other than by pop (updated, deleted): its chain feeds the next member."""
+        chain = p.chain
+        if chain is not None and chain.fed is p:
+            chain.fed = None
+            if chain.released:
+                self._feed(chain)
+
+    def _release_chains(self) -> bool:
+        """Every chain's members are pending again (a step per chain); True if any was parked."""
+        moved = False
+        for key, chain in list(self._chains.items()):
+            if not chain.released and chain.waiting:
+                moved = True
+            chain.released = True
+            if chain.fed is None:
+                self._feed(chain)
+            if chain.fed is None and not chain.waiting:
+                del self._chains[key]
+        return moved
+
+    def _dissolve_chains(self) -> None:
+        """Chains no more: a released chain's members go into the heap's items, a parked one's into the
+        parked set (the heaps are then rebuilt from the items by the caller)."""
+        for p in self._chained.values():
+            chain = p.chain
+            p.chain = None
+            if chain is not None and chain.released:
+                self._items[p.workload.key] = p
+            else:
+                self._inadmissible[p.workload.key] = p
+                self._plain_parked.add(p.workload.key)
+        for p in self._items.values():
+            p.chain = None
+        self._chained.clear()
+        self._chains.clear()
+
     def _restore(self, parked: Iterable[_Pending]) -> None:
         """Put parked workloads back into the heap as they were.
 
@@ -449,6 +567,7 @@ class ClusterQueueQueue:
         moved = bool(self._inadmissible)
         self._restore(self._inadmissible.values())
         self._inadmissible.clear()
+        moved = self._release_chains() or moved
         self._quota_orders.clear()
         self._plain_parked.clear()
         self._quota_parked = 0
@@ -503,7 +622,7 @@ class ClusterQueueQueue:
                 back.append(p)
         self._plain_parked.clear()
         self._restore(back)
-        moved = bool(back)
+        moved = self._release_chains() or bool(back)
         for group in self._offer_order():
             order, kept, i = self._quota_orders[group], [], 0
             while i < len(order) and not self._out_of_reach(budget):
@@ -542,7 +661,7 @@ class ClusterQueueQueue:
 
     def reset_last_tried(self) -> None:
         """Quota changed: every workload starts its flavor search from the first flavor."""
-        for d in (self._items, self._inadmissible):
+        for d in (self._items, self._inadmissible, self._chained):
             for p in d.values():
                 p.last_tried = None
 
@@ -560,7 +679,7 @@ class ClusterQueueQueue:
         """
         everything: list[tuple[Rank, Workload]] = [
             p.ranked or (self._order_key(p.workload), p.workload)
-            for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+            for d in (self._items, self._inadmissible, self._in_flight, self._chained) for p in d.values()]
         if self._afs is not None:
             # Admission Fair Sharing: the LocalQueue's usage comes first (once per LocalQueue).
             usage: dict[tuple[str, str], float] = {}
@@ -594,19 +713,26 @@ class ClusterQueueQueue:
         return [Position(wl, self.name, c, lq) for (_, wl), c, lq in zip(page, cq_ranks, lq_ranks, strict=True)]
 
     def pending_workloads(self) -> list[Workload]:
-        return [p.workload for d in (self._items, self._inadmissible, self._in_flight) for p in d.values()]
+        return [p.workload for d in (self._items, self._inadmissible, self._in_flight, self._chained)
+                for p in d.values()]
 
     def pending_by_status(self) -> tuple[list[Workload], list[Workload]]:
         """(active, inadmissible): waiting for a cycle (or in the running one), and parked until something
         changes -- the two statuses of Kueue's pending_workloads metric."""
         parked = [p.workload for p in self._inadmissible.values()]
-        if not self._bulk or self.strategy is not QueueingStrategy.BEST_EFFORT_FIFO:
-            active = [p.workload for d in (self._items, self._in_flight) for p in d.values()]
+        active: list[Workload] = []
+        bulk = self._bulk if self.strategy is QueueingStrategy.BEST_EFFORT_FIFO else {}
+        # A chain's members are pending while it is released (fed one at a time), parked while it is not.
+        for p in self._chained.values():
+            pending = p.chain is not None and p.chain.released and (p.shape is None or p.shape not in bulk)
+            (active if pending else parked).append(p.workload)
+        if not bulk:
+            active.extend(p.workload for d in (self._items, self._in_flight) for p in d.values())
             return active, parked
         # Those waiting in the heap behind a parked shape are parked in all but name (Kueue moves them).
-        active = [p.workload for p in self._in_flight.values()]
+        active.extend(p.workload for p in self._in_flight.values())
         for p in self._items.values():
-            (parked if scheduling_shape(p.workload) in self._bulk else active).append(p.workload)
+            (parked if scheduling_shape(p.workload) in bulk else active).append(p.workload)
         return active, parked
 
 
