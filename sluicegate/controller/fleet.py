@@ -15,7 +15,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
@@ -38,6 +37,7 @@ from sluicegate.controller.nodes import (
 )
 from sluicegate.controller.scheduling.placement import PodPlacement, tolerations_of
 from sluicegate.controller.store import StoreError
+from sluicegate.model.copying import copy_with
 from sluicegate.model.names import WorkloadKey, workload_key
 from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
 from sluicegate.model.taints import NO_EXECUTE, Taint
@@ -189,7 +189,7 @@ class Fleet:
         if not wl.is_finished and not wl.status.is_true("Evicted"):
             log.warning("workload %s evicted: %s", wl.key, message)
             wl = evict(wl, reason=reason, message=message, now=now)
-        self._update_pod(wl, replace(rec, phase=FAILED, reason=reason, message=message, finished_at=now))
+        self._update_pod(wl, copy_with(rec, phase=FAILED, reason=reason, message=message, finished_at=now))
 
     def disconnected(self, name: str, session: Session) -> None:
         node = self.registry.nodes.get(name)
@@ -364,7 +364,7 @@ class Fleet:
                 and message == rec.message and rp.exit_code == rec.exit_code and rp.ready == rec.ready
                 and rp.restarts == rec.restarts and started_at == rec.started_at and rp.finished_at == rec.finished_at):
             return  # only its QoS class is new: stored with its next change or heartbeat (see above)
-        self._update_pod(wl, replace(
+        self._update_pod(wl, copy_with(
             rec, phase=phase, reason=reason, message=message, exit_code=rp.exit_code, ready=rp.ready,
             restarts=rp.restarts, started_at=started_at, finished_at=rp.finished_at, qos_class=qos_class,
         ))
@@ -389,13 +389,13 @@ class Fleet:
                 # last state holds too): a later report of the same workload may follow.
                 earlier = batch.get(wl.key)
                 if earlier is not None and earlier.reclaimed and not settlement.reclaimed:
-                    settlement = replace(settlement, reclaimed=True)
+                    settlement = copy_with(settlement, reclaimed=True)
                 batch[wl.key] = settlement
                 return
             # Acted on now; this settlement's workload holds what the batched one had.
             earlier = batch.pop(wl.key, None)
             if earlier is not None and earlier.reclaimed and not settlement.reclaimed:
-                settlement = replace(settlement, reclaimed=True)
+                settlement = copy_with(settlement, reclaimed=True)
         self.apply(settlement)
 
     # ------------------------------------------------------------ settling

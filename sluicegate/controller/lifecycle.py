@@ -27,11 +27,12 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
+from sluicegate.model.copying import copy_with
 from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_pods
 from sluicegate.model.workloads import RequeueState, Workload
 
@@ -88,7 +89,7 @@ def _stop_all(pods: tuple[PodRecord, ...], reason: str) -> tuple[tuple[PodRecord
     asked: list[PodRecord] = []
     for p in pods:
         if not p.terminal and p.reason != "Stopping":
-            p = replace(p, reason="Stopping", message=reason)
+            p = copy_with(p, reason="Stopping", message=reason)
             asked.append(p)
         out.append(p)
     return tuple(out), tuple(asked)
@@ -97,12 +98,12 @@ def _stop_all(pods: tuple[PodRecord, ...], reason: str) -> tuple[tuple[PodRecord
 def evict(wl: Workload, *, reason: str, message: str, now: float) -> Workload:
     """Set Evicted; the pods are stopped and the quota released by ``settle``."""
     conds = set_condition(wl.status.conditions, type_="Evicted", status=True, reason=reason, message=message, now=now)
-    return replace(wl, status=replace(wl.status, conditions=conds))
+    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
 
 
 def deactivate(wl: Workload, *, message: str, now: float) -> Workload:
     """spec.active=false plus the eviction that goes with it (no requeue)."""
-    return evict(replace(wl, active=False), reason="InactiveWorkload", message=message, now=now)
+    return evict(copy_with(wl, active=False), reason="InactiveWorkload", message=message, now=now)
 
 
 def _current(pods: tuple[PodRecord, ...]) -> list[PodRecord]:
@@ -223,7 +224,7 @@ def _settle_job(
             index = todo[i] if job.indexed else old.index
             fresh = PodRecord(uid=new_uid(), name=f"{wl.name}-{old.pod_set}-{index}-{attempt + i}", pod_set=old.pod_set,
                               index=index, node=old.node, requests=dict(old.requests))
-            out[out.index(old)] = replace(old, replaced=True)
+            out[out.index(old)] = copy_with(old, replaced=True)
             out.append(fresh)
             launch.append(fresh)
     wl = with_pods(wl, tuple(out))
@@ -242,7 +243,7 @@ def carried_over(wl: Workload) -> tuple[PodRecord, ...]:
     Marked replaced, so they count as done (a Job's completions, a plain
     workload's succeeded pods) but are never current, reused or restarted.
     """
-    return tuple(replace(p, replaced=True) for p in wl.status.last_pods if _completed_on_its_own(p))
+    return tuple(copy_with(p, replaced=True) for p in wl.status.last_pods if _completed_on_its_own(p))
 
 
 def skip_done_indexes(carried: Sequence[PodRecord], placements: Sequence[PodPlacement]) -> list[PodPlacement]:
@@ -255,7 +256,7 @@ def skip_done_indexes(carried: Sequence[PodRecord], placements: Sequence[PodPlac
         while (pl.pod_set, i) in done:
             i += 1
         next_free[pl.pod_set] = i + 1
-        out.append(replace(pl, index=i))
+        out.append(copy_with(pl, index=i))
     return out
 
 
@@ -265,7 +266,7 @@ def _reclaimable(wl: Workload, counts: dict[str, int]) -> tuple[Workload, bool]:
     new = {k: max(v, old.get(k, 0)) for k, v in counts.items() if max(v, old.get(k, 0)) > 0}
     if new == {k: v for k, v in old.items() if v > 0}:
         return wl, False
-    return replace(wl, status=replace(wl.status, reclaimable_pods=new)), True
+    return copy_with(wl, status=copy_with(wl.status, reclaimable_pods=new)), True
 
 
 def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Workload:
@@ -286,12 +287,12 @@ def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Worklo
                else "Not all pods are ready or succeeded")
         conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg,
                               now=now)
-    return replace(wl, status=replace(wl.status, conditions=conds))
+    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
 
 
 def _finished(wl: Workload, reason: str, message: str, now: float) -> Workload:
     conds = set_condition(wl.status.conditions, type_="Finished", status=True, reason=reason, message=message, now=now)
-    return replace(wl, status=replace(wl.status, conditions=conds))
+    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
 
 
 def admitted_seconds(wl: Workload, now: float) -> float:
@@ -339,11 +340,9 @@ def released(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig | None = Non
     if not active and evicted is not None and evicted.reason == "InactiveWorkload" \
             and "execution time" in evicted.message:
         accumulated = 0
-    new = replace(wl, active=active, status=replace(st, conditions=conds, admission=None, requeue_state=requeue_state,
-                                                   accumulated_past_execution_time_seconds=accumulated,
-                                                   pods=(),
-                                                   last_pods=wl.status.pods or ()))
-    return new
+    status = copy_with(st, conditions=conds, admission=None, requeue_state=requeue_state,
+                       accumulated_past_execution_time_seconds=accumulated, pods=(), last_pods=wl.status.pods or ())
+    return copy_with(wl, active=active, status=status)
 
 
 # ------------------------------------------------------------------ timers
@@ -365,7 +364,7 @@ def due_eviction(wl: Workload, now: float, wfpr: WaitForPodsReadyConfig) -> Work
         if start is not None and now - start.last_transition_time >= job.active_deadline_seconds \
                 and wl.status.terminate is None:
             # Like Kubernetes: the Job fails (it is not requeued).
-            return replace(wl, status=replace(wl.status, terminate=("Failed", (
+            return copy_with(wl, status=copy_with(wl.status, terminate=("Failed", (
                 f"DeadlineExceeded: Job was active longer than specified deadline ({job.active_deadline_seconds}s)"))))
     if wfpr.enabled and wl.status.pods:
         cond = wl.status.condition("PodsReady")
@@ -401,4 +400,4 @@ def preempted(wl: Workload, *, reason: str, preemptor: Workload, preemptor_cq: s
     )
     wl = evict(wl, reason="Preempted", message=message, now=now)
     conds = set_condition(wl.status.conditions, type_="Preempted", status=True, reason=reason, message=message, now=now)
-    return replace(wl, status=replace(wl.status, conditions=conds))
+    return copy_with(wl, status=copy_with(wl.status, conditions=conds))

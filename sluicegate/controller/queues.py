@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sluicegate.controller.scheduling.cycle import Entry, Head, RequeueReason, scheduling_shape
@@ -135,8 +135,10 @@ class _Chain:
     its chain at the one member in the heap.
     """
 
+    # Its key in the queue's chains.
+    key: tuple[object, tuple[str, str] | None]
     # Its members waiting to be fed: (place in the queue's order, version), the heap's own items.
-    waiting: list[tuple[int, float, str, str, int]]
+    waiting: list[tuple[int, float, str, str, int]] = field(default_factory=list)
     # Released: its members are pending, each fed when the one before it leaves the heap (else parked).
     released: bool = False
     # The member fed into the heap and not taken out yet.
@@ -202,6 +204,8 @@ class ClusterQueueQueue:
         # and their members not fed into the heap yet.
         self._chains: dict[tuple[object, tuple[str, str] | None], _Chain] = {}
         self._chained: dict[WorkloadKey, _Pending] = {}
+        # The chains stopped since the last release: what the next one releases.
+        self._stopped: list[_Chain] = []
 
     def __len__(self) -> int:
         return len(self._items) + len(self._inadmissible) + len(self._in_flight) + len(self._chained)
@@ -212,7 +216,8 @@ class ClusterQueueQueue:
 
     @property
     def has_parked(self) -> bool:
-        return bool(self._inadmissible) or bool(self._chained)
+        """Some workloads are parked on their own (those a release budget is offered to)."""
+        return bool(self._inadmissible)
 
     def keys(self) -> Iterator[WorkloadKey]:
         yield from self._items
@@ -459,11 +464,14 @@ class ClusterQueueQueue:
     def _chain(self, p: _Pending) -> None:
         """Park ``p`` (taken off the heap, its shape parked for NoFit) in its shape's chain, which stops."""
         assert p.ranked is not None
-        lq = _local_queue(p.workload) if self._afs is not None else None
-        chain = self._chains.get((p.shape, lq))
+        key = (p.shape, _local_queue(p.workload) if self._afs is not None else None)
+        chain = self._chains.get(key)
         if chain is None:
-            chain = self._chains[(p.shape, lq)] = _Chain([])
-        chain.released = False
+            chain = self._chains[key] = _Chain(key)
+            self._stopped.append(chain)
+        elif chain.released:
+            chain.released = False
+            self._stopped.append(chain)
         p.chain = chain
         heapq.heappush(chain.waiting, (*p.ranked[0], p.version))
         self._chained[p.workload.key] = p
@@ -485,6 +493,9 @@ class ClusterQueueQueue:
             heapq.heappush(heap, item)
             self._ready.add(self.name)
             return
+        chain.fed = None
+        if chain.released and self._chains.get(chain.key) is chain:
+            del self._chains[chain.key]  # empty: made again when its shape is parked next
 
     def _unfeed(self, p: _Pending) -> None:
         """``p`` leaves the heap other than by pop (updated, deleted): its chain feeds the next member."""
@@ -495,16 +506,18 @@ class ClusterQueueQueue:
                 self._feed(chain)
 
     def _release_chains(self) -> bool:
-        """Every chain's members are pending again (a step per chain); True if any was parked."""
+        """Every stopped chain's members are pending again (a step per chain); True if any had some."""
+        if not self._stopped:
+            return False
+        stopped, self._stopped = self._stopped, []
         moved = False
-        for key, chain in list(self._chains.items()):
-            if not chain.released and chain.waiting:
-                moved = True
+        for chain in stopped:
+            if chain.released:
+                continue
             chain.released = True
+            moved = moved or bool(chain.waiting)
             if chain.fed is None:
                 self._feed(chain)
-            if chain.fed is None and not chain.waiting:
-                del self._chains[key]
         return moved
 
     def _dissolve_chains(self) -> None:
@@ -522,6 +535,7 @@ class ClusterQueueQueue:
             p.chain = None
         self._chained.clear()
         self._chains.clear()
+        self._stopped.clear()
 
     def _restore(self, parked: Iterable[_Pending]) -> None:
         """Put parked workloads back into the heap as they were.
@@ -606,6 +620,10 @@ class ClusterQueueQueue:
         """
         self.queue_inadmissible_cycle = self.pop_cycle
         self._bulk.clear()  # released workloads are judged afresh
+        if not self._inadmissible and not self._stopped:
+            # Nothing parked (a release touches every queue of its cohort tree, most of them idle).
+            self.deferred = False
+            return False
         if budget is None or not self._inadmissible:
             return self._requeue_all_parked()
         # Workloads offered quota by an earlier release and not tried yet

@@ -8,8 +8,10 @@ any agent is told) and survive a controller restart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from sluicegate.model.copying import copy_with
 
 if TYPE_CHECKING:
     from sluicegate.model.workloads import Workload
@@ -92,4 +94,4 @@ def pods_or_last(wl: Workload) -> tuple[PodRecord, ...]:
 
 
 def with_pods(wl: Workload, pods: Sequence[PodRecord]) -> Workload:
-    return replace(wl, status=replace(wl.status, pods=tuple(pods)))
+    return copy_with(wl, status=copy_with(wl.status, pods=tuple(pods)))
