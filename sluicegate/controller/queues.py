@@ -872,11 +872,20 @@ class QueueManager:
         budget_for: Callable[[ClusterQueueName], Budget | None] | None = None,
     ) -> bool:
         moved = False
+        queues = self.queues
         for name in cqs:
-            q = self.queues.get(name)
+            q = queues.get(name)
             if q is None:
                 continue
-            if q.queue_inadmissible(budget_for(name) if budget_for is not None and q.has_parked else None):
+            if not q._inadmissible and not q._stopped:
+                # ClusterQueueQueue.queue_inadmissible with nothing parked, inline: a release touches every
+                # queue of its cohort tree, and most have nothing parked.
+                q.queue_inadmissible_cycle = q.pop_cycle
+                if q._bulk:
+                    q._bulk.clear()
+                q.deferred = False
+                continue
+            if q.queue_inadmissible(budget_for(name) if budget_for is not None and q._inadmissible else None):
                 moved = True
         return moved
 
