@@ -150,16 +150,20 @@ class UsageView:
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
         """Unused capacity the node may take now, within borrowing limits."""
-        if node.parent is None:
+        parent = node.parent
+        if parent is None:
             return node.subtree_quota.get(fr, 0) - self.usage(node, fr)
-        parent_available = self.available(node.parent, fr)
-        limit = node.quota_for(fr).borrowing_limit
-        if limit is not None:
-            local = node.local_quota(fr)
+        parent_available = self.available(parent, fr) if parent.parent is not None \
+            else parent.subtree_quota.get(fr, 0) - self.usage(parent, fr)
+        used = self.usage(node, fr)
+        q = node.quotas.get(fr)
+        local = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit) \
+            if q is not None and q.lending_limit is not None else 0
+        if q is not None and q.borrowing_limit is not None:
             stored_in_parent = node.subtree_quota.get(fr, 0) - local
-            used_in_parent = max(0, self.usage(node, fr) - local)
-            parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
-        return self.local_available(node, fr) + parent_available
+            used_in_parent = max(0, used - local)
+            parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
+        return max(0, local - used) + parent_available
 
     def borrowing_with(self, node: QuotaNode, fr: FlavorResource, val: int) -> bool:
         return self.usage(node, fr) + val > node.subtree_quota.get(fr, 0)
@@ -208,10 +212,13 @@ class UsageView:
     def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
         """Add usage to a node and bubble what exceeds its local quota up the tree."""
         while True:
+            parent = node.parent
+            if parent is None:
+                self._add(node, fr, val)
+                return
             local_available = self.local_available(node, fr)
             self._add(node, fr, val)
-            parent = node.parent
-            if parent is None or val <= local_available:
+            if val <= local_available:
                 return
             val -= local_available
             node = parent
@@ -238,7 +245,10 @@ class UsageView:
                 self.remove_usage(node, fr, v)
 
     def fits(self, cq: QuotaNode, usage: Mapping[FlavorResource, int]) -> bool:
-        return all(self.available(cq, fr) >= v for fr, v in usage.items() if v)
+        for fr, v in usage.items():
+            if v and self.available(cq, fr) < v:
+                return False
+        return True
 
 
 class LiveUsage(UsageView):
