@@ -264,7 +264,9 @@ class AssignmentMemo:
 
     def __init__(self, limit: int = 100_000) -> None:
         self._limit = limit
-        self._answers: dict[tuple[ClusterQueueName, Hashable], _Remembered] = {}
+        # By ClusterQueue, then shape: a head of a queue with nothing remembered costs one lookup.
+        self._answers: dict[ClusterQueueName, dict[Hashable, _Remembered]] = {}
+        self._count = 0
         self.hits = 0
 
     def _valid(self, r: _Remembered, snapshot: Snapshot, cq: ClusterQueueName, node: QuotaNode) -> bool:
@@ -277,14 +279,16 @@ class AssignmentMemo:
                 and never_preempts(snapshot.cluster_queues[head.cluster_queue], snapshot.node(head.cluster_queue)))
 
     def recall(self, head: Head, snapshot: Snapshot) -> _Remembered | None:
-        if not self._answers or not self._eligible(head, snapshot):
+        answers = self._answers.get(head.cluster_queue)
+        if not answers or not self._eligible(head, snapshot):
             return None
-        key = (head.cluster_queue, assignment_shape(head.workload))
-        r = self._answers.get(key)
+        shape = assignment_shape(head.workload)
+        r = answers.get(shape)
         if r is None:
             return None
         if not self._valid(r, snapshot, head.cluster_queue, snapshot.node(head.cluster_queue)):
-            del self._answers[key]
+            del answers[shape]
+            self._count -= 1
             return None
         self.hits += 1
         return r
@@ -294,11 +298,16 @@ class AssignmentMemo:
         if e.assignment.mode() is Mode.FIT or e.targets or e.retry_at is not None \
                 or not self._eligible(head, snapshot):
             return
-        if len(self._answers) >= self._limit:
+        if self._count >= self._limit:
             self._answers.clear()
+            self._count = 0
         cq = head.cluster_queue
         spec = snapshot.cluster_queues[cq]
-        self._answers[(cq, assignment_shape(head.workload))] = _Remembered(
+        answers = self._answers.setdefault(cq, {})
+        shape = assignment_shape(head.workload)
+        if shape not in answers:
+            self._count += 1
+        answers[shape] = _Remembered(
             snapshot.node(cq).path_versions(), spec, tuple(snapshot.flavors.get(f) for f in spec.flavors),
             e.assignment, e.message, e.last_tried or ())
 
