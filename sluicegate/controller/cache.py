@@ -70,9 +70,11 @@ class Cache:
         if spec.stop_policy is not StopPolicy.NONE:
             return f"ClusterQueue {cq} is stopped (spec.stopPolicy={spec.stop_policy.value})"
         flavors = self.flavors
-        if any(f.name not in flavors for rg in spec.resource_groups for f in rg.flavors):
-            missing = [f for f in spec.flavors if f not in flavors]
-            return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
+        for rg in spec.resource_groups:  # loops, not any(...): every head's queue is looked at each cycle
+            for f in rg.flavors:
+                if f.name not in flavors:
+                    missing = [f for f in spec.flavors if f not in flavors]
+                    return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
         return None
 
     def inactive_queues(self) -> frozenset[ClusterQueueName]:

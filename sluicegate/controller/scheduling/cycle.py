@@ -488,7 +488,7 @@ def process_entry(
         if not can_always_reclaim(snapshot, cq) or entry.retry_at is not None:
             view.add_all(node, resources_to_reserve(entry, snapshot))
         return
-    if any(t.victim.key in preempted for t in entry.targets):
+    if preempted and any(t.victim.key in preempted for t in entry.targets):
         entry.mark_skipped("Workload has overlapping preemption targets with another workload")
         return
     usage = entry.assignment.usage
@@ -510,7 +510,8 @@ def process_entry(
             entry.requeue_reason = RequeueReason.NO_PLACEMENT
             entry.message = f"quota is available but the pods cannot be placed: {failure}"
             return
-    preempted.update((t.victim.key, t.victim) for t in entry.targets)
+    if entry.targets:
+        preempted.update((t.victim.key, t.victim) for t in entry.targets)
     view.add_all(node, usage)
     if mode is Mode.PREEMPT:
         entry.mark_preempting(list(entry.targets))

@@ -251,6 +251,14 @@ class UsageView:
         return True
 
 
+def _local_quota(node: QuotaNode, fr: FlavorResource) -> int:
+    """``node.local_quota(fr)``, for the loops below."""
+    q = node.quotas.get(fr)
+    if q is not None and q.lending_limit is not None:
+        return max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+    return 0
+
+
 class LiveUsage(UsageView):
     """Writes straight into the nodes: used by the controller's cache."""
 
@@ -258,6 +266,26 @@ class LiveUsage(UsageView):
 
     def usage(self, node: QuotaNode, fr: FlavorResource) -> int:
         return node.usage.get(fr, 0)
+
+    def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """``UsageView.add_usage`` with the reads and writes inlined (every admission walks its path)."""
+        while True:
+            parent = node.parent
+            usage = node.usage
+            before = usage.get(fr, 0)
+            node.version += 1
+            after = before + val
+            if after:
+                usage[fr] = after
+            else:
+                usage.pop(fr, None)
+            if parent is None:
+                return
+            local_available = max(0, _local_quota(node, fr) - before)
+            if val <= local_available:
+                return
+            val -= local_available
+            node = parent
 
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
         node.version += 1
@@ -289,6 +317,22 @@ class UsageOverlay(UsageView):
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
         key = (node, fr)
         self._delta[key] = self._delta.get(key, 0) + delta
+
+    def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """``UsageView.add_usage`` with the reads and writes inlined (every entry a cycle takes walks its path)."""
+        deltas = self._delta
+        while True:
+            parent = node.parent
+            key = (node, fr)
+            delta = deltas.get(key, 0)
+            deltas[key] = delta + val
+            if parent is None:
+                return
+            local_available = max(0, _local_quota(node, fr) - node.usage.get(fr, 0) - delta)
+            if val <= local_available:
+                return
+            val -= local_available
+            node = parent
 
     @contextmanager
     def simulate_removal(self, removals: list[tuple[QuotaNode, Mapping[FlavorResource, int]]]) -> Iterator[None]:
