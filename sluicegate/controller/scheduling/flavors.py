@@ -289,6 +289,10 @@ class _Plan:
     # The flavor objects the verdicts were read from (changed flavors are new objects).
     flavors: tuple[tuple[FlavorName, ResourceFlavor | None], ...]
     steps: tuple[_PodSetPlan, ...]
+    # One pod set needing one resource group: the assignments that fit at once (the first flavor the
+    # search may use has room for every resource), by (that flavor's index, each resource's borrowing
+    # level).  One value each, shared by the heads that get it (assignments are read, never changed).
+    fits: dict[tuple[int, tuple[int, ...]], Assignment] = field(default_factory=dict, compare=False)
 
 
 # Plans by (id(spec), id(pod_sets), counts): the submission path shares one pod-sets value among
@@ -384,12 +388,54 @@ class FlavorAssigner:
         else:
             remaining = tuple(ps.count for ps in wl.pod_sets)
         plan = _plan_for(self.spec, self.flavors, wl.pod_sets, remaining)
+        if len(plan.steps) == 1:
+            fit = self._fit_at_once(plan)
+            if fit is not None:
+                return fit
         for i, (ps, step) in enumerate(zip(wl.pod_sets, plan.steps, strict=True)):
             result = PodSetResult(name=step.name, count=step.count, requests=dict(step.requests))
             ok = self._assign_pod_set(i, ps, step, result, assignment.usage)
             self._append(assignment, result)
             if not ok:
                 return assignment
+        return assignment
+
+    def _fit_at_once(self, plan: _Plan) -> Assignment | None:
+        """The assignment of a one-pod-set, one-group workload when the first flavor the search may use
+        has room for each resource now and the search stops there (what ``_find_flavor`` then returns:
+        that flavor, fitting, tried to the end if it is the last); None: search as usual."""
+        step = plan.steps[0]
+        if step.unavailable is not None or len(step.groups) != 1:
+            return None
+        group = step.groups[0]
+        flavors = group.flavors
+        index = self._start_index(0, group.resource)
+        while index < len(flavors) and flavors[index].rejected is not None:
+            index += 1
+        if index >= len(flavors):
+            return None
+        view, node = self.view, self.node
+        borrows: list[int] = []
+        for _, fr, val in flavors[index].cells:
+            # _fits_resource_quota's fitting case: within the maximum capacity and what is unused now.
+            if val > view.available(node, fr) or val > potential_available(node, fr):
+                return None
+            borrows.append(view.lowest_subtree_that_fits(node, fr, val)[0])
+        most = max(borrows)
+        if most > 0 and self.spec.flavor_fungibility.when_can_borrow is FlavorFungibilityPolicy.TRY_NEXT_FLAVOR:
+            return None  # a fit that borrows goes on to the next flavors
+        key = (index, tuple(borrows))
+        known = plan.fits.get(key)
+        if known is not None:
+            return known
+        fs = flavors[index]
+        tried = -1 if index == len(flavors) - 1 else index
+        result = PodSetResult(name=step.name, count=step.count, requests=dict(step.requests),
+                              flavors={r: FlavorChoice(fs.name, Mode.FIT, b, tried)
+                                       for (r, _, _), b in zip(fs.cells, borrows, strict=True)})
+        assignment = Assignment()
+        self._append(assignment, result)
+        plan.fits[key] = assignment
         return assignment
 
     def _append(self, assignment: Assignment, result: PodSetResult) -> None:

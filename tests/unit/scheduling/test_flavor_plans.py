@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from sluicegate.controller.scheduling import flavors as flavors_module
-from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner
+from sluicegate.controller.scheduling.flavors import Assignment, FlavorAssigner, Mode
 from sluicegate.controller.scheduling.preemption import Preemptor
 from sluicegate.model import FlavorName, ResourceFlavor
 from sluicegate.model.queues import ResourceGroup
@@ -140,3 +140,53 @@ def test_a_changed_flavor_is_planned_afresh() -> None:
     cache.flavors[FlavorName("default")] = ResourceFlavor(FlavorName("default"), node_taints=(Taint("k", "NoSchedule"),))
     assert "untolerated taint" in assign().message()
     assert len(flavors_module._PLANS) >= 1
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_assignments_kept_for_a_shape_are_the_ones_a_search_gives(seed: int) -> None:
+    """Workloads of one shape (one pod-sets value) assigned again and again while usage moves (some are
+    admitted, some released): each answer, kept or new, is the unplanned search's."""
+    rng = random.Random(seed)
+    flavors = [_resource_flavor(rng, n) for n in FLAVOR_NAMES]
+    queues = [
+        cluster_queue(f"q{i}", *_groups(rng), cohort="c",
+                      when_can_borrow=rng.choice(FUNGIBILITY), when_can_preempt=rng.choice(FUNGIBILITY),
+                      **rng.choice(POLICIES))  # type: ignore[arg-type]
+        for i in range(2)
+    ]
+    cache = build_cache(flavors=flavors, queues=queues)
+    shapes = [(_pod_set(rng, "main"),) for _ in range(3)]
+    held: list[object] = []
+    for i in range(40):
+        q = rng.choice(queues)
+        wl = workload(f"w{i}", priority=0)
+        wl = replace(wl, pod_sets=rng.choice(shapes))
+        last_tried = [{"cpu": rng.choice((-1, 0))}] if rng.random() < 0.2 else None
+        snap = cache.snapshot(0.0)
+        kwargs = {"workload": wl, "spec": cache.cluster_queues[q.name], "node": snap.node(q.name), "view": snap.view,
+                  "flavors": cache.flavors, "oracle": Preemptor().oracle(snap), "last_tried": last_tried}
+        planned = FlavorAssigner(**kwargs).assign()  # type: ignore[arg-type]
+        reference = ReferenceFlavorAssigner(**kwargs).assign()  # type: ignore[arg-type]
+        assert _fields(planned) == _fields(reference)
+        chosen = {r: str(fc.flavor) for r, fc in planned.pod_sets[0].flavors.items()}
+        if planned.mode() is Mode.FIT and set(wl.pod_sets[0].requests) <= set(chosen) and rng.random() < 0.7:
+            admitted = with_admission(wl, q.name, chosen)
+            cache.workloads[admitted.key] = admitted
+            cache.add_admitted(admitted, 0.0)
+            held.append(admitted.key)
+        elif held and rng.random() < 0.3:
+            cache.release(held.pop(rng.randrange(len(held))))  # type: ignore[arg-type]
+
+
+def test_a_kept_assignment_is_shared() -> None:
+    cache = build_cache(flavors=["default"], queues=[cluster_queue("a", ResourceGroup(("cpu",), (flavor("default", cpu="4"),)))])
+    pod_sets = (PodSet(name="main", count=1, requests={"cpu": 1000}),)
+    snap = cache.snapshot(0.0)
+
+    def assign(name: str) -> Assignment:
+        return FlavorAssigner(workload=replace(workload(name), pod_sets=pod_sets), spec=cache.cluster_queues["a"],  # type: ignore[index]
+                              node=snap.node("a"), view=snap.view, flavors=cache.flavors,  # type: ignore[arg-type]
+                              oracle=Preemptor().oracle(snap)).assign()
+
+    first, second = assign("one"), assign("two")
+    assert first is second and first.mode() is Mode.FIT
