@@ -146,9 +146,13 @@ class Cache:
                          spec.fair_sharing_weight if spec is not None else 1, cfg.resource_weights)
 
     def _afs_count(self, wl: Workload, usage: Mapping[FlavorResource, int], sign: int) -> None:
-        held = self.afs_admitted.setdefault((wl.namespace, wl.queue_name), {})
+        key = (wl.namespace, wl.queue_name)
+        held = self.afs_admitted.get(key)
+        if held is None:
+            held = self.afs_admitted[key] = {}
         for fr, v in usage.items():
-            held[fr.resource] = held.get(fr.resource, 0.0) + sign * v
+            res = fr.resource
+            held[res] = held.get(res, 0.0) + sign * v
 
     def afs_charge(self, wl: Workload, now: float) -> None:
         """``wl`` was just admitted in an Admission Fair Sharing queue: its LocalQueue pays the entry penalty."""

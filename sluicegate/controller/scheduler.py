@@ -170,6 +170,8 @@ class Scheduler:
         # Admissions that workloads admitted alike share (see _admission): one object, so the store's
         # encoder (which keeps JSON by identity) writes each once.
         self._admissions: dict[Hashable, Admission] = {}
+        # The same by the identity of an assignment's list of pod sets: id -> (the list, queue, admission).
+        self._admission_of: dict[int, tuple[list[PodSetResult], ClusterQueueName, Admission]] = {}
         # "Quota reserved in ClusterQueue X", one string per queue.
         self._reserved_message: dict[ClusterQueueName, str] = {}
         # The Admitted condition of the workloads admitted at one time (a cycle's): one value, one object.
@@ -386,11 +388,19 @@ class Scheduler:
         pod sets, counts, flavors and requests), unless it carries a topology assignment of its own."""
         key: Hashable = None
         if not topology:
+            # A kept assignment (shared by the heads of a shape, see flavors._Plan.fits) is one list of pod
+            # sets: its admission is found by that list's identity, without making the key below.
+            hit = self._admission_of.get(id(pod_sets))
+            if hit is not None and hit[0] is pod_sets and hit[1] == cq:
+                return hit[2]
             key = (cq, tuple([(ps.name, ps.count,
                                tuple([(r, fc.flavor, ps.requests[r]) for r, fc in ps.flavors.items()]))
                               for ps in pod_sets]))
             known = self._admissions.get(key)
             if known is not None:
+                if len(self._admission_of) >= ADMISSIONS_KEPT:
+                    self._admission_of.clear()
+                self._admission_of[id(pod_sets)] = (pod_sets, cq, known)
                 return known
         admission = Admission(
             cluster_queue=cq,
@@ -409,6 +419,10 @@ class Scheduler:
             if len(self._admissions) >= ADMISSIONS_KEPT:
                 self._admissions.clear()
             self._admissions[key] = admission
+            if len(self._admission_of) >= ADMISSIONS_KEPT:
+                self._admission_of.clear()
+            # The list is kept with its answer, so its id stays its own while the entry lives.
+            self._admission_of[id(pod_sets)] = (pod_sets, cq, admission)
         return admission
 
     async def run(self) -> None:

@@ -343,7 +343,7 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
             e.assignment, e.targets = get_assignment(head, snapshot, oracle)
             fit = e.assignment.mode() is Mode.FIT
             e.message = "" if fit else e.assignment.message()
-            e.last_tried = tuple(e.assignment.last_tried())
+            e.last_tried = e.assignment.kept_last_tried or tuple(e.assignment.last_tried())
             if not e.targets and not fit:
                 note_protection(e, snapshot, oracle.shielded(head.workload.key))
             if memo is not None:
@@ -445,6 +445,9 @@ def classical_order_key(entry: Entry, snapshot: Snapshot) -> tuple[bool, int, in
     higher priority first; older queue-order timestamp first; then uid and key."""
     wl = entry.workload
     assert entry.assignment is not None
+    if not wl.status.conditions:
+        # Nothing happened to it yet (most heads): no reservation, ordered by its creation.
+        return (True, entry.assignment.borrowing, -wl.priority, wl.creation_timestamp, wl.uid, wl.key)
     return (
         not wl.has_quota_reservation,
         entry.assignment.borrowing,

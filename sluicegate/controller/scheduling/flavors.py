@@ -174,6 +174,8 @@ class Assignment:
     pod_sets: list[PodSetResult] = field(default_factory=list)
     borrowing: int = 0
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    # ``tuple(last_tried())``, made once, for an assignment kept and shared by many heads (see _Plan.fits).
+    kept_last_tried: tuple[dict[str, int], ...] | None = field(default=None, repr=False, compare=False)
 
     def mode(self) -> Mode:
         if not self.pod_sets:
@@ -435,6 +437,7 @@ class FlavorAssigner:
                                        for (r, _, _), b in zip(fs.cells, borrows, strict=True)})
         assignment = Assignment()
         self._append(assignment, result)
+        assignment.kept_last_tried = tuple(assignment.last_tried())
         plan.fits[key] = assignment
         return assignment
 

@@ -83,3 +83,22 @@ def test_a_fresh_workload_admitted_gets_the_conditions_set_condition_gives() -> 
         assert wl.status.conditions == want
         assert wl.status.admission is not None and wl.status.admission.cluster_queue == f"cq-{n}"
     assert got["a"].status.conditions[1] is got["b"].status.conditions[1]
+
+
+def test_an_admission_is_found_again_by_its_assignment_and_queue() -> None:
+    """A kept assignment's pod sets (one list) give one Admission per queue; another list of the same
+    content gives the same one; another queue its own."""
+    from sluicegate.controller.scheduling.flavors import FlavorChoice, Mode, PodSetResult
+    from sluicegate.model.names import ClusterQueueName, FlavorName
+
+    m = Manager(MemoryStore(), clock=lambda: 100.0, placement=False)
+    pod_sets = [PodSetResult("main", 2, {"cpu": 2000}, {"cpu": FlavorChoice(FlavorName("default"), Mode.FIT, 0)})]
+    same = [PodSetResult("main", 2, {"cpu": 2000}, {"cpu": FlavorChoice(FlavorName("default"), Mode.FIT, 1)})]
+    a, b = ClusterQueueName("a"), ClusterQueueName("b")
+    first = m.scheduler._admission(a, pod_sets, {})
+    assert m.scheduler._admission(a, pod_sets, {}) is first
+    assert m.scheduler._admission(a, same, {}) is first
+    other = m.scheduler._admission(b, pod_sets, {})
+    assert other.cluster_queue == "b" and first.cluster_queue == "a"
+    assert m.scheduler._admission(a, pod_sets, {}) is first
+    assert first.pod_set_assignments[0].resource_usage == {"cpu": 2000} and first.pod_set_assignments[0].count == 2
