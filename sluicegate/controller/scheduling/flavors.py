@@ -174,10 +174,14 @@ class Assignment:
     pod_sets: list[PodSetResult] = field(default_factory=list)
     borrowing: int = 0
     usage: dict[FlavorResource, int] = field(default_factory=dict)
-    # ``tuple(last_tried())``, made once, for an assignment kept and shared by many heads (see _Plan.fits).
+    # ``tuple(last_tried())`` and ``mode()``, made once, for an assignment kept and shared by many heads
+    # (see _Plan.fits; such an assignment is never changed).
     kept_last_tried: tuple[dict[str, int], ...] | None = field(default=None, repr=False, compare=False)
+    kept_mode: Mode | None = field(default=None, repr=False, compare=False)
 
     def mode(self) -> Mode:
+        if self.kept_mode is not None:
+            return self.kept_mode
         if not self.pod_sets:
             return Mode.NO_FIT
         worst = Mode.FIT
@@ -438,6 +442,7 @@ class FlavorAssigner:
         assignment = Assignment()
         self._append(assignment, result)
         assignment.kept_last_tried = tuple(assignment.last_tried())
+        assignment.kept_mode = assignment.mode()
         plan.fits[key] = assignment
         return assignment
 

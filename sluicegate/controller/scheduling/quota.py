@@ -50,6 +50,7 @@ class QuotaNode:
         "explicit",
         "weight",
         "version",
+        "potential",
     )
 
     def __init__(self, name: str, *, is_cohort: bool) -> None:
@@ -68,6 +69,9 @@ class QuotaNode:
         # Bumped whenever the live usage or the quotas of this node change: an answer computed
         # from a queue's path to the root still holds while every version on the path is the same.
         self.version = 0
+        # potential_available by flavor-resource: it reads only quotas on the path to the root, which
+        # change only where the tree recomputes (QuotaTree._recompute empties this on every node).
+        self.potential: dict[FlavorResource, int] = {}
 
     def __repr__(self) -> str:
         kind = "Cohort" if self.is_cohort else "ClusterQueue"
@@ -123,12 +127,17 @@ class QuotaNode:
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     """The most the node could ever hold of ``fr`` if nothing else were used."""
+    known = node.potential.get(fr)
+    if known is not None:
+        return known
     if node.parent is None:
-        return node.subtree_quota.get(fr, 0)
-    available = node.local_quota(fr) + potential_available(node.parent, fr)
-    limit = node.quota_for(fr).borrowing_limit
-    if limit is not None:
-        available = min(node.subtree_quota.get(fr, 0) + limit, available)
+        available = node.subtree_quota.get(fr, 0)
+    else:
+        available = node.local_quota(fr) + potential_available(node.parent, fr)
+        limit = node.quota_for(fr).borrowing_limit
+        if limit is not None:
+            available = min(node.subtree_quota.get(fr, 0) + limit, available)
+    node.potential[fr] = available
     return available
 
 
@@ -377,6 +386,7 @@ class QuotaTree:
         return node
 
     def _detach(self, node: QuotaNode) -> QuotaNode | None:
+        node.potential = {}
         parent = node.parent
         if parent is None:
             return None
@@ -477,6 +487,7 @@ class QuotaTree:
     def _recompute(self, node: QuotaNode) -> None:
         """Rebuild subtree quotas (and cohort usage) below ``node``."""
         node.version += 1
+        node.potential = {}
         if not node.is_cohort:
             node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
             return

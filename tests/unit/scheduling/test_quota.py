@@ -191,3 +191,39 @@ def test_the_inlined_usage_walks_match_the_generic_ones(seed: int) -> None:
             f, s = fast.cohorts[CohortName(n)], slow.cohorts[CohortName(n)]
             assert (f.usage, f.version) == (s.usage, s.version)
             assert overlay.usage(f, CPU) == overlay_ref.usage(s, CPU)
+
+
+def _uncached_potential(node, fr) -> int:  # type: ignore[no-untyped-def]
+    if node.parent is None:
+        return int(node.subtree_quota.get(fr, 0))
+    available = node.local_quota(fr) + _uncached_potential(node.parent, fr)
+    limit = node.quota_for(fr).borrowing_limit
+    if limit is not None:
+        available = min(node.subtree_quota.get(fr, 0) + limit, available)
+    return int(available)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_potential_available_follows_every_change_of_the_tree(seed: int) -> None:
+    """Kept per node, it is what the walk to the root gives after queues and cohorts change, move and go."""
+    rng = random.Random(seed)
+    t = _random_tree(rng)
+
+    def quota() -> tuple[str, str | None, str | None]:
+        return (str(rng.randint(0, 8)), rng.choice((None, "0", "3")), rng.choice((None, "0", "2")))
+
+    for _ in range(12):
+        for node in (*t.cluster_queues.values(), *t.cohorts.values()):
+            assert potential_available(node, CPU) == _uncached_potential(node, CPU)
+        change = rng.randrange(4)
+        if change == 0:
+            q = cluster_queue(f"q{rng.randint(0, 4)}", cpu(*quota()), cohort=rng.choice(("root", "mid", "other", None)))
+            t.set_cluster_queue(q.name, quotas=q.quotas(), cohort=q.cohort)
+        elif change == 1:
+            co = cohort(rng.choice(("root", "mid", "other")), cpu(*quota()), parent=rng.choice((None, "root")))
+            if co.name != co.parent:
+                t.set_cohort(co.name, quotas=co.quotas(), parent=co.parent)
+        elif change == 2:
+            t.remove_cluster_queue(ClusterQueueName(f"q{rng.randint(0, 4)}"))
+        else:
+            t.remove_cohort(CohortName(rng.choice(("root", "mid", "other"))))
