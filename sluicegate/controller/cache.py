@@ -300,7 +300,10 @@ class Cache:
         assert wl.status.admission is not None
         cq = wl.status.admission.cluster_queue
         info = AdmittedWorkload(wl, cq, self.held_usage(wl), admitted_at)
-        self.admitted.setdefault(cq, {})[wl.key] = info
+        held = self.admitted.get(cq)
+        if held is None:
+            held = self.admitted[cq] = {}
+        held[wl.key] = info
         self.holder[wl.key] = cq
         node = self.tree.cluster_queues.get(cq)
         if node is not None:
