@@ -301,18 +301,20 @@ class _Plan:
     fits: dict[tuple[int, tuple[int, ...]], Assignment] = field(default_factory=dict, compare=False)
 
 
-# Plans by (id(spec), id(pod_sets), counts): the submission path shares one pod-sets value among
-# the workloads of a shape, and a queue's spec is one object until it changes.
-_PLANS: dict[tuple[int, int, tuple[int, ...]], _Plan] = {}
+# Plans by (id(spec), id(pod_sets), counts; None: the pod sets' own): the submission path shares one
+# pod-sets value among the workloads of a shape, and a queue's spec is one object until it changes.
+_PLANS: dict[tuple[int, int, tuple[int, ...] | None], _Plan] = {}
 _PLANS_LIMIT = 4096
 
 
 def _make_plan(spec: ClusterQueueSpec, flavors: Mapping[FlavorName, ResourceFlavor],
-               pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> _Plan:
+               pod_sets: tuple[PodSet, ...], counts: tuple[int, ...] | None) -> _Plan:
     covers_pods = spec.group_for("pods") is not None
     names = spec.flavors
     tas_only = bool(names) and all((f := flavors.get(n)) is not None and f.topology_name is not None for n in names)
     steps: list[_PodSetPlan] = []
+    if counts is None:
+        counts = tuple(ps.count for ps in pod_sets)
     for ps, count in zip(pod_sets, counts, strict=True):
         requests = ps.total_requests(count)
         if covers_pods:
@@ -351,7 +353,7 @@ def _make_plan(spec: ClusterQueueSpec, flavors: Mapping[FlavorName, ResourceFlav
 
 
 def _plan_for(spec: ClusterQueueSpec, flavors: Mapping[FlavorName, ResourceFlavor],
-              pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> _Plan:
+              pod_sets: tuple[PodSet, ...], counts: tuple[int, ...] | None) -> _Plan:
     key = (id(spec), id(pod_sets), counts)
     plan = _PLANS.get(key)
     if plan is not None and plan.spec is spec and plan.pod_sets is pod_sets:
@@ -387,12 +389,11 @@ class FlavorAssigner:
         # A pending workload needs quota only for the pods not yet reclaimable
         # (Kueue's totalRequestsFromPodSets); a partial count never asks for more.
         wl = self.workload
+        remaining: tuple[int, ...] | None = None  # the pod sets' own counts
         if wl.status.reclaimable_pods or counts is not None:
             remaining = wl.counts_after_reclaim()
             if counts is not None:
                 remaining = tuple(min(counts[i], r) for i, r in enumerate(remaining))
-        else:
-            remaining = tuple(ps.count for ps in wl.pod_sets)
         plan = _plan_for(self.spec, self.flavors, wl.pod_sets, remaining)
         if len(plan.steps) == 1:
             fit = self._fit_at_once(plan)
