@@ -321,12 +321,13 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
     entries: list[Entry] = []
     inadmissible: list[Entry] = []
     oracle = preemptor.oracle(snapshot)
+    specs, nodes, inactive = snapshot.cluster_queues, snapshot.tree.cluster_queues, snapshot.inactive
     for head in heads:
         e = Entry(head=head)
         cq = head.cluster_queue
-        if cq not in snapshot.cluster_queues or cq not in snapshot.tree.cluster_queues:
+        if cq not in specs or cq not in nodes:
             e.message = f"ClusterQueue {cq} not found"
-        elif cq in snapshot.inactive:
+        elif cq in inactive:
             e.message = f"ClusterQueue {cq} is inactive"
         elif not _namespace_ok(snapshot, head):
             e.message = (
@@ -340,10 +341,16 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
                 e.assignment, e.message, e.last_tried = known.assignment, known.message, known.last_tried
                 entries.append(e)
                 continue
-            e.assignment, e.targets = get_assignment(head, snapshot, oracle)
-            fit = e.assignment.mode() is Mode.FIT
-            e.message = "" if fit else e.assignment.message()
-            e.last_tried = e.assignment.kept_last_tried or tuple(e.assignment.last_tried())
+            assignment, targets = get_assignment(head, snapshot, oracle)
+            e.assignment, e.targets = assignment, targets
+            if assignment.kept_last_tried is not None:
+                # A kept fitting assignment (flavors._Plan.fits): nothing to say, nothing to remember.
+                e.last_tried = assignment.kept_last_tried
+                entries.append(e)
+                continue
+            fit = assignment.mode() is Mode.FIT
+            e.message = "" if fit else assignment.message()
+            e.last_tried = tuple(assignment.last_tried())
             if not e.targets and not fit:
                 note_protection(e, snapshot, oracle.shielded(head.workload.key))
             if memo is not None:
