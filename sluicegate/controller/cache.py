@@ -70,9 +70,11 @@ class Cache:
         if spec.stop_policy is not StopPolicy.NONE:
             return f"ClusterQueue {cq} is stopped (spec.stopPolicy={spec.stop_policy.value})"
         flavors = self.flavors
-        if any(f.name not in flavors for rg in spec.resource_groups for f in rg.flavors):
-            missing = [f for f in spec.flavors if f not in flavors]
-            return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
+        for rg in spec.resource_groups:  # loops, not any(...): every head's queue is looked at each cycle
+            for f in rg.flavors:
+                if f.name not in flavors:
+                    missing = [f for f in spec.flavors if f not in flavors]
+                    return f"ClusterQueue {cq} references missing ResourceFlavor(s): {', '.join(missing)}"
         return None
 
     def inactive_queues(self) -> frozenset[ClusterQueueName]:
@@ -144,9 +146,13 @@ class Cache:
                          spec.fair_sharing_weight if spec is not None else 1, cfg.resource_weights)
 
     def _afs_count(self, wl: Workload, usage: Mapping[FlavorResource, int], sign: int) -> None:
-        held = self.afs_admitted.setdefault((wl.namespace, wl.queue_name), {})
+        key = (wl.namespace, wl.queue_name)
+        held = self.afs_admitted.get(key)
+        if held is None:
+            held = self.afs_admitted[key] = {}
         for fr, v in usage.items():
-            held[fr.resource] = held.get(fr.resource, 0.0) + sign * v
+            res = fr.resource
+            held[res] = held.get(res, 0.0) + sign * v
 
     def afs_charge(self, wl: Workload, now: float) -> None:
         """``wl`` was just admitted in an Admission Fair Sharing queue: its LocalQueue pays the entry penalty."""
@@ -294,7 +300,10 @@ class Cache:
         assert wl.status.admission is not None
         cq = wl.status.admission.cluster_queue
         info = AdmittedWorkload(wl, cq, self.held_usage(wl), admitted_at)
-        self.admitted.setdefault(cq, {})[wl.key] = info
+        held = self.admitted.get(cq)
+        if held is None:
+            held = self.admitted[cq] = {}
+        held[wl.key] = info
         self.holder[wl.key] = cq
         node = self.tree.cluster_queues.get(cq)
         if node is not None:

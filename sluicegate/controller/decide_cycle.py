@@ -7,8 +7,9 @@ Pure: reads the cache, returns :class:`~sluicegate.controller.effects.Effects`
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
@@ -25,16 +26,31 @@ from sluicegate.controller.nodes import Command, RunPodCommand
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, RequeueReason
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PENDING
-from sluicegate.model.workloads import Workload, WorkloadStatus
+from sluicegate.model.workloads import Admission, Condition, Workload, WorkloadStatus
 
 log = logging.getLogger("sluicegate.controller.scheduler")
 
 _NO_FIT = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
 
-# Every field of a Workload, the derived ``key`` included (see with_status).
-_WORKLOAD_FIELDS = tuple(f.name for f in fields(Workload))
 _new = object.__new__
 _set = object.__setattr__
+
+
+def _copier(cls: type, changed: tuple[str, ...]) -> Callable[..., Any]:
+    """A function ``(old, *changed values) -> new`` that makes a frozen dataclass value with ``changed``
+    fields replaced, every other field copied from ``old``: one statement per field, written out once
+    here (as ``dataclasses`` writes ``__init__``), instead of a loop of ``getattr`` per value made."""
+    lines = [f"def copy(old, {', '.join(changed)}):", "    new = _new(cls)"]
+    for name in (f.name for f in fields(cls)):
+        lines.append(f"    _set(new, {name!r}, {name if name in changed else 'old.' + name})")
+    lines.append("    return new")
+    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "cls": cls}
+    exec("\n".join(lines), namespace)
+    return namespace["copy"]  # type: ignore[no-any-return]
+
+
+_workload_with_status = _copier(Workload, ("status",))
+_status_with = _copier(WorkloadStatus, ("conditions", "admission"))
 
 
 def with_status(wl: Workload, status: WorkloadStatus) -> Workload:
@@ -45,11 +61,13 @@ def with_status(wl: Workload, status: WorkloadStatus) -> Workload:
     ``__post_init__`` run again) cost more than the rest of the new state.  Only
     the status changes, so the key derived from namespace and name is copied too.
     """
-    new = _new(Workload)
-    for name in _WORKLOAD_FIELDS:
-        _set(new, name, getattr(wl, name))
-    _set(new, "status", status)
-    return new
+    return _workload_with_status(wl, status)  # type: ignore[no-any-return]
+
+
+def status_with(st: WorkloadStatus, conditions: tuple[Condition, ...],
+                admission: Admission | None) -> WorkloadStatus:
+    """``dataclasses.replace(st, conditions=conditions, admission=admission)``, made as ``with_status`` is."""
+    return _status_with(st, conditions, admission)  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)

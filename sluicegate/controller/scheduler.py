@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,7 @@ from typing import Protocol
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
-from sluicegate.controller.decide_cycle import cycle_effects, heads_back, with_status
+from sluicegate.controller.decide_cycle import cycle_effects, heads_back, status_with, with_status
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
@@ -31,7 +32,7 @@ from sluicegate.model.conditions import set_condition
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
 from sluicegate.model.topology import TopologyAssignment
-from sluicegate.model.workloads import Admission, PodSet, PodSetAssignment, Workload
+from sluicegate.model.workloads import Admission, Condition, PodSet, PodSetAssignment, Workload, WorkloadStatus
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 PENDING_MESSAGE_REFRESH_SECONDS = 5.0
 # At most this many distinct admissions are kept for sharing (Scheduler._admission).
 ADMISSIONS_KEPT = 10_000
+# At most this many ClusterQueues' "Quota reserved in ClusterQueue X" messages are kept (one string each).
+RESERVED_MESSAGES_KEPT = 10_000
+_ADMITTED_MESSAGE = "The workload is admitted"
 
 
 @dataclass(slots=True)
@@ -166,6 +170,12 @@ class Scheduler:
         # Admissions that workloads admitted alike share (see _admission): one object, so the store's
         # encoder (which keeps JSON by identity) writes each once.
         self._admissions: dict[Hashable, Admission] = {}
+        # The same by the identity of an assignment's list of pod sets: id -> (the list, queue, admission).
+        self._admission_of: dict[int, tuple[list[PodSetResult], ClusterQueueName, Admission]] = {}
+        # "Quota reserved in ClusterQueue X", one string per queue.
+        self._reserved_message: dict[ClusterQueueName, str] = {}
+        # The Admitted condition of the workloads admitted at one time (a cycle's): one value, one object.
+        self._admitted_now: Condition | None = None
         # waitForPodsReady.blockAdmission: admitted workloads whose pods may not all be ready
         # (a superset; admission_blocked drops those that no longer are).
         self._not_ready: set[WorkloadKey] = set()
@@ -321,19 +331,7 @@ class Scheduler:
             assert e.assignment is not None
             self._pending_written.pop(wl.key, None)  # kept only while it waits (50,000 finished would stay)
             admission = self._admission(e.cluster_queue, e.assignment.pod_sets, topology or {})
-            reserved = f"Quota reserved in ClusterQueue {e.cluster_queue}"
-            if e.backfill_note:
-                reserved = f"{reserved}; {e.backfill_note}"
-            conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
-                                  message=reserved, now=now)
-            conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
-                                  message="The workload is admitted", now=now)
-            for t in ("Evicted", "Preempted"):
-                old = st.condition(t)
-                if old is not None and old.is_true:
-                    conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
-                                          message=f"Previously: {old.message}", now=now)
-            admitted = with_status(wl, replace(st, conditions=conds, admission=admission))
+            admitted = with_status(wl, status_with(st, self._admitted_conditions(st, e, now), admission))
             if placements is not None:
                 carried = carried_over(wl)
                 if carried:
@@ -353,7 +351,36 @@ class Scheduler:
         self._pending_written[wl.key] = now
         conds = set_condition(st.conditions, type_="QuotaReserved", status=False, reason="Pending", message=message,
                               now=now)
-        return with_status(wl, replace(st, conditions=conds))
+        return with_status(wl, status_with(st, conds, st.admission))
+
+    def _admitted_conditions(self, st: WorkloadStatus, e: Entry, now: float) -> tuple[Condition, ...]:
+        """The conditions of a workload whose quota this cycle reserved: QuotaReserved and Admitted true,
+        Evicted and Preempted (if true) false."""
+        cq = e.cluster_queue
+        reserved = self._reserved_message.get(cq)
+        if reserved is None:
+            if len(self._reserved_message) >= RESERVED_MESSAGES_KEPT:
+                self._reserved_message.clear()
+            reserved = self._reserved_message[cq] = sys.intern(f"Quota reserved in ClusterQueue {cq}")
+        if e.backfill_note:
+            reserved = f"{reserved}; {e.backfill_note}"
+        elif not st.conditions:
+            # Nothing happened to it before (the usual head): both conditions are new, and the
+            # Admitted one is the same value for every workload this cycle admits, so it is one object.
+            admitted = self._admitted_now
+            if admitted is None or admitted.last_transition_time != now:
+                admitted = self._admitted_now = Condition("Admitted", "True", "Admitted", _ADMITTED_MESSAGE, now)
+            return (Condition("QuotaReserved", "True", "QuotaReserved", reserved, now), admitted)
+        conds = set_condition(st.conditions, type_="QuotaReserved", status=True, reason="QuotaReserved",
+                              message=reserved, now=now)
+        conds = set_condition(conds, type_="Admitted", status=True, reason="Admitted",
+                              message=_ADMITTED_MESSAGE, now=now)
+        for t in ("Evicted", "Preempted"):
+            old = st.condition(t)
+            if old is not None and old.is_true:
+                conds = set_condition(conds, type_=t, status=False, reason="QuotaReserved",
+                                      message=f"Previously: {old.message}", now=now)
+        return conds
 
     def _admission(self, cq: ClusterQueueName, pod_sets: list[PodSetResult],
                    topology: Mapping[str, TopologyAssignment]) -> Admission:
@@ -361,10 +388,19 @@ class Scheduler:
         pod sets, counts, flavors and requests), unless it carries a topology assignment of its own."""
         key: Hashable = None
         if not topology:
-            key = (cq, tuple((ps.name, ps.count, tuple((r, fc.flavor, ps.requests[r]) for r, fc in ps.flavors.items()))
-                             for ps in pod_sets))
+            # A kept assignment (shared by the heads of a shape, see flavors._Plan.fits) is one list of pod
+            # sets: its admission is found by that list's identity, without making the key below.
+            hit = self._admission_of.get(id(pod_sets))
+            if hit is not None and hit[0] is pod_sets and hit[1] == cq:
+                return hit[2]
+            key = (cq, tuple([(ps.name, ps.count,
+                               tuple([(r, fc.flavor, ps.requests[r]) for r, fc in ps.flavors.items()]))
+                              for ps in pod_sets]))
             known = self._admissions.get(key)
             if known is not None:
+                if len(self._admission_of) >= ADMISSIONS_KEPT:
+                    self._admission_of.clear()
+                self._admission_of[id(pod_sets)] = (pod_sets, cq, known)
                 return known
         admission = Admission(
             cluster_queue=cq,
@@ -383,6 +419,10 @@ class Scheduler:
             if len(self._admissions) >= ADMISSIONS_KEPT:
                 self._admissions.clear()
             self._admissions[key] = admission
+            if len(self._admission_of) >= ADMISSIONS_KEPT:
+                self._admission_of.clear()
+            # The list is kept with its answer, so its id stays its own while the entry lives.
+            self._admission_of[id(pod_sets)] = (pod_sets, cq, admission)
         return admission
 
     async def run(self) -> None:

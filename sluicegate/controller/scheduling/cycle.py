@@ -264,7 +264,9 @@ class AssignmentMemo:
 
     def __init__(self, limit: int = 100_000) -> None:
         self._limit = limit
-        self._answers: dict[tuple[ClusterQueueName, Hashable], _Remembered] = {}
+        # By ClusterQueue, then shape: a head of a queue with nothing remembered costs one lookup.
+        self._answers: dict[ClusterQueueName, dict[Hashable, _Remembered]] = {}
+        self._count = 0
         self.hits = 0
 
     def _valid(self, r: _Remembered, snapshot: Snapshot, cq: ClusterQueueName, node: QuotaNode) -> bool:
@@ -277,14 +279,16 @@ class AssignmentMemo:
                 and never_preempts(snapshot.cluster_queues[head.cluster_queue], snapshot.node(head.cluster_queue)))
 
     def recall(self, head: Head, snapshot: Snapshot) -> _Remembered | None:
-        if not self._answers or not self._eligible(head, snapshot):
+        answers = self._answers.get(head.cluster_queue)
+        if not answers or not self._eligible(head, snapshot):
             return None
-        key = (head.cluster_queue, assignment_shape(head.workload))
-        r = self._answers.get(key)
+        shape = assignment_shape(head.workload)
+        r = answers.get(shape)
         if r is None:
             return None
         if not self._valid(r, snapshot, head.cluster_queue, snapshot.node(head.cluster_queue)):
-            del self._answers[key]
+            del answers[shape]
+            self._count -= 1
             return None
         self.hits += 1
         return r
@@ -294,11 +298,16 @@ class AssignmentMemo:
         if e.assignment.mode() is Mode.FIT or e.targets or e.retry_at is not None \
                 or not self._eligible(head, snapshot):
             return
-        if len(self._answers) >= self._limit:
+        if self._count >= self._limit:
             self._answers.clear()
+            self._count = 0
         cq = head.cluster_queue
         spec = snapshot.cluster_queues[cq]
-        self._answers[(cq, assignment_shape(head.workload))] = _Remembered(
+        answers = self._answers.setdefault(cq, {})
+        shape = assignment_shape(head.workload)
+        if shape not in answers:
+            self._count += 1
+        answers[shape] = _Remembered(
             snapshot.node(cq).path_versions(), spec, tuple(snapshot.flavors.get(f) for f in spec.flavors),
             e.assignment, e.message, e.last_tried or ())
 
@@ -312,12 +321,13 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
     entries: list[Entry] = []
     inadmissible: list[Entry] = []
     oracle = preemptor.oracle(snapshot)
+    specs, nodes, inactive = snapshot.cluster_queues, snapshot.tree.cluster_queues, snapshot.inactive
     for head in heads:
         e = Entry(head=head)
         cq = head.cluster_queue
-        if cq not in snapshot.cluster_queues or cq not in snapshot.tree.cluster_queues:
+        if cq not in specs or cq not in nodes:
             e.message = f"ClusterQueue {cq} not found"
-        elif cq in snapshot.inactive:
+        elif cq in inactive:
             e.message = f"ClusterQueue {cq} is inactive"
         elif not _namespace_ok(snapshot, head):
             e.message = (
@@ -331,10 +341,16 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
                 e.assignment, e.message, e.last_tried = known.assignment, known.message, known.last_tried
                 entries.append(e)
                 continue
-            e.assignment, e.targets = get_assignment(head, snapshot, oracle)
-            fit = e.assignment.mode() is Mode.FIT
-            e.message = "" if fit else e.assignment.message()
-            e.last_tried = tuple(e.assignment.last_tried())
+            assignment, targets = get_assignment(head, snapshot, oracle)
+            e.assignment, e.targets = assignment, targets
+            if assignment.kept_last_tried is not None:
+                # A kept fitting assignment (flavors._Plan.fits): nothing to say, nothing to remember.
+                e.last_tried = assignment.kept_last_tried
+                entries.append(e)
+                continue
+            fit = assignment.mode() is Mode.FIT
+            e.message = "" if fit else assignment.message()
+            e.last_tried = tuple(assignment.last_tried())
             if not e.targets and not fit:
                 note_protection(e, snapshot, oracle.shielded(head.workload.key))
             if memo is not None:
@@ -436,6 +452,9 @@ def classical_order_key(entry: Entry, snapshot: Snapshot) -> tuple[bool, int, in
     higher priority first; older queue-order timestamp first; then uid and key."""
     wl = entry.workload
     assert entry.assignment is not None
+    if not wl.status.conditions:
+        # Nothing happened to it yet (most heads): no reservation, ordered by its creation.
+        return (True, entry.assignment.borrowing, -wl.priority, wl.creation_timestamp, wl.uid, wl.key)
     return (
         not wl.has_quota_reservation,
         entry.assignment.borrowing,
@@ -479,7 +498,7 @@ def process_entry(
         if not can_always_reclaim(snapshot, cq) or entry.retry_at is not None:
             view.add_all(node, resources_to_reserve(entry, snapshot))
         return
-    if any(t.victim.key in preempted for t in entry.targets):
+    if preempted and any(t.victim.key in preempted for t in entry.targets):
         entry.mark_skipped("Workload has overlapping preemption targets with another workload")
         return
     usage = entry.assignment.usage
@@ -501,7 +520,8 @@ def process_entry(
             entry.requeue_reason = RequeueReason.NO_PLACEMENT
             entry.message = f"quota is available but the pods cannot be placed: {failure}"
             return
-    preempted.update((t.victim.key, t.victim) for t in entry.targets)
+    if entry.targets:
+        preempted.update((t.victim.key, t.victim) for t in entry.targets)
     view.add_all(node, usage)
     if mode is Mode.PREEMPT:
         entry.mark_preempting(list(entry.targets))

@@ -81,6 +81,16 @@ class GranularMode:
 WORST = GranularMode(PreemptionMode.NO_FIT, 1 << 30)
 BEST = GranularMode(PreemptionMode.FIT, 0)
 
+# The grades met so far, one value each (values, so sharing them changes nothing).
+_GRADES: dict[tuple[PreemptionMode, int], GranularMode] = {(BEST.preemption_mode, 0): BEST}
+
+
+def _granular(pmode: PreemptionMode, borrow: int) -> GranularMode:
+    mode = _GRADES.get((pmode, borrow))
+    if mode is None:
+        mode = _GRADES[(pmode, borrow)] = GranularMode(pmode, borrow)
+    return mode
+
 
 def is_preferred(a: GranularMode, b: GranularMode, fungibility: FlavorFungibility) -> bool:
     """Whether ``a`` is a better way to admit than ``b`` under the queue's preference."""
@@ -164,11 +174,24 @@ class Assignment:
     pod_sets: list[PodSetResult] = field(default_factory=list)
     borrowing: int = 0
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    # ``tuple(last_tried())`` and ``mode()``, made once, for an assignment kept and shared by many heads
+    # (see _Plan.fits; such an assignment is never changed).
+    kept_last_tried: tuple[dict[str, int], ...] | None = field(default=None, repr=False, compare=False)
+    kept_mode: Mode | None = field(default=None, repr=False, compare=False)
 
     def mode(self) -> Mode:
+        if self.kept_mode is not None:
+            return self.kept_mode
         if not self.pod_sets:
             return Mode.NO_FIT
-        return min(ps.mode() for ps in self.pod_sets)
+        worst = Mode.FIT
+        for ps in self.pod_sets:
+            if ps.error is None and not ps.reasons:
+                continue  # fits
+            m = ps.mode()
+            if m < worst:
+                worst = m
+        return worst
 
     @property
     def borrows(self) -> bool:
@@ -230,6 +253,123 @@ def tas_mismatch(flavor: ResourceFlavor, pod_set: PodSet, tas_only: bool) -> str
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _FlavorStep:
+    """One flavor of a resource group as a pod set sees it, whatever the quota."""
+
+    name: FlavorName
+    # Why the pod set cannot use it (missing, an untolerated taint, node affinity, TAS); None: it may.
+    rejected: str | None
+    # (resource, flavor-resource, the pod set's request) for each resource of the group the pod set requests.
+    cells: tuple[tuple[str, FlavorResource, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupStep:
+    """A resource group a pod set needs, reached through ``resource`` (``last_tried`` is kept by it)."""
+
+    resource: str
+    flavors: tuple[_FlavorStep, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _PodSetPlan:
+    name: str
+    count: int
+    # Read-only: every assignment gets a copy.
+    requests: Mapping[str, int]
+    groups: tuple[_GroupStep, ...]
+    # A requested resource no group of the queue covers: the pod set cannot be assigned.
+    unavailable: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What flavor assignment reads of a queue, its flavors and a workload's pod sets at given counts,
+    none of it usage: the groups each pod set needs, in the order the search meets them, and each
+    flavor's verdict on the pod set.  Kept by identity (see ``_plan_for``), so a head costs only its
+    quota checks."""
+
+    spec: ClusterQueueSpec
+    pod_sets: tuple[PodSet, ...]
+    # The flavor objects the verdicts were read from (changed flavors are new objects).
+    flavors: tuple[tuple[FlavorName, ResourceFlavor | None], ...]
+    steps: tuple[_PodSetPlan, ...]
+    # One pod set needing one resource group: the assignments that fit at once (the first flavor the
+    # search may use has room for every resource), by (that flavor's index, each resource's borrowing
+    # level).  One value each, shared by the heads that get it (assignments are read, never changed).
+    fits: dict[tuple[int, tuple[int, ...]], Assignment] = field(default_factory=dict, compare=False)
+
+
+# Plans by (id(spec), id(pod_sets), counts; None: the pod sets' own): the submission path shares one
+# pod-sets value among the workloads of a shape, and a queue's spec is one object until it changes.
+_PLANS: dict[tuple[int, int, tuple[int, ...] | None], _Plan] = {}
+_PLANS_LIMIT = 4096
+
+
+def _make_plan(spec: ClusterQueueSpec, flavors: Mapping[FlavorName, ResourceFlavor],
+               pod_sets: tuple[PodSet, ...], counts: tuple[int, ...] | None) -> _Plan:
+    covers_pods = spec.group_for("pods") is not None
+    names = spec.flavors
+    tas_only = bool(names) and all((f := flavors.get(n)) is not None and f.topology_name is not None for n in names)
+    steps: list[_PodSetPlan] = []
+    if counts is None:
+        counts = tuple(ps.count for ps in pod_sets)
+    for ps, count in zip(pod_sets, counts, strict=True):
+        requests = ps.total_requests(count)
+        if covers_pods:
+            requests["pods"] = count
+        groups: list[_GroupStep] = []
+        seen: set[int] = set()
+        unavailable: str | None = None
+        for res, qty in requests.items():
+            group = spec.group_for(res)
+            if group is None:
+                if qty == 0:
+                    continue
+                unavailable = f"resource {res} unavailable in ClusterQueue"
+                break
+            if id(group) in seen:
+                continue
+            seen.add(id(group))
+            covered = [(r, q) for r, q in requests.items() if r in group.covered_resources]
+            fsteps: list[_FlavorStep] = []
+            for fq in group.flavors:
+                flavor = flavors.get(fq.name)
+                rejected: str | None = None
+                if flavor is None:
+                    rejected = f"flavor {fq.name} not found"
+                elif (taint := untolerated_flavor_taint(flavor, ps)) is not None:
+                    rejected = f"untolerated taint {taint.kueue_text()} in flavor {fq.name}"
+                elif not flavor_matches(flavor, ps):
+                    rejected = f"flavor {fq.name} doesn't match node affinity"
+                else:
+                    rejected = tas_mismatch(flavor, ps, tas_only)
+                cells = tuple((r, FlavorResource(fq.name, r), q) for r, q in covered)
+                fsteps.append(_FlavorStep(fq.name, rejected, cells))
+            groups.append(_GroupStep(res, tuple(fsteps)))
+        steps.append(_PodSetPlan(ps.name, count, requests, tuple(groups), unavailable))
+    return _Plan(spec, pod_sets, tuple((n, flavors.get(n)) for n in names), tuple(steps))
+
+
+def _plan_for(spec: ClusterQueueSpec, flavors: Mapping[FlavorName, ResourceFlavor],
+              pod_sets: tuple[PodSet, ...], counts: tuple[int, ...] | None) -> _Plan:
+    key = (id(spec), id(pod_sets), counts)
+    plan = _PLANS.get(key)
+    if plan is not None and plan.spec is spec and plan.pod_sets is pod_sets:
+        for name, known in plan.flavors:
+            if flavors.get(name) is not known:
+                break
+        else:
+            return plan
+    plan = _make_plan(spec, flavors, pod_sets, counts)
+    if len(_PLANS) >= _PLANS_LIMIT:
+        _PLANS.clear()
+    # The plan keeps the spec and pod sets alive, so their ids stay theirs while it is kept.
+    _PLANS[key] = plan
+    return plan
+
+
 @dataclass(slots=True)
 class FlavorAssigner:
     """Assigns flavors for one workload against one ClusterQueue in a snapshot."""
@@ -246,49 +386,93 @@ class FlavorAssigner:
 
     def assign(self, counts: Sequence[int] | None = None) -> Assignment:
         assignment = Assignment()
-        covers_pods = self.spec.group_for("pods") is not None
         # A pending workload needs quota only for the pods not yet reclaimable
         # (Kueue's totalRequestsFromPodSets); a partial count never asks for more.
-        remaining = self.workload.counts_after_reclaim()
-        for i, ps in enumerate(self.workload.pod_sets):
-            count = remaining[i] if counts is None else min(counts[i], remaining[i])
-            requests = ps.total_requests(count)
-            if covers_pods:
-                requests["pods"] = count
-            result = PodSetResult(name=ps.name, count=count, requests=requests)
-            ok = self._assign_pod_set(i, ps, result, assignment.usage)
+        wl = self.workload
+        remaining: tuple[int, ...] | None = None  # the pod sets' own counts
+        if wl.status.reclaimable_pods or counts is not None:
+            remaining = wl.counts_after_reclaim()
+            if counts is not None:
+                remaining = tuple(min(counts[i], r) for i, r in enumerate(remaining))
+        plan = _plan_for(self.spec, self.flavors, wl.pod_sets, remaining)
+        if len(plan.steps) == 1:
+            fit = self._fit_at_once(plan)
+            if fit is not None:
+                return fit
+        for i, (ps, step) in enumerate(zip(wl.pod_sets, plan.steps, strict=True)):
+            result = PodSetResult(name=step.name, count=step.count, requests=dict(step.requests))
+            ok = self._assign_pod_set(i, ps, step, result, assignment.usage)
             self._append(assignment, result)
             if not ok:
                 return assignment
         return assignment
 
+    def _fit_at_once(self, plan: _Plan) -> Assignment | None:
+        """The assignment of a one-pod-set, one-group workload when the first flavor the search may use
+        has room for each resource now and the search stops there (what ``_find_flavor`` then returns:
+        that flavor, fitting, tried to the end if it is the last); None: search as usual."""
+        step = plan.steps[0]
+        if step.unavailable is not None or len(step.groups) != 1:
+            return None
+        group = step.groups[0]
+        flavors = group.flavors
+        index = self._start_index(0, group.resource)
+        while index < len(flavors) and flavors[index].rejected is not None:
+            index += 1
+        if index >= len(flavors):
+            return None
+        view, node = self.view, self.node
+        borrows: list[int] = []
+        for _, fr, val in flavors[index].cells:
+            # _fits_resource_quota's fitting case: within the maximum capacity and what is unused now.
+            if val > view.available(node, fr) or val > potential_available(node, fr):
+                return None
+            borrows.append(view.lowest_subtree_that_fits(node, fr, val)[0])
+        most = max(borrows)
+        if most > 0 and self.spec.flavor_fungibility.when_can_borrow is FlavorFungibilityPolicy.TRY_NEXT_FLAVOR:
+            return None  # a fit that borrows goes on to the next flavors
+        key = (index, tuple(borrows))
+        known = plan.fits.get(key)
+        if known is not None:
+            return known
+        fs = flavors[index]
+        tried = -1 if index == len(flavors) - 1 else index
+        result = PodSetResult(name=step.name, count=step.count, requests=dict(step.requests),
+                              flavors={r: FlavorChoice(fs.name, Mode.FIT, b, tried)
+                                       for (r, _, _), b in zip(fs.cells, borrows, strict=True)})
+        assignment = Assignment()
+        self._append(assignment, result)
+        assignment.kept_last_tried = tuple(assignment.last_tried())
+        assignment.kept_mode = assignment.mode()
+        plan.fits[key] = assignment
+        return assignment
+
     def _append(self, assignment: Assignment, result: PodSetResult) -> None:
         assignment.pod_sets.append(result)
+        usage, requests = assignment.usage, result.requests
         for res, choice in result.flavors.items():
-            assignment.borrowing = max(assignment.borrowing, choice.borrow)
+            if choice.borrow > assignment.borrowing:
+                assignment.borrowing = choice.borrow
             fr = FlavorResource(choice.flavor, res)
-            assignment.usage[fr] = assignment.usage.get(fr, 0) + result.requests.get(res, 0)
+            usage[fr] = usage.get(fr, 0) + requests.get(res, 0)
 
     def _assign_pod_set(
-        self, index: int, ps: PodSet, result: PodSetResult, assumed: Mapping[FlavorResource, int]
+        self, index: int, ps: PodSet, step: _PodSetPlan, result: PodSetResult,
+        assumed: Mapping[FlavorResource, int],
     ) -> bool:
         chosen: dict[str, FlavorChoice] = {}
         reasons: list[str] = []
-        for res, qty in result.requests.items():
-            if self.spec.group_for(res) is None and qty == 0:
-                continue
-            if res in chosen:
-                continue
-            flavors, status, error = self._find_flavor(index, ps, result.requests, res, assumed)
-            if error is not None:
-                result.error = error
-                return False
+        for group in step.groups:
+            flavors, status = self._find_flavor(index, group, assumed)
             if not flavors:
                 result.reasons = status
                 return False
             chosen.update(flavors)
             reasons.extend(status)
-        result.flavors = {res: c for res, c in chosen.items() if res in result.requests}
+        if step.unavailable is not None:
+            result.reasons = [step.unavailable]
+            return False
+        result.flavors = chosen
         result.reasons = reasons
         return True
 
@@ -299,74 +483,45 @@ class FlavorAssigner:
         return 0 if last is None else last + 1
 
     def _find_flavor(
-        self,
-        index: int,
-        ps: PodSet,
-        requests: Mapping[str, int],
-        res_name: str,
-        assumed: Mapping[FlavorResource, int],
-    ) -> tuple[dict[str, FlavorChoice], list[str], str | None]:
-        group = self.spec.group_for(res_name)
-        if group is None:
-            return {}, [f"resource {res_name} unavailable in ClusterQueue"], None
-        covered = {r: q for r, q in requests.items() if r in group.covered_resources}
+        self, index: int, group: _GroupStep, assumed: Mapping[FlavorResource, int],
+    ) -> tuple[dict[str, FlavorChoice], list[str]]:
         reasons: list[str] = []
         best: dict[str, FlavorChoice] | None = None
         best_mode = WORST
         fungibility = self.spec.flavor_fungibility
-        # Read only where it decides (a flavor with a topology for a pod set that asks for none).
-        tas_only: bool | None = None
         attempted = -1
-        for idx in range(self._start_index(index, res_name), len(group.flavors)):
+        steps = group.flavors
+        for idx in range(self._start_index(index, group.resource), len(steps)):
             attempted = idx
-            fq = group.flavors[idx]
-            flavor = self.flavors.get(fq.name)
-            if flavor is None:
-                reasons.append(f"flavor {fq.name} not found")
-                continue
-            taint = untolerated_flavor_taint(flavor, ps)
-            if taint is not None:
-                reasons.append(f"untolerated taint {taint.kueue_text()} in flavor {fq.name}")
-                continue
-            if not flavor_matches(flavor, ps):
-                reasons.append(f"flavor {fq.name} doesn't match node affinity")
-                continue
-            if tas_only is None and flavor.topology_name is not None:
-                tas_only = self._tas_only()
-            mismatch = tas_mismatch(flavor, ps, bool(tas_only))
-            if mismatch is not None:
-                reasons.append(mismatch)
+            fs = steps[idx]
+            if fs.rejected is not None:
+                reasons.append(fs.rejected)
                 continue
             choices: dict[str, FlavorChoice] = {}
             representative = BEST
-            for r, val in covered.items():
-                fr = FlavorResource(fq.name, r)
+            for r, fr, val in fs.cells:
                 pmode, borrow, why = self._fits_resource_quota(fr, assumed.get(fr, 0), val)
-                reasons.extend(why)
-                mode = GranularMode(pmode, borrow)
-                if is_preferred(representative, mode, fungibility):
+                if why:
+                    reasons.extend(why)
+                mode = _granular(pmode, borrow)
+                if mode is not representative and is_preferred(representative, mode, fungibility):
                     representative = mode
                 if representative.preemption_mode is PreemptionMode.NO_FIT:
                     continue
-                choices[r] = FlavorChoice(fq.name, pmode.to_mode(), borrow)
+                choices[r] = FlavorChoice(fs.name, pmode.to_mode(), borrow)
             if not should_try_next_flavor(representative, fungibility):
                 best, best_mode = choices, representative
                 break
             if is_preferred(representative, best_mode, fungibility):
                 best, best_mode = choices, representative
         if best is None:
-            return {}, reasons, None
-        tried = -1 if attempted == len(group.flavors) - 1 else attempted
-        best = {r: FlavorChoice(c.flavor, c.mode, c.borrow, tried) for r, c in best.items()}
+            return {}, reasons
+        tried = -1 if attempted == len(steps) - 1 else attempted
+        if tried != -1:  # -1 is what the choices were made with
+            best = {r: FlavorChoice(c.flavor, c.mode, c.borrow, tried) for r, c in best.items()}
         if best_mode.preemption_mode is PreemptionMode.FIT:
-            return best, [], None
-        return best, reasons, None
-
-    def _tas_only(self) -> bool:
-        """Whether every flavor of the ClusterQueue has a topologyName (Kueue's IsTASOnly)."""
-        names = self.spec.flavors
-        return bool(names) and all((f := self.flavors.get(n)) is not None and f.topology_name is not None
-                                   for n in names)
+            return best, []
+        return best, reasons
 
     def _can_preempt_while_borrowing(self) -> bool:
         p = self.spec.preemption

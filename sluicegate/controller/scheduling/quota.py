@@ -50,6 +50,7 @@ class QuotaNode:
         "explicit",
         "weight",
         "version",
+        "potential",
     )
 
     def __init__(self, name: str, *, is_cohort: bool) -> None:
@@ -68,6 +69,9 @@ class QuotaNode:
         # Bumped whenever the live usage or the quotas of this node change: an answer computed
         # from a queue's path to the root still holds while every version on the path is the same.
         self.version = 0
+        # potential_available by flavor-resource: it reads only quotas on the path to the root, which
+        # change only where the tree recomputes (QuotaTree._recompute empties this on every node).
+        self.potential: dict[FlavorResource, int] = {}
 
     def __repr__(self) -> str:
         kind = "Cohort" if self.is_cohort else "ClusterQueue"
@@ -123,12 +127,17 @@ class QuotaNode:
 
 def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
     """The most the node could ever hold of ``fr`` if nothing else were used."""
+    known = node.potential.get(fr)
+    if known is not None:
+        return known
     if node.parent is None:
-        return node.subtree_quota.get(fr, 0)
-    available = node.local_quota(fr) + potential_available(node.parent, fr)
-    limit = node.quota_for(fr).borrowing_limit
-    if limit is not None:
-        available = min(node.subtree_quota.get(fr, 0) + limit, available)
+        available = node.subtree_quota.get(fr, 0)
+    else:
+        available = node.local_quota(fr) + potential_available(node.parent, fr)
+        limit = node.quota_for(fr).borrowing_limit
+        if limit is not None:
+            available = min(node.subtree_quota.get(fr, 0) + limit, available)
+    node.potential[fr] = available
     return available
 
 
@@ -150,16 +159,20 @@ class UsageView:
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
         """Unused capacity the node may take now, within borrowing limits."""
-        if node.parent is None:
+        parent = node.parent
+        if parent is None:
             return node.subtree_quota.get(fr, 0) - self.usage(node, fr)
-        parent_available = self.available(node.parent, fr)
-        limit = node.quota_for(fr).borrowing_limit
-        if limit is not None:
-            local = node.local_quota(fr)
+        parent_available = self.available(parent, fr) if parent.parent is not None \
+            else parent.subtree_quota.get(fr, 0) - self.usage(parent, fr)
+        used = self.usage(node, fr)
+        q = node.quotas.get(fr)
+        local = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit) \
+            if q is not None and q.lending_limit is not None else 0
+        if q is not None and q.borrowing_limit is not None:
             stored_in_parent = node.subtree_quota.get(fr, 0) - local
-            used_in_parent = max(0, self.usage(node, fr) - local)
-            parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
-        return self.local_available(node, fr) + parent_available
+            used_in_parent = max(0, used - local)
+            parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
+        return max(0, local - used) + parent_available
 
     def borrowing_with(self, node: QuotaNode, fr: FlavorResource, val: int) -> bool:
         return self.usage(node, fr) + val > node.subtree_quota.get(fr, 0)
@@ -208,10 +221,13 @@ class UsageView:
     def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
         """Add usage to a node and bubble what exceeds its local quota up the tree."""
         while True:
+            parent = node.parent
+            if parent is None:
+                self._add(node, fr, val)
+                return
             local_available = self.local_available(node, fr)
             self._add(node, fr, val)
-            parent = node.parent
-            if parent is None or val <= local_available:
+            if val <= local_available:
                 return
             val -= local_available
             node = parent
@@ -238,7 +254,18 @@ class UsageView:
                 self.remove_usage(node, fr, v)
 
     def fits(self, cq: QuotaNode, usage: Mapping[FlavorResource, int]) -> bool:
-        return all(self.available(cq, fr) >= v for fr, v in usage.items() if v)
+        for fr, v in usage.items():
+            if v and self.available(cq, fr) < v:
+                return False
+        return True
+
+
+def _local_quota(node: QuotaNode, fr: FlavorResource) -> int:
+    """``node.local_quota(fr)``, for the loops below."""
+    q = node.quotas.get(fr)
+    if q is not None and q.lending_limit is not None:
+        return max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
+    return 0
 
 
 class LiveUsage(UsageView):
@@ -248,6 +275,26 @@ class LiveUsage(UsageView):
 
     def usage(self, node: QuotaNode, fr: FlavorResource) -> int:
         return node.usage.get(fr, 0)
+
+    def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """``UsageView.add_usage`` with the reads and writes inlined (every admission walks its path)."""
+        while True:
+            parent = node.parent
+            usage = node.usage
+            before = usage.get(fr, 0)
+            node.version += 1
+            after = before + val
+            if after:
+                usage[fr] = after
+            else:
+                usage.pop(fr, None)
+            if parent is None:
+                return
+            local_available = max(0, _local_quota(node, fr) - before)
+            if val <= local_available:
+                return
+            val -= local_available
+            node = parent
 
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
         node.version += 1
@@ -279,6 +326,22 @@ class UsageOverlay(UsageView):
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
         key = (node, fr)
         self._delta[key] = self._delta.get(key, 0) + delta
+
+    def add_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """``UsageView.add_usage`` with the reads and writes inlined (every entry a cycle takes walks its path)."""
+        deltas = self._delta
+        while True:
+            parent = node.parent
+            key = (node, fr)
+            delta = deltas.get(key, 0)
+            deltas[key] = delta + val
+            if parent is None:
+                return
+            local_available = max(0, _local_quota(node, fr) - node.usage.get(fr, 0) - delta)
+            if val <= local_available:
+                return
+            val -= local_available
+            node = parent
 
     @contextmanager
     def simulate_removal(self, removals: list[tuple[QuotaNode, Mapping[FlavorResource, int]]]) -> Iterator[None]:
@@ -323,6 +386,7 @@ class QuotaTree:
         return node
 
     def _detach(self, node: QuotaNode) -> QuotaNode | None:
+        node.potential = {}
         parent = node.parent
         if parent is None:
             return None
@@ -423,6 +487,7 @@ class QuotaTree:
     def _recompute(self, node: QuotaNode) -> None:
         """Rebuild subtree quotas (and cohort usage) below ``node``."""
         node.version += 1
+        node.potential = {}
         if not node.is_cohort:
             node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
             return

@@ -6,9 +6,19 @@ from dataclasses import replace
 
 import pytest
 
-from sluicegate.controller.scheduling.cycle import EntryStatus, Head, RequeueReason, run_cycle
+from sluicegate.controller.scheduling.cycle import (
+    Entry,
+    EntryStatus,
+    Head,
+    RequeueReason,
+    classical_order_key,
+    run_cycle,
+)
+from sluicegate.controller.scheduling.flavors import Assignment
 from sluicegate.controller.scheduling.preemption import Preemptor
+from sluicegate.controller.scheduling.snapshot import queue_order_timestamp
 from sluicegate.model import ClusterQueueName, LabelSelector, Namespace, StopPolicy
+from sluicegate.model.workloads import Condition, WorkloadStatus
 from tests.builders import cluster_queue, flavor, group, pod_set, workload
 
 from .caches import build_cache
@@ -102,3 +112,20 @@ def test_cycle_never_writes_the_live_tree() -> None:
     cache = pair_cache()
     run(cache, heads((workload("x", pod_set(cpu="5")), "a"), (workload("y", pod_set(cpu="5")), "b")))
     assert all(not n.usage for n in cache.tree.cluster_queues.values())
+
+
+@pytest.mark.parametrize("conditions", [
+    (),
+    (Condition("QuotaReserved", "False", "Pending", "waiting", 5.0),),
+    (Condition("QuotaReserved", "True", "QuotaReserved", "reserved", 5.0),),
+    (Condition("Evicted", "True", "PodsReadyTimeout", "timed out", 7.0),),
+])
+def test_the_classical_order_key_is_reservation_borrowing_priority_time_uid(conditions) -> None:
+    """The key made directly for a workload without conditions is the one the general formula gives."""
+    cache = build_cache(queues=[cluster_queue("a", group(flavor("default", cpu="4")))])
+    snap = cache.snapshot(0.0)
+    wl = replace(workload("w", priority=2, created=3.0, uid="u"), status=WorkloadStatus(conditions=conditions))
+    entry = Entry(head=Head(workload=wl, cluster_queue=ClusterQueueName("a")), assignment=Assignment(borrowing=1))
+    want = (not wl.has_quota_reservation, 1, -2,
+            queue_order_timestamp(wl, snap.config.wait_for_pods_ready.requeuing_timestamp), "u", wl.key)
+    assert classical_order_key(entry, snap) == want

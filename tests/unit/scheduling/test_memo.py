@@ -109,3 +109,16 @@ def test_a_search_resumed_past_the_first_flavor_is_not_answered_from_memory() ->
                    last_tried=({"cpu": 0},))
     run_cycle([resumed], cache.snapshot(0.0), preemptor=Preemptor(), memo=memo)
     assert memo.hits == 0
+
+
+def test_answers_are_kept_per_queue_and_forgotten_all_at_once_at_the_limit() -> None:
+    cache, memo = _cache(), AssignmentMemo(limit=2)
+    _cycle(cache, memo, "one-cpu")
+    _cycle(cache, memo, "two-cpu", cpu="2")
+    _cycle(cache, memo, "one-cpu-again")
+    assert memo.hits == 1
+    _cycle(cache, memo, "three-cpu", cpu="3")  # a third shape: the limit drops the two kept, keeps this one
+    _cycle(cache, memo, "one-cpu-afresh")
+    assert memo.hits == 1
+    _cycle(cache, memo, "three-cpu-again", cpu="3")
+    assert memo.hits == 2

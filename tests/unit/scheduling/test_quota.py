@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from sluicegate.controller.scheduling.quota import QuotaTree, UsageOverlay, potential_available
+from sluicegate.controller.scheduling.quota import QuotaTree, UsageOverlay, UsageView, potential_available
 from sluicegate.model import ClusterQueueName, CohortName, FlavorName, FlavorResource
 from tests.builders import cluster_queue, cohort, flavor, group
 
@@ -118,3 +120,110 @@ def test_structural_change_recomputes_subtree_quota_and_keeps_usage() -> None:
     assert t.live.available(a, CPU) == 18000
     t.remove_cluster_queue(ClusterQueueName("b"))
     assert t.live.available(a, CPU) == -2000
+
+
+class _GenericLive(UsageView):
+    """LiveUsage's reads and writes under UsageView's own add_usage and available (the reference)."""
+
+    __slots__ = ()
+
+    def usage(self, node, fr):  # type: ignore[no-untyped-def]
+        return node.usage.get(fr, 0)
+
+    def _add(self, node, fr, delta):  # type: ignore[no-untyped-def]
+        node.version += 1
+        v = node.usage.get(fr, 0) + delta
+        if v:
+            node.usage[fr] = v
+        else:
+            node.usage.pop(fr, None)
+
+
+def _reference_available(view: UsageView, node, fr) -> int:  # type: ignore[no-untyped-def]
+    """UsageView.available as it was: recursive, through local_available and quota_for."""
+    if node.parent is None:
+        return int(node.subtree_quota.get(fr, 0) - view.usage(node, fr))
+    parent_available = _reference_available(view, node.parent, fr)
+    limit = node.quota_for(fr).borrowing_limit
+    if limit is not None:
+        local = node.local_quota(fr)
+        stored_in_parent = node.subtree_quota.get(fr, 0) - local
+        used_in_parent = max(0, view.usage(node, fr) - local)
+        parent_available = min(stored_in_parent - used_in_parent + limit, parent_available)
+    return int(view.local_available(node, fr) + parent_available)
+
+
+def _random_tree(rng: random.Random) -> QuotaTree:
+    def quota() -> tuple[str, str | None, str | None]:
+        return (str(rng.randint(0, 8)), rng.choice((None, "0", "3")), rng.choice((None, "0", "2")))
+
+    cohorts = [cohort("root", cpu(*quota())), cohort("mid", cpu(*quota()), parent="root")]
+    queues = [cluster_queue(f"q{i}", cpu(*quota()), cohort=rng.choice(("root", "mid"))) for i in range(4)]
+    return tree_of(queues, cohorts)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_inlined_usage_walks_match_the_generic_ones(seed: int) -> None:
+    """LiveUsage's and UsageOverlay's own add_usage, and available, do what UsageView's generic code does."""
+    rng = random.Random(seed)
+    fast, slow = _random_tree(random.Random(seed)), _random_tree(random.Random(seed))
+    reference = _GenericLive()
+    overlay, overlay_ref = UsageOverlay(), UsageOverlay()
+    for _ in range(30):
+        name = ClusterQueueName(f"q{rng.randint(0, 3)}")
+        amount = rng.randint(0, 5) * 1000
+        if rng.random() < 0.6:
+            fast.live.add_usage(fast.cluster_queues[name], CPU, amount)
+            reference.add_usage(slow.cluster_queues[name], CPU, amount)
+        else:
+            fast.live.remove_usage(fast.cluster_queues[name], CPU, amount)
+            reference.remove_usage(slow.cluster_queues[name], CPU, amount)
+        other = ClusterQueueName(f"q{rng.randint(0, 3)}")
+        overlay.add_usage(fast.cluster_queues[other], CPU, amount)
+        UsageView.add_usage(overlay_ref, slow.cluster_queues[other], CPU, amount)
+        for n in ("q0", "q1", "q2", "q3"):
+            f, s = fast.cluster_queues[ClusterQueueName(n)], slow.cluster_queues[ClusterQueueName(n)]
+            assert (f.usage, f.version) == (s.usage, s.version)
+            assert fast.live.available(f, CPU) == _reference_available(reference, s, CPU)
+            assert overlay.available(f, CPU) == _reference_available(overlay_ref, s, CPU)
+            assert overlay.usage(f, CPU) == overlay_ref.usage(s, CPU)
+        for n in ("root", "mid"):
+            f, s = fast.cohorts[CohortName(n)], slow.cohorts[CohortName(n)]
+            assert (f.usage, f.version) == (s.usage, s.version)
+            assert overlay.usage(f, CPU) == overlay_ref.usage(s, CPU)
+
+
+def _uncached_potential(node, fr) -> int:  # type: ignore[no-untyped-def]
+    if node.parent is None:
+        return int(node.subtree_quota.get(fr, 0))
+    available = node.local_quota(fr) + _uncached_potential(node.parent, fr)
+    limit = node.quota_for(fr).borrowing_limit
+    if limit is not None:
+        available = min(node.subtree_quota.get(fr, 0) + limit, available)
+    return int(available)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_potential_available_follows_every_change_of_the_tree(seed: int) -> None:
+    """Kept per node, it is what the walk to the root gives after queues and cohorts change, move and go."""
+    rng = random.Random(seed)
+    t = _random_tree(rng)
+
+    def quota() -> tuple[str, str | None, str | None]:
+        return (str(rng.randint(0, 8)), rng.choice((None, "0", "3")), rng.choice((None, "0", "2")))
+
+    for _ in range(12):
+        for node in (*t.cluster_queues.values(), *t.cohorts.values()):
+            assert potential_available(node, CPU) == _uncached_potential(node, CPU)
+        change = rng.randrange(4)
+        if change == 0:
+            q = cluster_queue(f"q{rng.randint(0, 4)}", cpu(*quota()), cohort=rng.choice(("root", "mid", "other", None)))
+            t.set_cluster_queue(q.name, quotas=q.quotas(), cohort=q.cohort)
+        elif change == 1:
+            co = cohort(rng.choice(("root", "mid", "other")), cpu(*quota()), parent=rng.choice((None, "root")))
+            if co.name != co.parent:
+                t.set_cohort(co.name, quotas=co.quotas(), parent=co.parent)
+        elif change == 2:
+            t.remove_cluster_queue(ClusterQueueName(f"q{rng.randint(0, 4)}"))
+        else:
+            t.remove_cohort(CohortName(rng.choice(("root", "mid", "other"))))
