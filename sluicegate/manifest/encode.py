@@ -193,7 +193,8 @@ def _workload_json(wl: Workload) -> EncodedObject:
         if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
             _workload_heads.popitem(last=False)
     status = wl.status
-    if status is NO_STATUS or status == NO_STATUS:
+    # (Conditions or an admission: not the empty status, without comparing every field.)
+    if not status.conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
     return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
 
@@ -228,7 +229,56 @@ def _piece_json(piece: object, to_text: Callable[[Any], str],
 
 
 def _pod_json(p: PodRecord) -> str:
-    return _to_json(p.to_json())
+    """``_to_json(p.to_json())``, written directly (the same bytes): a pod report makes a new record, so
+    the JSON of a workload's changed pod is written at nearly every store of it."""
+    s = _str_json
+    text = (f'{{"uid":{s(p.uid)},"name":{s(p.name)},"podSet":{s(p.pod_set)},"index":{_num_json(p.index)},'
+            f'"node":{s(p.node)},"requests":{_requests_json(p.requests)},"phase":{s(p.phase)}')
+    if p.reason:
+        text += f',"reason":{s(p.reason)}'
+    if p.message:
+        text += f',"message":{s(p.message)}'
+    if p.exit_code is not None:
+        text += f',"exitCode":{_num_json(p.exit_code)}'
+    if p.ready:
+        text += ',"ready":true'
+    if p.restarts:
+        text += f',"restarts":{_num_json(p.restarts)}'
+    if p.started_at is not None:
+        text += f',"startedAt":{_num_json(p.started_at)}'
+    if p.finished_at is not None:
+        text += f',"finishedAt":{_num_json(p.finished_at)}'
+    if p.exited:
+        text += ',"exited":true'
+    if p.replaced:
+        text += ',"replaced":true'
+    if p.qos_class:
+        text += f',"qosClass":{s(p.qos_class)}'
+    return text + "}"
+
+
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+
+
+def _num_json(v: object) -> str:
+    """What ``_to_json`` writes for ``v``: ints and finite floats by their repr (as json does), the rest by json."""
+    t = type(v)
+    if t is int:
+        return _int_repr(v)
+    if t is float and v - v == 0.0:  # type: ignore[operator]  # finite (inf - inf and nan - nan are nan)
+        return _float_repr(v)
+    return _to_json(v)
+
+
+def _requests_json(requests: Mapping[str, int]) -> str:
+    if type(requests) is not dict or len(requests) > 4:
+        return _to_json(dict(requests))
+    s = _str_json
+    for k in requests:
+        if type(k) is not str:
+            return _to_json(dict(requests))
+    return "{" + ",".join([f"{s(k)}:{_num_json(v)}" for k, v in requests.items()]) + "}"
 
 
 def _admission_json(adm: Admission) -> str:
@@ -245,19 +295,35 @@ def _condition_json(c: Condition) -> str:
             f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
 
 
+# status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).
+_OWN_EXTRA_KEYS = frozenset({"pods", "lastPods", "deleting", "terminate"})
+
+
 def _status_json(status: WorkloadStatus) -> str:
     """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes)."""
-    if status.extra or status.requeue_state is not None or status.reclaimable_pods:
-        return _to_json(_status(status, share=True))  # rarer shapes: encoded whole
+    extra_doc = status.extra
+    if extra_doc and not _OWN_EXTRA_KEYS.isdisjoint(extra_doc):
+        return _to_json(_status(status, share=True))  # rare: encoded whole
     parts: list[str] = []
     if status.conditions:
         parts.append('"conditions":[' + ",".join(_piece_json(c, _condition_json) for c in status.conditions) + "]")
     if status.admission is not None:
         parts.append('"admission":' + _piece_json(status.admission, _admission_json, _admission_pieces,
                                                   _ADMISSION_PIECES_SIZE))
+    rq_state = status.requeue_state
+    if rq_state is not None:
+        rq: Doc = {"count": rq_state.count}
+        if rq_state.requeue_at is not None:
+            rq["requeueAt"] = format_rfc3339(rq_state.requeue_at)
+        parts.append('"requeueState":' + _to_json(rq))
+    if status.reclaimable_pods:
+        parts.append('"reclaimablePods":' + _to_json(
+            [{"name": name, "count": count} for name, count in status.reclaimable_pods.items()]))
     if status.accumulated_past_execution_time_seconds:
         parts.append(f"{_to_json(ACCUMULATED_V1BETA2)}:{_to_json(status.accumulated_past_execution_time_seconds)}")
     extra: list[str] = []
+    if extra_doc:
+        extra.append(_to_json(dict(extra_doc))[1:-1])  # its entries, in their order, without the braces
     if status.pods:
         extra.append('"pods":[' + ",".join(_piece_json(p, _pod_json) for p in status.pods) + "]")
     if status.last_pods:
