@@ -45,21 +45,22 @@ _SET_META = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDA
 
 log = logging.getLogger(__name__)
 
-# WAL checkpoints.  Every commit appends its pages to the -wal file; a checkpoint copies them into the
+# WAL checkpoints. Every commit appends its pages to the -wal file; a checkpoint copies them into the
 # database file and syncs both, and the first commit after a checkpoint that copied everything starts the
-# WAL over.  SQLite's automatic checkpoint runs inside the COMMIT that takes the WAL past
+# WAL over. SQLite's automatic checkpoint runs inside the COMMIT that takes the WAL past
 # ``wal_autocheckpoint`` pages, on the committing thread: the controller's event loop, which then waits
-# for the copy and two fsyncs.  Instead a thread of the store's own runs PASSIVE checkpoints on a
+# for the copy and two fsyncs. Instead a thread of the store's own runs PASSIVE checkpoints on a
 # connection of its own: they neither wait for nor block the writer, and sqlite3 lets go of the GIL while
-# SQLite works.  The writer wakes it each time its commits have written about CHECKPOINT_PAGES pages since
+# SQLite works. The writer wakes it each time its commits have written about CHECKPOINT_PAGES pages since
 # the last wake (estimated from the rows changed: one page per row plus two per commit; SQLite's default
-# threshold is 1,000 pages); the thread checkpoints again at once while the writer appended meanwhile.
-# A commit is as durable as before: it is in the WAL (synced or not, per ``synchronous``) when COMMIT
-# returns, and the checkpoints sync as SQLite's own do (the thread's connection has the same
-# ``synchronous``).  SQLite's automatic checkpoint stays as a backstop at BACKSTOP_PAGES: the WAL starts
-# over only once a checkpoint has copied all of it, which the thread achieves in any pause of the writer;
-# under commits that never pause, or while the thread's checkpoints fail, SQLite's own copies the rest
-# inside a commit once the WAL reaches BACKSTOP_PAGES, so the WAL stays bounded.  A WAL left large by a
+# threshold is 1,000 pages); the thread follows a pass with others, more and more spaced, until one finds
+# nothing appended since the one before (see _Checkpointer.FOLLOW_SECONDS). A commit is as durable as
+# before: it is in the WAL (synced or not, per ``synchronous``) when COMMIT returns, and the checkpoints
+# sync as SQLite's own do (the thread's connection has the same ``synchronous``). SQLite's automatic
+# checkpoint stays as a backstop at BACKSTOP_PAGES: the WAL starts over only once a checkpoint has copied
+# all of it, which the thread achieves in a pause of the writer longer than a pass (two fsyncs); under
+# commits that never pause that long, or while the thread's checkpoints fail, SQLite's own copies the rest
+# inside a commit once the WAL reaches BACKSTOP_PAGES, so the WAL stays bounded. A WAL left large by a
 # burst is cut back to JOURNAL_SIZE_LIMIT bytes when it starts over.
 CHECKPOINT_PAGES = 1_000
 BACKSTOP_PAGES = 10_000
@@ -70,14 +71,12 @@ _SQLITE_AUTOCHECKPOINT = 1_000  # SQLite's default, put back if the thread canno
 class _Checkpointer:
     """The store's WAL checkpoints, on a thread and a connection of their own (see CHECKPOINT_PAGES)."""
 
-    # Passes of one round: each copies what the writer appended during the one before (two fsyncs each,
-    # so under a steady stream of commits a round gives up after a few).
-    MAX_PASSES = 3
-    # A round that could not copy the whole WAL is followed by another this many seconds later, until one
-    # does (in a pause of the writer), so that the WAL starts over; the wait doubles, up to FOLLOW_MAX,
-    # while rounds keep falling behind (a writer that never pauses meets SQLite's backstop instead).
-    FOLLOW_SECONDS = 0.05
-    FOLLOW_MAX = 0.8
+    # After a pass that left frames uncopied or found new ones, another pass this many seconds later (the
+    # wait doubling up to FOLLOW_MAX while they keep finding new frames), until one finds nothing appended
+    # since the pass before: the WAL is then wholly copied and the next commit starts it over.  One pass
+    # per wake otherwise: each pass that copies costs two fsyncs, as SQLite's own checkpoint does.
+    FOLLOW_SECONDS = 0.1
+    FOLLOW_MAX = 1.6
 
     def __init__(self, path: str, synchronous: str) -> None:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -92,15 +91,14 @@ class _Checkpointer:
         self.last: tuple[int, int, int] | None = None
         # The most pages a pass found in the WAL.
         self.most = 0
+        # Passes made, and the number of the last one that found the WAL wholly copied with nothing new.
         self.passes = 0
-        # Rounds begun, and the number of the last one that found the whole WAL copied.
-        self.rounds = 0
         self.caught_up = 0
         # The threads the passes ran on (one: this one's), for tests.
         self.ran_on: set[int] = set()
         # The error of the last pass, while passes fail (logged once per run of failures).
         self.failure: str | None = None
-        # Notified after every round (see wait_for).
+        # Notified after every pass (see wait_for).
         self._done = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
         self._thread.start()
@@ -109,7 +107,7 @@ class _Checkpointer:
         self._wake.set()
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait until ``predicate()`` holds after a round (or now), at most ``timeout`` seconds."""
+        """Wait until ``predicate()`` holds after a pass (or now), at most ``timeout`` seconds."""
         with self._done:
             return self._done.wait_for(predicate, timeout)
 
@@ -121,54 +119,51 @@ class _Checkpointer:
 
     def _run(self) -> None:
         follow: float | None = None
+        copied_to = -1  # the WAL's size when the last pass had copied all of it (-1: it had not)
         try:
             while True:
                 woken = self._wake.wait(follow)
                 self._wake.clear()
                 if self._stopping:
                     return
-                self.rounds += 1
-                caught_up = self._round()
-                if caught_up:
+                last = self._pass()
+                if last is None:
+                    done = False
+                else:
+                    busy, pages, copied = last
+                    done = pages <= 0 or (not busy and copied == pages == copied_to)
+                    copied_to = pages if not busy and copied == pages else -1
+                if done:
                     follow = None
                 elif woken or follow is None:
                     follow = self.FOLLOW_SECONDS
                 else:
                     follow = min(follow * 2, self.FOLLOW_MAX)
                 with self._done:
-                    if caught_up:
-                        self.caught_up = self.rounds
+                    self.passes += 1
+                    if done:
+                        self.caught_up = self.passes
                     self._done.notify_all()
         finally:
             self._db.close()
 
-    def _round(self) -> bool:
-        """PASSIVE checkpoints until one finds the WAL wholly copied and nothing appended; False if none did."""
-        before = -1
-        for _ in range(self.MAX_PASSES):
-            try:
-                row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            except sqlite3.Error as exc:
-                if self.failure is None:
-                    log.warning("sqlite checkpoint failed (retried; SQLite's backstop bounds the WAL): %s", exc)
-                self.failure = str(exc)
-                return False
-            if self.failure is not None:
-                log.warning("sqlite checkpoints succeed again (was: %s)", self.failure)
-                self.failure = None
-            busy, pages, copied = (int(v) for v in row)
-            self.last = (busy, pages, copied)
-            self.most = max(self.most, pages)
-            self.passes += 1
-            self.ran_on.add(threading.get_ident())
-            if pages <= 0:
-                return True  # empty (or no WAL at all)
-            if busy or copied < pages or self._stopping:
-                return False  # another checkpoint, or a reader still needs pages: come back
-            if 0 <= pages <= before:
-                return True  # nothing appended since the pass before (or the WAL started over)
-            before = pages
-        return False
+    def _pass(self) -> tuple[int, int, int] | None:
+        """One PASSIVE checkpoint: (busy, pages in the WAL, pages copied), or None if it failed."""
+        try:
+            row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            if self.failure is None:
+                log.warning("sqlite checkpoint failed (retried; SQLite's backstop bounds the WAL): %s", exc)
+            self.failure = str(exc)
+            return None
+        if self.failure is not None:
+            log.warning("sqlite checkpoints succeed again (was: %s)", self.failure)
+            self.failure = None
+        busy, pages, copied = (int(v) for v in row)
+        self.last = (busy, pages, copied)
+        self.most = max(self.most, pages)
+        self.ran_on.add(threading.get_ident())
+        return busy, pages, copied
 
 
 class SqliteStore:

@@ -32,7 +32,11 @@ def _wal_pages(path: Path) -> int:
     return (wal.stat().st_size - 32) // (4096 + 24) if wal.exists() else 0
 
 
-def test_checkpoints_run_on_the_store_thread_and_keep_the_wal_short(tmp_path: Path) -> None:
+def test_checkpoints_run_on_the_store_thread_and_keep_the_wal_short(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from sluicegate.controller.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module._Checkpointer, "FOLLOW_SECONDS", 0.01)
     path = tmp_path / "store.db"
     store = SqliteStore(str(path), checkpoint_pages=50, backstop_pages=NEVER)
     try:
@@ -43,8 +47,9 @@ def test_checkpoints_run_on_the_store_thread_and_keep_the_wal_short(tmp_path: Pa
                 store.write([_put((b * commits + c) * rows + r) for r in range(rows)])
             cp = store.checkpointer
             assert cp is not None
-            # The writer pauses: a round begun now copies the whole WAL (and the next commit starts it over).
-            begun = cp.rounds
+            # The writer pauses: the passes that follow copy the whole WAL until one finds nothing new (the
+            # next commit starts it over).
+            begun = cp.passes
             cp.wake()
             assert cp.wait_for(lambda cp=cp, begun=begun: cp.caught_up > begun, timeout=30)
         cp = store.checkpointer
@@ -69,14 +74,14 @@ def test_commits_do_not_wait_for_a_checkpoint(tmp_path: Path, monkeypatch: pytes
 
     held = threading.Event()
     release = threading.Event()
-    real = sqlite_module._Checkpointer._round
+    real = sqlite_module._Checkpointer._pass
 
-    def slow(self: sqlite_module._Checkpointer) -> bool:
+    def slow(self: sqlite_module._Checkpointer) -> tuple[int, int, int] | None:
         held.set()
         assert release.wait(30)
         return real(self)
 
-    monkeypatch.setattr(sqlite_module._Checkpointer, "_round", slow)
+    monkeypatch.setattr(sqlite_module._Checkpointer, "_pass", slow)
     path = tmp_path / "store.db"
     store = SqliteStore(str(path), checkpoint_pages=20, backstop_pages=NEVER)
     try:
