@@ -12,8 +12,10 @@ of the store's own, never inside a commit: see ``CHECKPOINT_PAGES``.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import sqlite3
+import struct
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -51,21 +53,48 @@ log = logging.getLogger(__name__)
 # ``wal_autocheckpoint`` pages, on the committing thread: the controller's event loop, which then waits
 # for the copy and two fsyncs. Instead a thread of the store's own runs PASSIVE checkpoints on a
 # connection of its own: they neither wait for nor block the writer, and sqlite3 lets go of the GIL while
-# SQLite works. The writer wakes it each time its commits have written about CHECKPOINT_PAGES pages since
-# the last wake (estimated from the rows changed: one page per row plus two per commit; SQLite's default
-# threshold is 1,000 pages); the thread follows a pass with others, more and more spaced, until one finds
-# nothing appended since the one before (see _Checkpointer.FOLLOW_SECONDS). A commit is as durable as
-# before: it is in the WAL (synced or not, per ``synchronous``) when COMMIT returns, and the checkpoints
-# sync as SQLite's own do (the thread's connection has the same ``synchronous``). SQLite's automatic
-# checkpoint stays as a backstop at BACKSTOP_PAGES: the WAL starts over only once a checkpoint has copied
-# all of it, which the thread achieves in a pause of the writer longer than a pass (two fsyncs); under
-# commits that never pause that long, or while the thread's checkpoints fail, SQLite's own copies the rest
-# inside a commit once the WAL reaches BACKSTOP_PAGES, so the WAL stays bounded. A WAL left large by a
-# burst is cut back to JOURNAL_SIZE_LIMIT bytes when it starts over.
+# SQLite works. After a commit that leaves CHECKPOINT_PAGES pages in the WAL that no checkpoint has copied
+# (SQLite's default threshold is 1,000 pages), the writer wakes it (the count is read from the WAL-index
+# header, see _map_wal_index, or else estimated from the rows changed); the thread follows a pass with
+# others, more and more spaced, until one finds nothing appended since the one before (see
+# _Checkpointer.FOLLOW_SECONDS). A commit is as durable as before: it is in the WAL (synced or not, per
+# ``synchronous``) when COMMIT returns, and the checkpoints sync as SQLite's own do (the thread's
+# connection has the same ``synchronous``). SQLite's automatic checkpoint stays as a backstop at
+# BACKSTOP_PAGES: the WAL starts over only once a checkpoint has copied all of it, which the thread
+# achieves in a pause of the writer longer than a pass (two fsyncs); under commits that never pause that
+# long, or while the thread's checkpoints fail, SQLite's own copies the rest inside a commit once the WAL
+# reaches BACKSTOP_PAGES, so the WAL stays bounded. A WAL left large by a burst is cut back to
+# JOURNAL_SIZE_LIMIT bytes when it starts over.
 CHECKPOINT_PAGES = 1_000
 BACKSTOP_PAGES = 10_000
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 _SQLITE_AUTOCHECKPOINT = 1_000  # SQLite's default, put back if the thread cannot be had
+
+
+# The WAL-index header (SQLite's file format, https://www.sqlite.org/walformat.html, 4.1 and 4.2): at the
+# start of the -shm file, native byte order, mxFrame (the WAL's last committed frame) at byte 16, and the
+# checkpoint's nBackfill (frames already copied into the database) at byte 96.  Read without a lock: a
+# torn or stale read only moves a wake by a commit.
+_U32 = struct.Struct("=I")
+_MX_FRAME = 16
+_N_BACKFILL = 96
+_WAL_INDEX_HEADER = 136
+
+
+def _map_wal_index(path: str) -> mmap.mmap | None:
+    """The -shm file's header, mapped read-only; None where there is none to map (then pages are estimated)."""
+    try:
+        fd = os.open(f"{path}-shm", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size < _WAL_INDEX_HEADER:
+            return None
+        return mmap.mmap(fd, _WAL_INDEX_HEADER, mmap.MAP_SHARED, mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 class _Checkpointer:
@@ -87,6 +116,8 @@ class _Checkpointer:
             raise
         self._wake = threading.Event()
         self._stopping = False
+        # While a pass runs (the writer does not wake it meanwhile: the pass copies what is there).
+        self.in_pass = False
         # What the last pass did: (busy, pages in the WAL, pages copied so far), as PRAGMA wal_checkpoint says.
         self.last: tuple[int, int, int] | None = None
         # The most pages a pass found in the WAL.
@@ -126,7 +157,11 @@ class _Checkpointer:
                 self._wake.clear()
                 if self._stopping:
                     return
-                last = self._pass()
+                self.in_pass = True
+                try:
+                    last = self._pass()
+                finally:
+                    self.in_pass = False
                 if last is None:
                     done = False
                 else:
@@ -217,6 +252,9 @@ class SqliteStore:
         self._wal_pages = 0
         # Started at the first wake: a store that writes little (a command, a test) has no thread.
         self._checkpointer: _Checkpointer | None = None
+        # The WAL-index (-shm) header, mapped read-only once the first commit made it (see _map_wal_index).
+        self._shm: mmap.mmap | None = None
+        self._shm_tried = False
 
     def _schema_version(self) -> int:
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
@@ -283,11 +321,20 @@ class SqliteStore:
             self._wrote(sum(len(changes) for _, changes in batches))
 
     def _wrote(self, rows: int) -> None:
-        """Count a commit's pages in the WAL; past ``checkpoint_pages`` since the last wake, wake the checkpointer."""
-        self._wal_pages += rows + 2
-        if self._wal_pages < self._checkpoint_pages:
-            return
-        self._wal_pages = 0
+        """After a commit: wake the checkpointer once the WAL holds ``checkpoint_pages`` pages no checkpoint
+        copied yet (read from the WAL-index, or estimated from ``rows`` where it cannot be read)."""
+        shm = self._shm
+        if shm is None and not self._shm_tried:
+            self._shm_tried = True
+            shm = self._shm = _map_wal_index(self.path)
+        if shm is not None:
+            if _U32.unpack_from(shm, _MX_FRAME)[0] - _U32.unpack_from(shm, _N_BACKFILL)[0] < self._checkpoint_pages:
+                return
+        else:
+            self._wal_pages += rows + 2
+            if self._wal_pages < self._checkpoint_pages:
+                return
+            self._wal_pages = 0
         cp = self._checkpointer
         if cp is None:
             try:
@@ -301,7 +348,8 @@ class SqliteStore:
                 except sqlite3.Error:
                     pass  # the backstop stays: the WAL is bounded anyway
                 return
-        cp.wake()
+        if not cp.in_pass:  # a pass under way copies what is there; the next commit after it wakes it again
+            cp.wake()
 
     @property
     def checkpointer(self) -> _Checkpointer | None:
@@ -401,9 +449,12 @@ class SqliteStore:
 
     def close(self) -> None:
         cp, self._checkpointer = self._checkpointer, None
+        shm, self._shm = self._shm, None
         self._wal = False
         if cp is not None:
             cp.stop()
+        if shm is not None:
+            shm.close()
         self._db.close()
 
     def snapshot(self) -> Snapshot:
