@@ -101,8 +101,30 @@ class EncodedObject:
         return b"".join((body[:end], key, str(version).encode(), b'"', body[end:]))
 
 
+def _compact_encoder() -> Callable[[object], str]:
+    """``json.JSONEncoder(separators=(",", ":")).encode``, the same text, without its per-call set-up.
+
+    ``encode`` builds a new C encoder (and a dict to detect cycles) at every call, and most calls here
+    encode a small value; this makes the C encoder once, with the very arguments ``encode`` passes it
+    (no cycle detection: model values hold no cycles).  Where the C accelerator is missing, ``encode``.
+    """
+    base = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return base.encode
+    encoder = make(None, base.default, json.encoder.encode_basestring_ascii, None, base.key_separator,
+                   base.item_separator, base.sort_keys, base.skipkeys, base.allow_nan)
+    join = "".join
+
+    def to_json(value: object) -> str:
+        return join(encoder(value, 0))
+
+    return to_json
+
+
 # Compact separators, ASCII only: the output's byte offsets are its character offsets.
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
+_to_json = _compact_encoder()
+_str_json: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what _to_json writes for a str
 
 
 # A workload's pod sets are immutable and, for workloads of one shape,
@@ -139,21 +161,28 @@ def encode_json(obj: Decoded) -> EncodedObject:
     return _json_of(_encode(obj, share=True))
 
 
-def _json_of(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None) -> EncodedObject:
+def _json_of(doc: Doc) -> EncodedObject:
+    text, metadata_end = _json_text(doc)
+    return EncodedObject(text.encode("ascii"), metadata_end)
+
+
+def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: bool = True) -> tuple[str, int]:
+    """The document's JSON (``close`` False: without its last "}") and where its metadata closes."""
     text = ["{"]
     size = 1
     metadata_end = -1
     for key, value in doc.items():
-        encoded = _to_json(value)
+        encoded = _str_json(value) if type(value) is str else _to_json(value)
         if key == "spec" and pod_sets is not None:
             encoded = encoded.replace(_POD_SETS_MARK_JSON, _pod_sets_text(pod_sets), 1)
-        piece = f"{',' if size > 1 else ''}{_to_json(key)}:{encoded}"
+        piece = f"{',' if size > 1 else ''}{_str_json(key)}:{encoded}"
         text.append(piece)
         size += len(piece)
         if key == "metadata" and isinstance(value, dict):
             metadata_end = size - 1
-    text.append("}")
-    return EncodedObject("".join(text).encode("ascii"), metadata_end)
+    if close:
+        text.append("}")
+    return "".join(text), metadata_end
 
 
 # A workload is written again at each change of its status (admission, every
@@ -186,8 +215,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
         head, metadata_end = hit[1], hit[2]
     else:
         doc = _workload(wl, share=True, with_status=False)
-        whole = _json_of(doc, wl.pod_sets)
-        head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
+        head, metadata_end = _json_text(doc, wl.pod_sets, close=False)
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
         _workload_heads[ref] = (key, head, metadata_end)
         if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
@@ -285,7 +313,6 @@ def _admission_json(adm: Admission) -> str:
     return _to_json(_admission(adm))
 
 
-_str_json = json.encoder.encode_basestring_ascii  # what _to_json writes for a str (ASCII only)
 
 
 def _condition_json(c: Condition) -> str:
