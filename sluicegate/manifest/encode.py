@@ -224,7 +224,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
     # (Conditions or an admission: not the empty status, without comparing every field.)
     if not status.conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
-    return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
+    return EncodedObject(f'{head},"status":{_status_json(status, ref)}}}'.encode("ascii"), metadata_end)
 
 
 # The parts of a workload's status that most writes leave as they were (its
@@ -322,12 +322,37 @@ def _condition_json(c: Condition) -> str:
             f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
 
 
+# A workload's pods, as its last write held them, and their JSON: a pod report replaces one record of the
+# tuple and keeps the others (``replace``), so the next write compares the records by identity, position by
+# position, and encodes only the new one.  Kept for the workloads written last (a running workload is
+# written at each report of its pods; 0.2-0.4 KiB of JSON a pod, so at most a few MiB); beyond, the pods'
+# JSON comes from the status pieces.
+_POD_LISTS_SIZE = 4_096
+_pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], list[str]]] = OrderedDict()
+
+
+def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None) -> str:
+    """The JSON of ``pods``, comma-separated (without the brackets)."""
+    if ref is None:
+        return ",".join([_piece_json(p, _pod_json) for p in pods])
+    hit = _pod_lists.pop(ref, None)  # re-inserted last: the oldest entry goes first
+    if hit is not None and len(hit[0]) == len(pods):
+        texts = [text if p is o else _pod_json(p) for p, o, text in zip(pods, hit[0], hit[1], strict=True)]
+    else:
+        texts = [_piece_json(p, _pod_json) for p in pods]
+        if hit is None and len(_pod_lists) >= _POD_LISTS_SIZE:
+            _pod_lists.popitem(last=False)
+    _pod_lists[ref] = (pods, texts)
+    return ",".join(texts)
+
+
 # status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).
 _OWN_EXTRA_KEYS = frozenset({"pods", "lastPods", "deleting", "terminate"})
 
 
-def _status_json(status: WorkloadStatus) -> str:
-    """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes)."""
+def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None) -> str:
+    """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes); ``ref``, the
+    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_text)."""
     extra_doc = status.extra
     if extra_doc and not _OWN_EXTRA_KEYS.isdisjoint(extra_doc):
         return _to_json(_status(status, share=True))  # rare: encoded whole
@@ -352,7 +377,7 @@ def _status_json(status: WorkloadStatus) -> str:
     if extra_doc:
         extra.append(_to_json(dict(extra_doc))[1:-1])  # its entries, in their order, without the braces
     if status.pods:
-        extra.append('"pods":[' + ",".join(_piece_json(p, _pod_json) for p in status.pods) + "]")
+        extra.append('"pods":[' + _pods_text(status.pods, ref) + "]")
     if status.last_pods:
         extra.append('"lastPods":[' + ",".join(_piece_json(p, _pod_json) for p in status.last_pods) + "]")
     if status.deleting:

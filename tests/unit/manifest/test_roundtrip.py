@@ -656,3 +656,53 @@ def test_encode_json_writes_pods_and_every_status_shape_as_json_dumps_does(seed:
         )
         obj = replace(wl, status=status)
         assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+
+def test_encode_json_keeps_each_workloads_pods_json_between_writes_and_forgets_the_oldest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write after one pod's report encodes that pod only (the others are the same records as at the
+    workload's last write); workloads whose pods were dropped from memory, or another workload under the same
+    name, are encoded in full: always json.dumps's bytes."""
+    import importlib
+
+    encode_module = importlib.import_module("sluicegate.manifest.encode")  # the package's ``encode`` is the function
+    monkeypatch.setattr(encode_module, "_POD_LISTS_SIZE", 2)
+    monkeypatch.setattr(encode_module, "_pod_lists", type(encode_module._pod_lists)())
+    encoded: list[PodRecord] = []
+    real = encode_module._pod_json
+
+    def counting(p: PodRecord) -> str:
+        encoded.append(p)
+        return real(p)
+
+    monkeypatch.setattr(encode_module, "_pod_json", counting)
+    base = workload(random.Random("json-Workload-1"))
+    lives = {}
+    for w in range(3):
+        pods = tuple(PodRecord(uid=f"u{w}-{i}", name=f"w{w}-{i}", pod_set="main", index=i, node="n1",
+                               requests={"cpu": 1000}) for i in range(4))
+        lives[w] = replace(base, name=f"wl-{w}", status=replace(base.status, pods=pods, extra={}))
+
+    def write(w: int) -> None:
+        obj = lives[w]
+        assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+    for w in range(2):
+        write(w)
+    for i in range(4):
+        for w in range(2):
+            pods = lives[w].status.pods
+            new = replace(pods[i], phase="Running", started_at=1_700_000_000.0 + i)
+            lives[w] = replace(lives[w], status=replace(lives[w].status, pods=pods[:i] + (new,) + pods[i + 1:]))
+            encoded.clear()
+            write(w)
+            assert encoded == [new]  # only the pod that changed
+    write(2)  # a third workload: the first one's pods are forgotten
+    pods = lives[0].status.pods
+    lives[0] = replace(lives[0], status=replace(lives[0].status, pods=(replace(pods[0], phase="Succeeded"),) + pods[1:]))
+    write(0)
+    other = tuple(replace(p, uid=p.uid + "-again") for p in lives[1].status.pods)
+    lives[1] = replace(lives[1], uid="recreated", status=replace(lives[1].status, pods=other))
+    encoded.clear()
+    write(1)
+    assert encoded == list(other)
