@@ -101,8 +101,30 @@ class EncodedObject:
         return b"".join((body[:end], key, str(version).encode(), b'"', body[end:]))
 
 
+def _compact_encoder() -> Callable[[object], str]:
+    """``json.JSONEncoder(separators=(",", ":")).encode``, the same text, without its per-call set-up.
+
+    ``encode`` builds a new C encoder (and a dict to detect cycles) at every call, and most calls here
+    encode a small value; this makes the C encoder once, with the very arguments ``encode`` passes it
+    (no cycle detection: model values hold no cycles).  Where the C accelerator is missing, ``encode``.
+    """
+    base = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return base.encode
+    encoder = make(None, base.default, json.encoder.encode_basestring_ascii, None, base.key_separator,
+                   base.item_separator, base.sort_keys, base.skipkeys, base.allow_nan)
+    join = "".join
+
+    def to_json(value: object) -> str:
+        return join(encoder(value, 0))
+
+    return to_json
+
+
 # Compact separators, ASCII only: the output's byte offsets are its character offsets.
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
+_to_json = _compact_encoder()
+_str_json: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what _to_json writes for a str
 
 
 # A workload's pod sets are immutable and, for workloads of one shape,
@@ -139,21 +161,28 @@ def encode_json(obj: Decoded) -> EncodedObject:
     return _json_of(_encode(obj, share=True))
 
 
-def _json_of(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None) -> EncodedObject:
+def _json_of(doc: Doc) -> EncodedObject:
+    text, metadata_end = _json_text(doc)
+    return EncodedObject(text.encode("ascii"), metadata_end)
+
+
+def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: bool = True) -> tuple[str, int]:
+    """The document's JSON (``close`` False: without its last "}") and where its metadata closes."""
     text = ["{"]
     size = 1
     metadata_end = -1
     for key, value in doc.items():
-        encoded = _to_json(value)
+        encoded = _str_json(value) if type(value) is str else _to_json(value)
         if key == "spec" and pod_sets is not None:
             encoded = encoded.replace(_POD_SETS_MARK_JSON, _pod_sets_text(pod_sets), 1)
-        piece = f"{',' if size > 1 else ''}{_to_json(key)}:{encoded}"
+        piece = f"{',' if size > 1 else ''}{_str_json(key)}:{encoded}"
         text.append(piece)
         size += len(piece)
         if key == "metadata" and isinstance(value, dict):
             metadata_end = size - 1
-    text.append("}")
-    return EncodedObject("".join(text).encode("ascii"), metadata_end)
+    if close:
+        text.append("}")
+    return "".join(text), metadata_end
 
 
 # A workload is written again at each change of its status (admission, every
@@ -186,16 +215,16 @@ def _workload_json(wl: Workload) -> EncodedObject:
         head, metadata_end = hit[1], hit[2]
     else:
         doc = _workload(wl, share=True, with_status=False)
-        whole = _json_of(doc, wl.pod_sets)
-        head, metadata_end = whole.body[:-1].decode("ascii"), whole.metadata_end
+        head, metadata_end = _json_text(doc, wl.pod_sets, close=False)
         _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
         _workload_heads[ref] = (key, head, metadata_end)
         if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
             _workload_heads.popitem(last=False)
     status = wl.status
-    if status is NO_STATUS or status == NO_STATUS:
+    # (Conditions or an admission: not the empty status, without comparing every field.)
+    if not status.conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
-    return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
+    return EncodedObject(f'{head},"status":{_status_json(status, ref)}}}'.encode("ascii"), metadata_end)
 
 
 # The parts of a workload's status that most writes leave as they were (its
@@ -228,14 +257,62 @@ def _piece_json(piece: object, to_text: Callable[[Any], str],
 
 
 def _pod_json(p: PodRecord) -> str:
-    return _to_json(p.to_json())
+    """``_to_json(p.to_json())``, written directly (the same bytes): a pod report makes a new record, so
+    the JSON of a workload's changed pod is written at nearly every store of it."""
+    s = _str_json
+    text = (f'{{"uid":{s(p.uid)},"name":{s(p.name)},"podSet":{s(p.pod_set)},"index":{_num_json(p.index)},'
+            f'"node":{s(p.node)},"requests":{_requests_json(p.requests)},"phase":{s(p.phase)}')
+    if p.reason:
+        text += f',"reason":{s(p.reason)}'
+    if p.message:
+        text += f',"message":{s(p.message)}'
+    if p.exit_code is not None:
+        text += f',"exitCode":{_num_json(p.exit_code)}'
+    if p.ready:
+        text += ',"ready":true'
+    if p.restarts:
+        text += f',"restarts":{_num_json(p.restarts)}'
+    if p.started_at is not None:
+        text += f',"startedAt":{_num_json(p.started_at)}'
+    if p.finished_at is not None:
+        text += f',"finishedAt":{_num_json(p.finished_at)}'
+    if p.exited:
+        text += ',"exited":true'
+    if p.replaced:
+        text += ',"replaced":true'
+    if p.qos_class:
+        text += f',"qosClass":{s(p.qos_class)}'
+    return text + "}"
+
+
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+
+
+def _num_json(v: object) -> str:
+    """What ``_to_json`` writes for ``v``: ints and finite floats by their repr (as json does), the rest by json."""
+    t = type(v)
+    if t is int:
+        return _int_repr(v)
+    if t is float and v - v == 0.0:  # type: ignore[operator]  # finite (inf - inf and nan - nan are nan)
+        return _float_repr(v)
+    return _to_json(v)
+
+
+def _requests_json(requests: Mapping[str, int]) -> str:
+    if type(requests) is not dict or len(requests) > 4:
+        return _to_json(dict(requests))
+    s = _str_json
+    for k in requests:
+        if type(k) is not str:
+            return _to_json(dict(requests))
+    return "{" + ",".join([f"{s(k)}:{_num_json(v)}" for k, v in requests.items()]) + "}"
 
 
 def _admission_json(adm: Admission) -> str:
     return _to_json(_admission(adm))
 
 
-_str_json = json.encoder.encode_basestring_ascii  # what _to_json writes for a str (ASCII only)
 
 
 def _condition_json(c: Condition) -> str:
@@ -245,21 +322,62 @@ def _condition_json(c: Condition) -> str:
             f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
 
 
-def _status_json(status: WorkloadStatus) -> str:
-    """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes)."""
-    if status.extra or status.requeue_state is not None or status.reclaimable_pods:
-        return _to_json(_status(status, share=True))  # rarer shapes: encoded whole
+# A workload's pods, as its last write held them, and their JSON: a pod report replaces one record of the
+# tuple and keeps the others (``replace``), so the next write compares the records by identity, position by
+# position, and encodes only the new one.  Kept for the workloads written last (a running workload is
+# written at each report of its pods; 0.2-0.4 KiB of JSON a pod, so at most a few MiB); beyond, the pods'
+# JSON comes from the status pieces.
+_POD_LISTS_SIZE = 4_096
+_pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], list[str]]] = OrderedDict()
+
+
+def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None) -> str:
+    """The JSON of ``pods``, comma-separated (without the brackets)."""
+    if ref is None:
+        return ",".join([_piece_json(p, _pod_json) for p in pods])
+    hit = _pod_lists.pop(ref, None)  # re-inserted last: the oldest entry goes first
+    if hit is not None and len(hit[0]) == len(pods):
+        texts = [text if p is o else _pod_json(p) for p, o, text in zip(pods, hit[0], hit[1], strict=True)]
+    else:
+        texts = [_piece_json(p, _pod_json) for p in pods]
+        if hit is None and len(_pod_lists) >= _POD_LISTS_SIZE:
+            _pod_lists.popitem(last=False)
+    _pod_lists[ref] = (pods, texts)
+    return ",".join(texts)
+
+
+# status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).
+_OWN_EXTRA_KEYS = frozenset({"pods", "lastPods", "deleting", "terminate"})
+
+
+def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None) -> str:
+    """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes); ``ref``, the
+    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_text)."""
+    extra_doc = status.extra
+    if extra_doc and not _OWN_EXTRA_KEYS.isdisjoint(extra_doc):
+        return _to_json(_status(status, share=True))  # rare: encoded whole
     parts: list[str] = []
     if status.conditions:
         parts.append('"conditions":[' + ",".join(_piece_json(c, _condition_json) for c in status.conditions) + "]")
     if status.admission is not None:
         parts.append('"admission":' + _piece_json(status.admission, _admission_json, _admission_pieces,
                                                   _ADMISSION_PIECES_SIZE))
+    rq_state = status.requeue_state
+    if rq_state is not None:
+        rq: Doc = {"count": rq_state.count}
+        if rq_state.requeue_at is not None:
+            rq["requeueAt"] = format_rfc3339(rq_state.requeue_at)
+        parts.append('"requeueState":' + _to_json(rq))
+    if status.reclaimable_pods:
+        parts.append('"reclaimablePods":' + _to_json(
+            [{"name": name, "count": count} for name, count in status.reclaimable_pods.items()]))
     if status.accumulated_past_execution_time_seconds:
         parts.append(f"{_to_json(ACCUMULATED_V1BETA2)}:{_to_json(status.accumulated_past_execution_time_seconds)}")
     extra: list[str] = []
+    if extra_doc:
+        extra.append(_to_json(dict(extra_doc))[1:-1])  # its entries, in their order, without the braces
     if status.pods:
-        extra.append('"pods":[' + ",".join(_piece_json(p, _pod_json) for p in status.pods) + "]")
+        extra.append('"pods":[' + _pods_text(status.pods, ref) + "]")
     if status.last_pods:
         extra.append('"lastPods":[' + ",".join(_piece_json(p, _pod_json) for p in status.last_pods) + "]")
     if status.deleting:

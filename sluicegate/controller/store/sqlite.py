@@ -4,14 +4,21 @@ With ``journal_mode=WAL`` and ``synchronous=NORMAL`` a committed transaction
 survives the process being killed at any point (only a power loss may drop
 the last transactions); ``synchronous=FULL`` makes it survive power loss
 too, at the cost of an fsync per commit.
+
+Checkpoints (copying the WAL's pages into the database file) run on a thread
+of the store's own, never inside a commit: see ``CHECKPOINT_PAGES``.
 """
 
 from __future__ import annotations
 
+import logging
+import mmap
 import os
 import sqlite3
+import struct
+import threading
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from sluicegate.controller.store.base import (
@@ -38,9 +45,165 @@ _DELETE = "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?"
 PAGE_CACHE_KIB = 32_768
 _SET_META = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
 
+log = logging.getLogger(__name__)
+
+# WAL checkpoints. Every commit appends its pages to the -wal file; a checkpoint copies them into the
+# database file and syncs both, and the first commit after a checkpoint that copied everything starts the
+# WAL over. SQLite's automatic checkpoint runs inside the COMMIT that takes the WAL past
+# ``wal_autocheckpoint`` pages, on the committing thread: the controller's event loop, which then waits
+# for the copy and two fsyncs. Instead a thread of the store's own runs PASSIVE checkpoints on a
+# connection of its own: they neither wait for nor block the writer, and sqlite3 lets go of the GIL while
+# SQLite works. After a commit that leaves CHECKPOINT_PAGES pages in the WAL that no checkpoint has copied
+# (SQLite's default threshold is 1,000 pages), the writer wakes it (the count is read from the WAL-index
+# header, see _map_wal_index, or else estimated from the rows changed); the thread follows a pass with
+# others, more and more spaced, until one finds nothing appended since the one before (see
+# _Checkpointer.FOLLOW_SECONDS). A commit is as durable as before: it is in the WAL (synced or not, per
+# ``synchronous``) when COMMIT returns, and the checkpoints sync as SQLite's own do (the thread's
+# connection has the same ``synchronous``). SQLite's automatic checkpoint stays as a backstop at
+# BACKSTOP_PAGES: the WAL starts over only once a checkpoint has copied all of it, which the thread
+# achieves in a pause of the writer longer than a pass (two fsyncs); under commits that never pause that
+# long, or while the thread's checkpoints fail, SQLite's own copies the rest inside a commit once the WAL
+# reaches BACKSTOP_PAGES, so the WAL stays bounded. A WAL left large by a burst is cut back to
+# JOURNAL_SIZE_LIMIT bytes when it starts over.
+CHECKPOINT_PAGES = 1_000
+BACKSTOP_PAGES = 10_000
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+_SQLITE_AUTOCHECKPOINT = 1_000  # SQLite's default, put back if the thread cannot be had
+
+
+# The WAL-index header (SQLite's file format, https://www.sqlite.org/walformat.html, 4.1 and 4.2): at the
+# start of the -shm file, native byte order, mxFrame (the WAL's last committed frame) at byte 16, and the
+# checkpoint's nBackfill (frames already copied into the database) at byte 96.  Read without a lock: a
+# torn or stale read only moves a wake by a commit.
+_U32 = struct.Struct("=I")
+_MX_FRAME = 16
+_N_BACKFILL = 96
+_WAL_INDEX_HEADER = 136
+
+
+def _map_wal_index(path: str) -> mmap.mmap | None:
+    """The -shm file's header, mapped read-only; None where there is none to map (then pages are estimated)."""
+    try:
+        fd = os.open(f"{path}-shm", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size < _WAL_INDEX_HEADER:
+            return None
+        return mmap.mmap(fd, _WAL_INDEX_HEADER, mmap.MAP_SHARED, mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+class _Checkpointer:
+    """The store's WAL checkpoints, on a thread and a connection of their own (see CHECKPOINT_PAGES)."""
+
+    # After a pass that left frames uncopied or found new ones, another pass this many seconds later (the
+    # wait doubling up to FOLLOW_MAX while they keep finding new frames), until one finds nothing appended
+    # since the pass before: the WAL is then wholly copied and the next commit starts it over.  One pass
+    # per wake otherwise: each pass that copies costs two fsyncs, as SQLite's own checkpoint does.
+    FOLLOW_SECONDS = 0.1
+    FOLLOW_MAX = 1.6
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+        except BaseException:
+            self._db.close()
+            raise
+        self._wake = threading.Event()
+        self._stopping = False
+        # While a pass runs (the writer does not wake it meanwhile: the pass copies what is there).
+        self.in_pass = False
+        # What the last pass did: (busy, pages in the WAL, pages copied so far), as PRAGMA wal_checkpoint says.
+        self.last: tuple[int, int, int] | None = None
+        # The most pages a pass found in the WAL.
+        self.most = 0
+        # Passes made, and the number of the last one that found the WAL wholly copied with nothing new.
+        self.passes = 0
+        self.caught_up = 0
+        # The threads the passes ran on (one: this one's), for tests.
+        self.ran_on: set[int] = set()
+        # The error of the last pass, while passes fail (logged once per run of failures).
+        self.failure: str | None = None
+        # Notified after every pass (see wait_for).
+        self._done = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` holds after a pass (or now), at most ``timeout`` seconds."""
+        with self._done:
+            return self._done.wait_for(predicate, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Let a pass under way finish, then end the thread (which closes its connection)."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        follow: float | None = None
+        copied_to = -1  # the WAL's size when the last pass had copied all of it (-1: it had not)
+        try:
+            while True:
+                woken = self._wake.wait(follow)
+                self._wake.clear()
+                if self._stopping:
+                    return
+                self.in_pass = True
+                try:
+                    last = self._pass()
+                finally:
+                    self.in_pass = False
+                if last is None:
+                    done = False
+                else:
+                    busy, pages, copied = last
+                    done = pages <= 0 or (not busy and copied == pages == copied_to)
+                    copied_to = pages if not busy and copied == pages else -1
+                if done:
+                    follow = None
+                elif woken or follow is None:
+                    follow = self.FOLLOW_SECONDS
+                else:
+                    follow = min(follow * 2, self.FOLLOW_MAX)
+                with self._done:
+                    self.passes += 1
+                    if done:
+                        self.caught_up = self.passes
+                    self._done.notify_all()
+        finally:
+            self._db.close()
+
+    def _pass(self) -> tuple[int, int, int] | None:
+        """One PASSIVE checkpoint: (busy, pages in the WAL, pages copied), or None if it failed."""
+        try:
+            row = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            if self.failure is None:
+                log.warning("sqlite checkpoint failed (retried; SQLite's backstop bounds the WAL): %s", exc)
+            self.failure = str(exc)
+            return None
+        if self.failure is not None:
+            log.warning("sqlite checkpoints succeed again (was: %s)", self.failure)
+            self.failure = None
+        busy, pages, copied = (int(v) for v in row)
+        self.last = (busy, pages, copied)
+        self.most = max(self.most, pages)
+        self.ran_on.add(threading.get_ident())
+        return busy, pages, copied
+
 
 class SqliteStore:
-    def __init__(self, path: str, *, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: str, *, synchronous: str = "NORMAL", checkpoint_pages: int = CHECKPOINT_PAGES,
+                 backstop_pages: int = BACKSTOP_PAGES) -> None:
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"sqlite synchronous={synchronous!r}: expected NORMAL, FULL, EXTRA or OFF")
         self.path = path
@@ -55,10 +218,15 @@ class SqliteStore:
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
                 os.chmod(path, 0o600)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
+            # Checkpoints by the store's thread (see CHECKPOINT_PAGES); SQLite's own only as a backstop.
+            self._wal = str(mode).lower() == "wal"
+            if self._wal:
+                self._db.execute(f"PRAGMA wal_autocheckpoint={backstop_pages}")
+                self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open store {path}: {exc}") from exc
         try:
@@ -78,6 +246,15 @@ class SqliteStore:
         # Writes whose group commit failed: memory holds them, so the next
         # transaction redoes them first, in order, with their own versions.
         self._pending: list[tuple[int, Sequence[Change]]] = []
+        self._synchronous = synchronous
+        self._checkpoint_pages = checkpoint_pages
+        # Pages the commits wrote to the WAL since the checkpointer was last woken (an estimate).
+        self._wal_pages = 0
+        # Started at the first wake: a store that writes little (a command, a test) has no thread.
+        self._checkpointer: _Checkpointer | None = None
+        # The WAL-index (-shm) header, mapped read-only once the first commit made it (see _map_wal_index).
+        self._shm: mmap.mmap | None = None
+        self._shm_tried = False
 
     def _schema_version(self) -> int:
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
@@ -140,6 +317,44 @@ class SqliteStore:
                 raise
         except sqlite3.Error as exc:
             raise _store_error(self.path, f"{what} failed", exc) from exc
+        if self._wal:
+            self._wrote(sum(len(changes) for _, changes in batches))
+
+    def _wrote(self, rows: int) -> None:
+        """After a commit: wake the checkpointer once the WAL holds ``checkpoint_pages`` pages no checkpoint
+        copied yet (read from the WAL-index, or estimated from ``rows`` where it cannot be read)."""
+        shm = self._shm
+        if shm is None and not self._shm_tried:
+            self._shm_tried = True
+            shm = self._shm = _map_wal_index(self.path)
+        if shm is not None:
+            if _U32.unpack_from(shm, _MX_FRAME)[0] - _U32.unpack_from(shm, _N_BACKFILL)[0] < self._checkpoint_pages:
+                return
+        else:
+            self._wal_pages += rows + 2
+            if self._wal_pages < self._checkpoint_pages:
+                return
+            self._wal_pages = 0
+        cp = self._checkpointer
+        if cp is None:
+            try:
+                cp = self._checkpointer = _Checkpointer(self.path, self._synchronous)
+            except (sqlite3.Error, RuntimeError) as exc:
+                # No thread to be had: SQLite checkpoints inside commits again, as it does by default.
+                log.warning("store %s: no checkpoint thread (%s); SQLite checkpoints in its commits", self.path, exc)
+                self._wal = False
+                try:
+                    self._db.execute(f"PRAGMA wal_autocheckpoint={_SQLITE_AUTOCHECKPOINT}")
+                except sqlite3.Error:
+                    pass  # the backstop stays: the WAL is bounded anyway
+                return
+        if not cp.in_pass:  # a pass under way copies what is there; the next commit after it wakes it again
+            cp.wake()
+
+    @property
+    def checkpointer(self) -> _Checkpointer | None:
+        """The checkpoint thread, once a commit woke it (None before, and without WAL)."""
+        return self._checkpointer
 
     def _rollback(self) -> None:
         try:
@@ -233,6 +448,13 @@ class SqliteStore:
         self._db.execute(_SET_META, (key, value))
 
     def close(self) -> None:
+        cp, self._checkpointer = self._checkpointer, None
+        shm, self._shm = self._shm, None
+        self._wal = False
+        if cp is not None:
+            cp.stop()
+        if shm is not None:
+            shm.close()
         self._db.close()
 
     def snapshot(self) -> Snapshot:
@@ -278,6 +500,8 @@ class SqliteStore:
                 raise
         except sqlite3.Error as exc:
             raise _store_error(self.path, "replacing the content failed", exc) from exc
+        if self._wal:
+            self._wrote(len(snapshot.objects) + len(snapshot.meta))
         self._version = snapshot.version
         self._pending = []
 

@@ -115,6 +115,27 @@ def test_a_failed_write_inside_a_group_is_undone_alone(store_factory: StoreFacto
     assert store_factory.stored() == {"a": 1, "d": 2}
 
 
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (Put("Workload", "default", "a\x00b", b"{}"), r"Put\.name: expected text without NUL"),
+    (Delete("Workload", "de\x00fault", "a"), r"Delete\.namespace: expected text without NUL"),
+    (Put("Workload", "default", 7, b"{}"), r"Put\.name: expected text without NUL, got 7"),  # type: ignore[arg-type]
+    (Put("Workload", "default", "a", "{}"), r"Put\.body of Workload default/a: expected bytes, got str"),  # type: ignore[arg-type]
+    (("Workload", "default", "a"), r"not a change"),
+])
+def test_a_change_the_store_cannot_take_is_refused_naming_what_is_wrong(
+        store_factory: StoreFactory, change: Any, message: str) -> None:
+    store = store_factory()
+    with pytest.raises(StoreError, match=message):
+        store.write([put("a"), change])
+    # Text and bytes of subclasses are taken, as before.
+    store.write([Put("Workload", _Text("default"), _Text("b"), b"{}")])
+    assert store_factory.stored() == {"b": 1}
+
+
 def test_what_a_group_wrote_is_committed_when_its_body_raises(store_factory: StoreFactory) -> None:
     store = store_factory()
     with pytest.raises(RuntimeError, match="after the write"):

@@ -616,3 +616,93 @@ def test_encode_json_of_a_workload_status_follows_each_pod_and_condition_change(
     same(finished)
     same(replace(finished, status=replace(finished.status, extra={"note": "x"})))
     same(replace(finished, status=replace(finished.status, conditions=(replace(cond, message="changed"), done))))
+
+
+def _random_pod(rng: random.Random) -> PodRecord:
+    text = ["", "x", "Stopping", "naïve \"quoted\"\n", "\x00\u2028", "a" * 40]
+    return PodRecord(
+        uid=rng.choice(["u1", "é-uid", "u\"2"]), name=rng.choice(["w-main-0", "w\\0"]), pod_set="main",
+        index=rng.choice([0, 7, 10**12]), node=rng.choice(["n1", "nœud"]),
+        requests=rng.choice([{}, {"cpu": 500}, {"cpu": 1000, "memory": 2**40, "nvidia.com/gpu": 1}]),
+        phase=rng.choice(["Pending", "Running", "Succeeded", "Failed"]), reason=rng.choice(text),
+        message=rng.choice(text), exit_code=rng.choice([None, 0, 137, -9]), ready=rng.random() < 0.5,
+        restarts=rng.choice([0, 3]),
+        started_at=rng.choice([None, 1_700_000_000.0, 1_700_000_000.123456789, 0.1 + 0.2, 1e21, 5, float("inf")]),
+        finished_at=rng.choice([None, 1_700_000_009.5, 7, float("nan")]), exited=rng.random() < 0.5,
+        replaced=rng.random() < 0.5, qos_class=rng.choice(["", "Burstable", "Guaranteed"]),
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+def test_encode_json_writes_pods_and_every_status_shape_as_json_dumps_does(seed: int) -> None:
+    """The status is spliced from pieces (pods, conditions, admission, requeue state, reclaimable pods,
+    extra entries): the bytes are json.dumps's of ``encode``, whatever the values hold."""
+    from sluicegate.model.workloads import RequeueState
+
+    rng = random.Random(f"status-{seed}")
+    wl = workload(random.Random(f"json-Workload-{seed}"))
+    for _ in range(10):
+        pods = tuple(_random_pod(rng) for _ in range(rng.randrange(0, 4)))
+        status = replace(
+            wl.status,
+            pods=pods,
+            last_pods=tuple(_random_pod(rng) for _ in range(rng.randrange(0, 2))),
+            requeue_state=rng.choice([None, RequeueState(count=2), RequeueState(count=1, requeue_at=1_700_000_100.0)]),
+            reclaimable_pods=rng.choice([{}, {"main": 2}, {"main": 1, "workers": 3}]),
+            extra=rng.choice([{}, {"note": "x", "n": [1, 2.5, None]}, {"pods": "theirs"}, {"deleting": False, "z": 1},
+                              {"terminate": {"reason": "r"}}]),
+            deleting=rng.random() < 0.3,
+            terminate=rng.choice([None, ("Failed", "DeadlineExceeded")]),
+        )
+        obj = replace(wl, status=status)
+        assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+
+def test_encode_json_keeps_each_workloads_pods_json_between_writes_and_forgets_the_oldest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write after one pod's report encodes that pod only (the others are the same records as at the
+    workload's last write); workloads whose pods were dropped from memory, or another workload under the same
+    name, are encoded in full: always json.dumps's bytes."""
+    import importlib
+
+    encode_module = importlib.import_module("sluicegate.manifest.encode")  # the package's ``encode`` is the function
+    monkeypatch.setattr(encode_module, "_POD_LISTS_SIZE", 2)
+    monkeypatch.setattr(encode_module, "_pod_lists", type(encode_module._pod_lists)())
+    encoded: list[PodRecord] = []
+    real = encode_module._pod_json
+
+    def counting(p: PodRecord) -> str:
+        encoded.append(p)
+        return real(p)
+
+    monkeypatch.setattr(encode_module, "_pod_json", counting)
+    base = workload(random.Random("json-Workload-1"))
+    lives = {}
+    for w in range(3):
+        pods = tuple(PodRecord(uid=f"u{w}-{i}", name=f"w{w}-{i}", pod_set="main", index=i, node="n1",
+                               requests={"cpu": 1000}) for i in range(4))
+        lives[w] = replace(base, name=f"wl-{w}", status=replace(base.status, pods=pods, extra={}))
+
+    def write(w: int) -> None:
+        obj = lives[w]
+        assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+    for w in range(2):
+        write(w)
+    for i in range(4):
+        for w in range(2):
+            pods = lives[w].status.pods
+            new = replace(pods[i], phase="Running", started_at=1_700_000_000.0 + i)
+            lives[w] = replace(lives[w], status=replace(lives[w].status, pods=pods[:i] + (new,) + pods[i + 1:]))
+            encoded.clear()
+            write(w)
+            assert encoded == [new]  # only the pod that changed
+    write(2)  # a third workload: the first one's pods are forgotten
+    pods = lives[0].status.pods
+    lives[0] = replace(lives[0], status=replace(lives[0].status, pods=(replace(pods[0], phase="Succeeded"),) + pods[1:]))
+    write(0)
+    other = tuple(replace(p, uid=p.uid + "-again") for p in lives[1].status.pods)
+    lives[1] = replace(lives[1], uid="recreated", status=replace(lives[1].status, pods=other))
+    encoded.clear()
+    write(1)
+    assert encoded == list(other)
