@@ -7,9 +7,8 @@ Pure: reads the cache, returns :class:`~sluicegate.controller.effects.Effects`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.effects import (
@@ -24,6 +23,7 @@ from sluicegate.controller.effects import (
 from sluicegate.controller.lifecycle import preempted
 from sluicegate.controller.nodes import Command, RunPodCommand
 from sluicegate.controller.scheduling.cycle import Entry, EntryStatus, RequeueReason
+from sluicegate.model.copying import copier
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PENDING
 from sluicegate.model.workloads import Admission, Condition, Workload, WorkloadStatus
@@ -32,25 +32,8 @@ log = logging.getLogger("sluicegate.controller.scheduler")
 
 _NO_FIT = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
 
-_new = object.__new__
-_set = object.__setattr__
-
-
-def _copier(cls: type, changed: tuple[str, ...]) -> Callable[..., Any]:
-    """A function ``(old, *changed values) -> new`` that makes a frozen dataclass value with ``changed``
-    fields replaced, every other field copied from ``old``: one statement per field, written out once
-    here (as ``dataclasses`` writes ``__init__``), instead of a loop of ``getattr`` per value made."""
-    lines = [f"def copy(old, {', '.join(changed)}):", "    new = _new(cls)"]
-    for name in (f.name for f in fields(cls)):
-        lines.append(f"    _set(new, {name!r}, {name if name in changed else 'old.' + name})")
-    lines.append("    return new")
-    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "cls": cls}
-    exec("\n".join(lines), namespace)
-    return namespace["copy"]  # type: ignore[no-any-return]
-
-
-_workload_with_status = _copier(Workload, ("status",))
-_status_with = _copier(WorkloadStatus, ("conditions", "admission"))
+_workload_with_status = copier(Workload, ("status",))
+_status_with = copier(WorkloadStatus, ("conditions", "admission"))
 
 
 def with_status(wl: Workload, status: WorkloadStatus) -> Workload:

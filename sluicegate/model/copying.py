@@ -1,4 +1,15 @@
-"""A faster ``dataclasses.replace`` for the frozen values the controller copies on every pod report."""
+"""Copies of the frozen values the controller makes on every admission and pod report, cheaper than
+``dataclasses.replace``.
+
+``replace`` looks every field up by name, builds keyword arguments and runs
+``__init__`` and ``__post_init__`` again: for a workload and its status that
+cost more than the rest of a pod report's work.  Here a copier is written
+out once per class (one statement per field, as ``dataclasses`` writes
+``__init__``) and reused.  ``copy_with`` runs ``__post_init__`` (a
+workload's key from its namespace and name) where the class has one, so the
+value is the one ``replace`` makes; ``copier`` copies the derived fields, for
+changes none of them come from.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +19,40 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_COPIERS: dict[type, Callable[..., Any]] = {}
+_new = object.__new__
+_set = object.__setattr__
 _MISSING: Any = object()
+_COPIERS: dict[type, Callable[..., Any]] = {}
 
 
-def _copier(cls: type) -> Callable[..., Any]:
+def _compile(cls: type, head: str, value: Callable[[str], str], *, post: bool) -> Callable[..., Any]:
+    """``def copy(<head>)``: a new ``cls`` with every init field set to ``value(name)``; the derived fields
+    made by ``__post_init__`` where ``post`` and the class has one, else copied."""
     fields = dataclasses.fields(cls)
-    init = [f.name for f in fields if f.init]
-    rest = [f.name for f in fields if not f.init]
-    post = hasattr(cls, "__post_init__")
-    lines = [f"def copy(o, *, {', '.join(f'{n}=_MISSING' for n in init)}):",
-             "    new = _new(cls)"]
-    lines += [f"    _set(new, {n!r}, o.{n} if {n} is _MISSING else {n})" for n in init]
-    if post:
+    lines = [f"def copy({head}):", "    new = _new(cls)"]
+    lines += [f"    _set(new, {f.name!r}, {value(f.name)})" for f in fields if f.init]
+    if post and hasattr(cls, "__post_init__"):
         lines.append("    new.__post_init__()")
     else:
-        lines += [f"    _set(new, {n!r}, o.{n})" for n in rest]
+        lines += [f"    _set(new, {f.name!r}, old.{f.name})" for f in fields if not f.init]
     lines.append("    return new")
-    scope: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "cls": cls, "_MISSING": _MISSING}
-    exec("\n".join(lines), scope)  # noqa: S102 - generated from the class's own field names, as dataclasses does
+    scope: dict[str, Any] = {"_new": _new, "_set": _set, "cls": cls, "_MISSING": _MISSING}
+    exec("\n".join(lines), scope)  # written from the class's own field names, as dataclasses does
     return scope["copy"]  # type: ignore[no-any-return]
 
 
+def copier(cls: type, changed: tuple[str, ...]) -> Callable[..., Any]:
+    """A function ``(old, *values of changed) -> new``: ``replace(old, **dict(zip(changed, values)))``,
+    for a hot path that always changes the same fields, none of which a derived field (``__post_init__``)
+    comes from: the derived fields are copied."""
+    return _compile(cls, ", ".join(("old", *changed)), lambda n: n if n in changed else f"old.{n}", post=False)
+
+
 def copy_with(obj: T, **changes: Any) -> T:
+    """``dataclasses.replace(obj, **changes)`` for a frozen dataclass: the same value, made cheaper."""
     c = _COPIERS.get(type(obj))
     if c is None:
-        c = _COPIERS[type(obj)] = _copier(type(obj))
+        init = [f.name for f in dataclasses.fields(type(obj)) if f.init]  # type: ignore[arg-type]
+        c = _COPIERS[type(obj)] = _compile(type(obj), f"old, *, {', '.join(f'{n}=_MISSING' for n in init)}",
+                                           lambda n: f"old.{n} if {n} is _MISSING else {n}", post=True)
     return c(obj, **changes)  # type: ignore[no-any-return]

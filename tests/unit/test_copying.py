@@ -45,3 +45,13 @@ def test_an_unknown_or_derived_field_is_refused() -> None:
         copy_with(workload("a"), nmae="b")
     with pytest.raises(TypeError):
         copy_with(workload("a"), key="x")  # derived from namespace and name
+
+
+def test_a_copier_of_fixed_fields_is_replace_and_keeps_the_derived_key() -> None:
+    from sluicegate.model.copying import copier
+
+    wl = workload("a")
+    with_status = copier(Workload, ("status",))
+    status = dataclasses.replace(wl.status, pods=(_pod("1"),))
+    assert with_status(wl, status) == dataclasses.replace(wl, status=status)
+    assert with_status(wl, status).key == wl.key
