@@ -46,6 +46,8 @@ SEND_BUFFER = 100_000
 # the stream, which made the node NotReady.
 SEND_HIGH_WATER = 4_096
 SEND_LOW_WATER = 1_024
+# How long a refused agent stream waits for the agent's first message before its status goes out.
+REFUSAL_READ_SECONDS = 5.0
 # A ForgetPod (not a purge) waits up to this long to travel with the next
 # message to the same agent.  Nothing waits on it: the pod's processes are
 # gone, its quota is back and a finished pod holds nothing on its node.  Sent
@@ -379,6 +381,14 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         node, refused = self._node_identity(context)
         if refused is not None:
             log.warning("agent stream from %s refused: %s", context.peer(), refused[1])
+            # Its Register is read first: a status sent while the client is still writing its first
+            # message reaches grpc's asyncio client as INTERNAL instead of this status (grpc/grpc#36066),
+            # and a revoked agent would not learn why.  Bounded, for a peer that sends nothing.
+            try:
+                async with asyncio.timeout(REFUSAL_READ_SECONDS):
+                    await anext(aiter(request_iterator), None)
+            except (TimeoutError, grpc.RpcError):
+                pass
             await context.abort(*refused)
             return
         first = await anext(aiter(request_iterator), None)

@@ -151,3 +151,4 @@ async def test_over_grpc_an_agent_that_stops_reading_falls_behind_and_catches_up
             call.cancel()
     finally:
         await server.stop(None)
+
