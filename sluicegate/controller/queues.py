@@ -550,9 +550,8 @@ class ClusterQueueQueue:
         again within a few cycles (see ``_park_equivalent``).
         """
         items = self._items
-        by_heap: dict[tuple[str, str] | None, list[tuple[int, float, str, str, int]]] = {}
-        plain = self._afs is None
-        batch: list[tuple[int, float, str, str, int]] = by_heap.setdefault(None, []) if plain else []
+        # The items for each heap they go to (under Admission Fair Sharing, their LocalQueue's).
+        by_heap: dict[int, tuple[list[tuple[int, float, str, str, int]], list[tuple[int, float, str, str, int]]]] = {}
         for p in parked:
             p.quota_bound = p.node_bound = False
             p.needs = None
@@ -560,16 +559,12 @@ class ClusterQueueQueue:
             if ranked is None or ranked[1] is not p.workload:
                 ranked = p.ranked = (self._order_key(p.workload), p.workload)
             items[p.workload.key] = p
-            item = (*ranked[0], p.version)
-            if plain:
-                batch.append(item)
-            else:
-                by_heap.setdefault(_local_queue(p.workload), []).append(item)
-        if not any(by_heap.values()):
+            heap = self._heap if self._afs is None else self._lq_heaps.setdefault(_local_queue(p.workload), [])
+            by_heap.setdefault(id(heap), (heap, []))[1].append((*ranked[0], p.version))
+        if not by_heap:
             return
         self._ready.add(self.name)
-        for lq, new in by_heap.items():
-            heap = self._heap if lq is None else self._lq_heaps.setdefault(lq, [])
+        for heap, new in by_heap.values():
             if len(new) * 8 >= len(heap):
                 heap.extend(new)
                 heapq.heapify(heap)
