@@ -82,6 +82,8 @@ class Fleet:
         self._reports: list[tuple[str, ReportedPod, bool]] = []
         self._after_reports: list[Callable[[], None]] = []
         self._flush: asyncio.Handle | None = None
+        # Set once this controller stopped leading (end_all_streams): why, told to any stream that registers after.
+        self._streams_ended: str | None = None
         # While reports are handled: the settlements that only store a workload, by workload,
         # written once at the end (the last one holds every earlier one's changes).
         self._batch: dict[WorkloadKey, Settlement] | None = None
@@ -126,6 +128,14 @@ class Fleet:
         pods: Sequence[ReportedPod],
         session: Session,
     ) -> None:
+        if self._streams_ended is not None:
+            # A Register that arrives as this controller steps down (say, read in the same turn as the
+            # lost lease) is not taken: its stream ends too, and the agent looks for the leader.
+            step_down = getattr(session, "step_down", None)
+            if step_down is not None:
+                step_down(self._streams_ended)
+            log.info("node %s registered after this controller stopped leading; its stream is ended", name)
+            return
         if self._reports:
             # Reports still gathered (an older stream's among them) come before what the node says now.
             self.flush_reports()
@@ -457,7 +467,9 @@ class Fleet:
                 revoke(f"node {name} has been revoked")
 
     def end_all_streams(self, message: str) -> None:
-        """This controller stops leading: end every agent's stream now, dropping what is queued on it."""
+        """This controller stops leading: end every agent's stream now, dropping what is queued on it, and
+        every stream that registers from now on."""
+        self._streams_ended = message
         for node in self.registry.nodes.values():
             if node.session is not None:
                 step_down = getattr(node.session, "step_down", None)

@@ -273,3 +273,27 @@ def test_a_node_cannot_report_or_answer_for_another_nodes_pods() -> None:
         return out
 
     assert asyncio.run(logs()) == [(pod.name, "c", b"real\n")]
+
+
+class _LeaderSession(Session):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stepped_down = ""
+
+    def step_down(self, message: str) -> None:
+        self.stepped_down = message
+
+
+def test_a_stream_that_registers_after_the_controller_stopped_leading_is_ended_too() -> None:
+    # A paused leader that resumes can read a Register in the same turn as its lost lease: the agent
+    # must not stay with a controller that no longer leads.
+    m, _, first = cluster()
+    before = _LeaderSession()
+    register(m, before)
+    m.fleet.end_all_streams("this controller no longer leads: lease lost")
+    assert before.stepped_down == "this controller no longer leads: lease lost"
+    late = _LeaderSession()
+    m.fleet.register(name="n2", labels={}, capacity={"cpu": 8000}, allocatable={"cpu": 8000}, boot_id="b",
+                     agent_version="t", health_address="", pods=[], session=late)
+    assert late.stepped_down == "this controller no longer leads: lease lost"
+    assert "n2" not in m.fleet.registry.nodes
