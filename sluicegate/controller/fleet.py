@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
+from sluicegate.controller.decide_api import new_uid
 from sluicegate.controller.decide_pods import settlement_effects
 from sluicegate.controller.decide_taints import TAINT_EVICTION_REASON, PodTolerations, TaintEviction, taint_evictions
 from sluicegate.controller.errors import FailedPrecondition, NotFound
@@ -93,7 +94,7 @@ class Fleet:
     def pod_records(self, wl: Workload, placements: Sequence[PodPlacement]) -> list[PodRecord]:
         return [
             PodRecord(
-                uid=str(uuid.uuid4()),
+                uid=new_uid(),
                 name=f"{wl.name}-{p.pod_set}-{p.index}",
                 pod_set=p.pod_set,
                 index=p.index,
@@ -381,7 +382,7 @@ class Fleet:
 
     def settle(self, wl: Workload) -> Settlement:
         return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
-                      new_uid=lambda: str(uuid.uuid4()))
+                      new_uid=new_uid)
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
         pods = tuple(rec if p.uid == rec.uid else p for p in wl.status.pods)
