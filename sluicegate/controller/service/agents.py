@@ -419,7 +419,9 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         session = _StreamSession(info.name)
         fleet = self.m.fleet
         session.on_behind = lambda behind: fleet.stream_behind(info.name, session, behind, session.queue.qsize())
-        yield self._registered(info.name)
+        # Registered before the agent hears so: whatever it does on hearing it (a client reading the
+        # node list, its first reports) finds the node.  What registering queues for it (stops of
+        # pods the controller does not know) follows the Registered message on the stream.
         self.m.fleet.register(
             name=info.name,
             labels=dict(info.labels),
@@ -432,6 +434,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             pods=[reported_pod(p) for p in first.register.pods],
             session=session,
         )
+        yield self._registered(info.name)
 
         async def reader() -> None:
             async for received in request_iterator:
