@@ -706,3 +706,35 @@ def test_encode_json_keeps_each_workloads_pods_json_between_writes_and_forgets_t
     encoded.clear()
     write(1)
     assert encoded == list(other)
+
+
+def test_a_finished_workloads_write_drops_what_was_kept_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its head and pods' JSON are kept while it is written again and again; once finished (usually its
+    last write) they go, and later writes of it keep nothing: the bytes stay json.dumps's throughout."""
+    import importlib
+
+    encode_module = importlib.import_module("sluicegate.manifest.encode")
+    monkeypatch.setattr(encode_module, "_workload_heads", type(encode_module._workload_heads)())
+    monkeypatch.setattr(encode_module, "_pod_lists", type(encode_module._pod_lists)())
+    base = workload(random.Random("json-Workload-2"))
+    pods = tuple(PodRecord(uid=f"u{i}", name=f"p{i}", pod_set="main", index=i, node="n1", requests={"cpu": 1000})
+                 for i in range(2))
+    cond = Condition("QuotaReserved", "True", "QuotaReserved", "ok", 1_700_000_000.0)
+    running = replace(base, status=replace(base.status, conditions=(cond,), pods=pods, extra={}))
+    ref = (running.namespace, running.name)
+
+    def same(obj: Workload) -> None:
+        assert encode_json(obj).body == json.dumps(encode(obj), separators=(",", ":")).encode()
+
+    same(running)
+    assert ref in encode_module._workload_heads and ref in encode_module._pod_lists
+    done = Condition("Finished", "True", "Succeeded", "all pods succeeded", 1_700_000_009.0)
+    finished = replace(running, status=replace(running.status, conditions=(cond, done),
+                                               pods=tuple(replace(p, phase="Succeeded") for p in pods)))
+    same(finished)
+    assert ref not in encode_module._workload_heads and ref not in encode_module._pod_lists
+    same(replace(finished, labels={"again": "yes"}))
+    assert ref not in encode_module._workload_heads and ref not in encode_module._pod_lists
+    # Not finished (a Finished condition that is False): kept as before.
+    same(replace(running, status=replace(running.status, conditions=(cond, replace(done, status="False")))))
+    assert ref in encode_module._workload_heads
