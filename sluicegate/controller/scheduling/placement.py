@@ -17,6 +17,7 @@ same inputs always give the same placement.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -108,6 +109,74 @@ def _untolerated_text(taint: Taint) -> str:
     return f"{{{taint.key}: {taint.value}}}"
 
 
+_NOTHING: Mapping[str, int] = {}
+_NOTHING_PER_NODE: Mapping[str, Mapping[str, int]] = {}
+# Below this many eligible nodes a pod's node is found by looking at each (cheaper than the index).
+BEST_FIT_INDEX_MIN_NODES = 8
+
+
+def _fit_key(node: NodeView, avoid: int, extra: Mapping[str, int]) -> tuple[int, int, int, str]:
+    """Where a node ranks for a pod not yet on it: (PreferNoSchedule taints, free cpu, free memory, name)."""
+    alloc, req = node.allocatable, node.requested
+    cpu = alloc["cpu"] - req.get("cpu", 0) - extra.get("cpu", 0) if "cpu" in alloc else 0
+    memory = alloc["memory"] - req.get("memory", 0) - extra.get("memory", 0) if "memory" in alloc else 0
+    return (avoid, cpu, memory, node.name)
+
+
+class _BestFit:
+    """The eligible nodes in the order a pod ranks them (see the module docstring), with what the cycle
+    committed to them counted: a pod's best node is found by a bisection to the first with enough cpu and a
+    walk to the first that holds the rest, not by looking at every node.
+
+    Kept up to date by PlacementCache (a node's requests change, a placement commits); the nodes a
+    workload's own earlier pods went to (``touched``) rank apart and are looked at directly.
+    """
+
+    __slots__ = ("entries", "entry_of", "levels")
+
+    def __init__(self, nodes: Sequence[NodeView], avoid: Mapping[str, int],
+                 committed: Mapping[str, Mapping[str, int]]) -> None:
+        self.entry_of = {n.name: _fit_key(n, avoid[n.name], committed.get(n.name, _NOTHING)) for n in nodes}
+        self.entries = sorted(self.entry_of.values())
+        self.levels = sorted(set(avoid.values()))
+
+    def update(self, node: NodeView, avoid: int, committed: Mapping[str, int]) -> None:
+        new = _fit_key(node, avoid, committed)
+        old = self.entry_of.get(node.name)
+        if old == new:
+            return
+        entries = self.entries
+        if old is not None:
+            del entries[bisect_left(entries, old)]
+        insort(entries, new)
+        self.entry_of[node.name] = new
+
+    def best(self, requests: Mapping[str, int], by_name: Mapping[str, NodeView],
+             used: Mapping[str, Mapping[str, int]], skip: set[str], below: float) -> NodeView | None:
+        """The best-ranked node not in ``skip`` that holds ``requests`` (with ``used`` counted), among
+        those with fewer than ``below`` PreferNoSchedule taints; None if there is none."""
+        entries = self.entries
+        cpu = requests.get("cpu", 0)
+        for level in self.levels:
+            if level >= below:
+                break
+            # Fewer free cpus than requested: cannot hold the pod, and rank first; skipped at once.
+            i = bisect_left(entries, (level, cpu) if cpu > 0 else (level,))
+            while i < len(entries):
+                entry = entries[i]
+                if entry[0] != level:
+                    break
+                i += 1
+                name = entry[3]
+                if name in skip:
+                    continue
+                node = by_name[name]
+                free = _free(node, used.get(name, _NOTHING))
+                if _fits(free, requests, free.get("pods", 0) if "pods" in node.allocatable else None) is None:
+                    return node
+        return None
+
+
 @dataclass(slots=True)
 class _Eligible:
     nodes: list[NodeView]
@@ -116,6 +185,8 @@ class _Eligible:
     by_name: dict[str, NodeView]
     # Each node's position in ``nodes``.
     index: dict[str, int]
+    # Built on first use (with the cycle's committed placements), then kept up to date.
+    fit: _BestFit | None = None
 
 
 @dataclass(slots=True)
@@ -138,10 +209,19 @@ class PlacementCache:
     def of(cls, nodes: Sequence[NodeView]) -> PlacementCache:
         return cls(sorted(nodes, key=lambda n: n.name))
 
-    def committed(self, node_names: Iterable[str]) -> None:
+    def committed(self, node_names: Iterable[str], in_cycle: Mapping[str, Mapping[str, int]] = _NOTHING_PER_NODE
+                  ) -> None:
+        """A placement was committed to these nodes; ``in_cycle``: every node's committed requests, now."""
         names = set(node_names)
         self.dirty |= names
         self._drop(names)
+        for found in self.eligible.values():
+            fit = found.fit
+            if fit is not None:
+                for name in names:
+                    view = found.by_name.get(name)
+                    if view is not None:
+                        fit.update(view, found.avoid[name], in_cycle.get(name, _NOTHING))
 
     def _drop(self, names: set[str]) -> None:
         for tree in self.trees.values():
@@ -181,6 +261,14 @@ class PlacementCache:
                 if at is not None:
                     found.nodes[at] = view
                     found.by_name[view.name] = view
+            fit = found.fit
+            if fit is not None:
+                # A new cycle commits nothing yet: what the last one placed is in the nodes' requests now
+                # (or was not bound after all).
+                for name in changed:
+                    now = found.by_name.get(name)
+                    if now is not None:
+                        fit.update(now, found.avoid[name], _NOTHING)
 
 
 def _eligible(
@@ -243,7 +331,11 @@ def place(
             )
         topology = _topology_of(assigned, flavors, topologies)
         if topology is None:
-            failure = _place_pods(pod_set, range(count), eligible, used, touched, avoid, tainted, out)
+            fit = found.fit
+            if fit is None and len(eligible) >= BEST_FIT_INDEX_MIN_NODES:
+                fit = found.fit = _BestFit(eligible, avoid, in_cycle or _NOTHING_PER_NODE)
+            failure = _place_pods(pod_set, range(count), eligible, used, touched, avoid, tainted, out,
+                                  fit=fit, by_name=found.by_name)
             if failure is not None:
                 return failure
             continue
@@ -321,9 +413,21 @@ def _place_pods(
     avoid: Mapping[str, int],
     tainted: str,
     out: list[PodPlacement],
+    *,
+    fit: _BestFit | None = None,
+    by_name: Mapping[str, NodeView] | None = None,
 ) -> PlacementFailure | None:
-    """Bind the pods ``indexes`` of a pod set to ``eligible`` nodes, one by one (best fit)."""
+    """Bind the pods ``indexes`` of a pod set to ``eligible`` nodes, one by one (best fit).
+
+    ``fit``: ``eligible``'s index (``by_name`` its nodes by name), for its nodes not in ``touched``.
+    """
     for index in indexes:
+        if fit is not None and by_name is not None:
+            node = _best_indexed(pod_set.requests, fit, by_name, used, touched, avoid)
+            if node is not None:
+                _take(node, pod_set, index, used, touched, out)
+                continue
+            # No node holds the pod: the scan below counts why, for the message.
         best: tuple[tuple[int, int, int, int, str], NodeView] | None = None
         shortages: dict[str, int] = {}
         for n in eligible:
@@ -348,15 +452,43 @@ def _place_pods(
                 f"no node has room for pod {index} of pod set {pod_set.name} ({want}): "
                 f"{len(eligible)} eligible node(s), {detail}{tainted}; the gang is not started partially"
             )
-        node = best[1]
-        touched.add(node.name)
-        bucket = used[node.name] = dict(used.get(node.name, {}))
-        for res, qty in pod_set.requests.items():
-            bucket[res] = bucket.get(res, 0) + qty
-        if "pods" in node.allocatable:
-            bucket["pods"] = bucket.get("pods", 0) + 1
-        out.append(PodPlacement(pod_set=pod_set.name, index=index, node=node.name, requests=dict(pod_set.requests)))
+        _take(best[1], pod_set, index, used, touched, out)
     return None
+
+
+def _best_indexed(
+    requests: Mapping[str, int], fit: _BestFit, by_name: Mapping[str, NodeView],
+    used: Mapping[str, Mapping[str, int]], touched: set[str], avoid: Mapping[str, int],
+) -> NodeView | None:
+    """The node the scan in _place_pods would choose, from the index and the nodes already touched."""
+    best: tuple[tuple[int, int, int, str], NodeView] | None = None
+    cpu, memory = requests.get("cpu", 0), requests.get("memory", 0)
+    for name in touched:
+        n = by_name.get(name)
+        if n is None:
+            continue  # touched by another pod set, not eligible for this one
+        free = _free(n, used.get(name, _NOTHING))
+        if _fits(free, requests, free.get("pods", 0) if "pods" in n.allocatable else None) is not None:
+            continue
+        key = (avoid[name], free.get("cpu", 0) - cpu, free.get("memory", 0) - memory, name)
+        if best is None or key < best[0]:
+            best = (key, n)
+    # A touched node ranks before every untouched one with as many PreferNoSchedule taints.
+    untouched = fit.best(requests, by_name, used, touched, best[0][0] if best is not None else float("inf"))
+    if untouched is not None:
+        return untouched
+    return best[1] if best is not None else None
+
+
+def _take(node: NodeView, pod_set: PodSet, index: int, used: dict[str, Mapping[str, int]], touched: set[str],
+          out: list[PodPlacement]) -> None:
+    touched.add(node.name)
+    bucket = used[node.name] = dict(used.get(node.name, {}))
+    for res, qty in pod_set.requests.items():
+        bucket[res] = bucket.get(res, 0) + qty
+    if "pods" in node.allocatable:
+        bucket["pods"] = bucket.get("pods", 0) + 1
+    out.append(PodPlacement(pod_set=pod_set.name, index=index, node=node.name, requests=dict(pod_set.requests)))
 
 
 class CyclePlacer:
@@ -391,11 +523,11 @@ class CyclePlacer:
             return result.message
         if chosen:
             self.topology[key] = chosen
-        self._cache.committed(p.node for p in result)
         for p in result:
             bucket = self.in_cycle.setdefault(p.node, {})
             for r, q in p.requests.items():
                 bucket[r] = bucket.get(r, 0) + q
             bucket["pods"] = bucket.get("pods", 0) + 1
+        self._cache.committed((p.node for p in result), self.in_cycle)
         self.placements[key] = result
         return None
