@@ -146,7 +146,7 @@ class NodeState:
         object.__setattr__(self, "_view", None)
         registry = getattr(self, "_registry", None)
         if registry is not None:
-            registry._views = None
+            registry._stale.add(self.name)
 
     def set_static_pod(self, pod: ReportedPod) -> None:
         """A static pod the agent runs on its own (its requests count on the node)."""
@@ -235,8 +235,7 @@ class _Nodes(dict[str, NodeState]):
             object.__setattr__(old, "_registry", None)
         super().__setitem__(name, node)
         object.__setattr__(node, "_registry", self._registry)
-        self._registry._views = None
-        self._registry._order = None
+        self._registry._restructured()
 
     def __delitem__(self, name: str) -> None:
         self.pop(name)
@@ -245,16 +244,14 @@ class _Nodes(dict[str, NodeState]):
         node = super().pop(name, *default)
         if isinstance(node, NodeState):
             object.__setattr__(node, "_registry", None)
-            self._registry._views = None
-            self._registry._order = None
+            self._registry._restructured()
         return node
 
     def clear(self) -> None:
         for node in self.values():
             object.__setattr__(node, "_registry", None)
         super().clear()
-        self._registry._views = None
-        self._registry._order = None
+        self._registry._restructured()
 
     def setdefault(self, name: str, default: Any = None) -> Any:
         if name not in self:
@@ -275,19 +272,56 @@ class NodeRegistry:
     def __init__(self) -> None:
         # The nodes' views in name order, kept until a node or its view changes: a
         # scheduling cycle asks for them every time, and most nodes are as they were.
-        self._views: tuple[NodeView, ...] | None = None
+        # Only the views of the nodes that changed (``_stale``) are taken again, so a
+        # cycle costs the nodes that changed, not every node of a large cluster.
+        self._views: list[NodeView] | None = None
+        self._shown: tuple[NodeView, ...] | None = None
         self._order: list[NodeState] | None = None
+        self._at: dict[str, int] = {}
+        self._stale: set[str] = set()
+        # Names whose view may have changed since take_changes() last ran; None: nodes came or went.
+        self._changes: set[str] | None = None
         self.nodes: dict[str, NodeState] = _Nodes(self)
+
+    def _restructured(self) -> None:
+        self._views = None
+        self._shown = None
+        self._order = None
+        self._changes = None
 
     def views(self) -> Sequence[NodeView]:
         """Every node's view, in name order; unchanged nodes keep their view objects."""
         views = self._views
+        stale = self._stale
         if views is None:
             order = self._order
             if order is None:
                 order = self._order = [self.nodes[name] for name in sorted(self.nodes)]
-            views = self._views = tuple(n.view() for n in order)
-        return views
+                self._at = {n.name: i for i, n in enumerate(order)}
+            views = self._views = [n.view() for n in order]
+            self._shown = None
+            stale.clear()
+        elif stale:
+            at, nodes = self._at, self.nodes
+            for name in stale:
+                i = at.get(name)
+                if i is not None:
+                    views[i] = nodes[name].view()
+            self._shown = None
+            changes = self._changes
+            if changes is not None:
+                changes |= stale
+            stale.clear()
+        shown = self._shown
+        if shown is None:
+            shown = self._shown = tuple(views)
+        return shown
+
+    def take_changes(self) -> set[str] | None:
+        """The names of the nodes whose views views() may show changed since the last call; None when
+        nodes came or went (or on the first call): then any may have.  Call right after views()."""
+        changes, self._changes = self._changes, set()
+        return changes
 
     def bind(
         self, node: str, uid: str, requests: Mapping[str, int], *, now: float, heard_at: float | None = None

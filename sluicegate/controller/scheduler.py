@@ -248,8 +248,11 @@ class Scheduler:
         self.cycle += 1
         now = self.clock()
         snapshot = c.snapshot(now, (h.cluster_queue for h in heads))
-        placer = CyclePlacer(self.fleet.registry.views(), c.flavors, c.topologies,
-                             self._placement_cache) if self.placement else None
+        placer = None
+        if self.placement:
+            registry = self.fleet.registry
+            views = registry.views()
+            placer = CyclePlacer(views, c.flavors, c.topologies, self._placement_cache, registry.take_changes())
         backfill = self._backfill_for(heads)
         before = list(self.backfill.reservations)
         entries = run_cycle(

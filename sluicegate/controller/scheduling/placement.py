@@ -204,6 +204,8 @@ class PlacementCache:
     trees: dict[tuple[str, tuple[object, ...]], TopologyTree] = field(default_factory=dict)
     # Nodes placed on since the last refresh: their cached fits are dropped again at the next one.
     dirty: set[str] = field(default_factory=set)
+    # Each node's position in ``ordered`` (built when first needed).
+    at: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, nodes: Sequence[NodeView]) -> PlacementCache:
@@ -227,18 +229,28 @@ class PlacementCache:
         for tree in self.trees.values():
             tree.invalidate(names)
 
-    def refresh(self, nodes: Sequence[NodeView]) -> None:
+    def refresh(self, nodes: Sequence[NodeView], hint: Iterable[str] | None = None) -> None:
         """Take a new cycle's node views, keeping what they leave valid.
 
         The registry hands the views over in name order, each node keeping its view object until
-        it changes: then this costs one identity check per node, and work per changed node only."""
+        it changes: then this costs one identity check per node, and work per changed node only.
+        ``hint``: the names of every node whose view may differ from the last refresh's, none added or
+        removed (NodeRegistry.take_changes); only those are looked at."""
         changed = self.dirty
         self.dirty = set()
         previous = self.ordered
         replaced: list[NodeView] = []
         structural = len(previous) != len(nodes)
         if not structural:
-            for old, new in zip(previous, nodes, strict=True):
+            if hint is None:
+                pairs: Iterable[tuple[NodeView, NodeView]] = zip(previous, nodes, strict=True)
+            else:
+                where = self.at
+                if len(where) != len(previous):
+                    where = self.at = {n.name: i for i, n in enumerate(previous)}
+                positions = sorted(where[name] for name in hint if name in where)
+                pairs = [(previous[i], nodes[i]) for i in positions]
+            for old, new in pairs:
                 if old is new:
                     continue
                 if (old.name != new.name or old.labels != new.labels or old.taints != new.taints
@@ -250,6 +262,7 @@ class PlacementCache:
                     changed.add(new.name)
         if structural:
             self.ordered = sorted(nodes, key=attrgetter("name"))
+            self.at = {n.name: i for i, n in enumerate(self.ordered)}
             self.eligible.clear()
             self.trees.clear()
             return
@@ -500,8 +513,10 @@ class CyclePlacer:
         flavors: Mapping[FlavorName, ResourceFlavor],
         topologies: Mapping[str, Topology] | None = None,
         cache: PlacementCache | None = None,
+        hint: Iterable[str] | None = None,
     ) -> None:
-        """``cache``: one kept from earlier cycles (refreshed here with ``nodes``), else a new one."""
+        """``cache``: one kept from earlier cycles (refreshed here with ``nodes``, and ``hint``: see
+        PlacementCache.refresh), else a new one."""
         self.nodes = list(nodes)
         self.flavors = flavors
         self.topologies = topologies or {}
@@ -512,7 +527,7 @@ class CyclePlacer:
         if cache is None:
             cache = PlacementCache.of(self.nodes)
         else:
-            cache.refresh(self.nodes)
+            cache.refresh(self.nodes, hint)
         self._cache = cache
 
     def place(self, key: str, pod_sets: Sequence[tuple[PodSet, int, Mapping[str, FlavorName]]]) -> str | None:

@@ -88,3 +88,60 @@ def test_nodes_coming_and_going_change_the_list() -> None:
     del r.nodes["n1"]
     assert r.views() == ()
     assert first != r.views()
+
+
+def test_the_changes_told_to_placement_cover_every_view_that_changed() -> None:
+    """take_changes names every node whose view changed since its last call (None when nodes came or
+    went), so a placement cache refreshed from those names alone ends as one that looked at every node."""
+    import random
+
+    from sluicegate.controller.scheduling.placement import PlacementCache, PlacementFailure, place
+    from sluicegate.model import FlavorName, ResourceFlavor
+    from sluicegate.model.workloads import PodSet
+
+    flavors = {FlavorName("default"): ResourceFlavor(FlavorName("default"))}
+    pod_set = PodSet(name="main", count=1, requests={"cpu": 500})
+    for seed in range(20):
+        rng = random.Random(seed)
+        r = registry(*(f"n{i:02d}" for i in range(12)))
+        hinted, full = PlacementCache.of([]), PlacementCache.of([])
+        pods: list[tuple[str, str]] = []
+        for step in range(60):
+            before = {v.name: v for v in r.views()}
+            for _ in range(rng.randrange(0, 4)):
+                names = sorted(r.nodes)
+                action = rng.random()
+                if action < 0.4:
+                    node = rng.choice(names)
+                    uid = f"p{step}-{len(pods)}"
+                    r.bind(node, uid, {"cpu": rng.choice([250, 1000])}, now=0.0)
+                    pods.append((node, uid))
+                elif action < 0.6 and pods:
+                    r.unbind(*pods.pop(rng.randrange(len(pods))))
+                elif action < 0.7:
+                    r.nodes[rng.choice(names)].ready = rng.random() < 0.7
+                elif action < 0.8:
+                    r.nodes[rng.choice(names)].taints = rng.choice([(), (Taint("k", NO_SCHEDULE, "v"),)])
+                elif action < 0.88:
+                    r.nodes[rng.choice(names)].heard_at = float(step)  # not shown to placement
+                elif action < 0.94:
+                    name = f"x{step}"
+                    r.nodes[name] = NodeState(name, {"zone": "a"}, {"cpu": 4000}, {"cpu": 4000})
+                elif len(names) > 2:
+                    gone = rng.choice(names)
+                    del r.nodes[gone]
+                    pods = [p for p in pods if p[0] != gone]
+            views = r.views()
+            assert list(views) == [r.nodes[n].view() for n in sorted(r.nodes)]
+            changes = r.take_changes()
+            if changes is not None:
+                moved = {v.name for v in views if before.get(v.name) is not v}
+                assert moved <= changes, (seed, step, moved - changes)
+            hinted.refresh(views, changes)
+            full.refresh(views)
+            assert hinted.ordered == full.ordered
+            # Placement through each cache sees the same nodes, with the same room.
+            got = [place(pod_sets=[(pod_set, 1, {"cpu": FlavorName("default")})], nodes=views, flavors=flavors,
+                         cache=cache) for cache in (hinted, full)]
+            assert [g.message if isinstance(g, PlacementFailure) else [p.node for p in g] for g in got][0] == \
+                [g.message if isinstance(g, PlacementFailure) else [p.node for p in g] for g in got][1]
