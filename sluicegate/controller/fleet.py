@@ -306,6 +306,10 @@ class Fleet:
         for f in after:
             f()
 
+    def pod_owner_state(self, uid: str) -> Workload | None:
+        """The workload a pod of the controller's belongs to, as it is now (None: not one of its pods)."""
+        return self._workload(self.pod_owner.get(uid))
+
     def _workload(self, key: WorkloadKey | None) -> Workload | None:
         """The workload as reports handled so far left it (a batched settlement not yet stored), else the cache's."""
         if key is None:

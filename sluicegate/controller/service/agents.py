@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
 from sluicegate.common.streams import coalesced, unbatched
 from sluicegate.controller.errors import InvalidArgument, Unauthenticated
+from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.nodes import (
@@ -67,6 +68,40 @@ def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
         cpu_seconds=p.cpu_seconds, static=p.static, requests=dict(p.requests), priority=p.priority,
         qos_class=p.qos_class,
     )
+
+
+def _heartbeat_signature(p: agent_pb2.PodStatus) -> tuple[object, ...]:
+    """What of a pod's report the controller acts on (its usage figures, which change at every heartbeat, apart)."""
+    return (p.phase, p.reason, p.message, p.ready, p.started_at, p.finished_at, p.qos_class, p.static, p.priority,
+            p.name, p.namespace, p.workload,
+            tuple([(c.name, c.state, c.exit_code, c.reason, c.restart_count, c.ready) for c in p.containers]))
+
+
+def _heartbeat_pods(fleet: Fleet, session: _StreamSession, pods: Sequence[agent_pb2.PodStatus]) -> list[ReportedPod]:
+    """The pods of a heartbeat to handle: those that say something new, or whose workload changed since.
+
+    A heartbeat reports every pod its node runs, every few seconds, nearly
+    always as the last one did; a large cluster's heartbeats would keep the
+    controller busy reading that nothing happened.  A pod whose report is the
+    same as in the stream's last heartbeat, checked then against the same
+    workload object (model objects are immutable: a change to the workload
+    is a new object), would be found as recorded again, so it is skipped.
+    Pods the controller does not own (unknown, static) are always handled.
+    """
+    before = session.steady
+    now: dict[str, tuple[tuple[object, ...], object]] = {}
+    out: list[ReportedPod] = []
+    for p in pods:
+        owner = fleet.pod_owner_state(p.uid)
+        signature = _heartbeat_signature(p)
+        if owner is not None:
+            hit = before.get(p.uid)
+            now[p.uid] = (signature, owner)
+            if hit is not None and hit[1] is owner and hit[0] == signature:
+                continue
+        out.append(reported_pod(p))
+    session.steady = now  # the pods of this heartbeat only: gone pods are dropped
+    return out
 
 
 def _container(c: Container, pod_sc: SecurityContext | None = None) -> agent_pb2.Container:
@@ -248,6 +283,9 @@ class _StreamSession:
         # Backpressure (SEND_HIGH_WATER): whether the stream is behind, and who is told when that changes.
         self.behind = False
         self.on_behind: Callable[[bool], None] | None = None
+        # Each pod of the last heartbeat: what it said (_heartbeat_signature) and the workload it was
+        # checked against (see AgentLinkServicer._heartbeat_pods).
+        self.steady: dict[str, tuple[tuple[object, ...], object]] = {}
 
     def send(self, command: Command) -> None:
         if self.broken:
@@ -468,7 +506,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                 )
                 # Acknowledged once its pods' reports are handled (with this turn's others).
                 seq = hb.seq
-                fleet.report_pods(info.name, [reported_pod(p) for p in hb.pods], lambda: session.ack(seq))
+                fleet.report_pods(info.name, _heartbeat_pods(fleet, session, hb.pods), lambda: session.ack(seq))
             elif kind == "pod_status":
                 self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),), periodic=False)
             elif kind == "log_chunk":
