@@ -356,7 +356,7 @@ class Cache:
         exact: set[str] = set()
         for group in spec.resource_groups:
             for res in group.covered_resources:
-                amounts = [view.available(node, FlavorResource(f, res)) for f in group.flavor_names]
+                amounts = [view.available(node, FlavorResource(f.name, res)) for f in group.flavors]
                 free[res] = max(amounts) if amounts else 0
                 if len(amounts) == 1:
                     # One flavor: an admission takes exactly its requests from it.
