@@ -275,6 +275,24 @@ def test_a_new_uid_is_a_random_version_4_uuid() -> None:
         assert (str(u), u.version, u.variant) == (text, 4, uuid.RFC_4122)
 
 
+def test_a_forked_child_does_not_hand_out_its_parents_next_uids() -> None:
+    import os
+
+    new_uid()  # the parent holds random bytes for the next uids
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next uids, to the parent
+        os.close(read)
+        os.write(write, ",".join(new_uid() for _ in range(5)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        child = set(f.read().split(","))
+    os.waitpid(pid, 0)
+    assert len(child) == 5
+    assert child.isdisjoint(new_uid() for _ in range(5))
+
+
 def test_pod_sets_shared_across_namespaces_meet_each_namespace_s_policy() -> None:
     """Workloads of one shape share one decoded pod set value; passing one namespace's policy
     says nothing about another's."""
