@@ -155,10 +155,11 @@ def _pod_set_template(ps: PodSet) -> agent_pb2.PodSpec:
     )
 
 
-def _pod_spec_template(wl: Workload, ps: PodSet, pod_set_template: agent_pb2.PodSpec) -> agent_pb2.PodSpec:
+def _pod_spec_template(wl: Workload, ps: PodSet, pod_set_template: agent_pb2.PodSpec,
+                       into: agent_pb2.PodSpec | None = None) -> agent_pb2.PodSpec:
     """What every RunPod of this pod set of ``wl`` carries (``pod_set_template`` is ``_pod_set_template(ps)``);
-    the pod's own fields are set on a copy (see _Templates.spec)."""
-    spec = agent_pb2.PodSpec()
+    the pod's own fields are set on a copy (see _Templates.spec), or on ``into`` itself."""
+    spec = agent_pb2.PodSpec() if into is None else into
     spec.CopyFrom(pod_set_template)
     spec.namespace = wl.namespace
     spec.workload = wl.name
@@ -217,13 +218,20 @@ class _Templates:
     ) -> agent_pb2.PodSpec:
         """The pod's PodSpec, written ``into`` a message's field where given (no copy of it into the message)."""
         key = self._key
+        spec = agent_pb2.PodSpec() if into is None else into
         if key is None or key[0] is not wl or key[1] is not ps:
-            self._template = _pod_spec_template(wl, ps, self._pod_set(ps))
             job = job_of(wl)
             self._indexed = job is not None and job.indexed
-            self._key = (wl, ps)
-        spec = agent_pb2.PodSpec() if into is None else into
-        spec.CopyFrom(self._template)
+            if ps.count == 1:
+                # The workload's one pod of this pod set (usually): built in place, no template kept.
+                _pod_spec_template(wl, ps, self._pod_set(ps), into=spec)
+                self._key = None
+            else:
+                self._template = _pod_spec_template(wl, ps, self._pod_set(ps))
+                self._key = (wl, ps)
+                spec.CopyFrom(self._template)
+        else:
+            spec.CopyFrom(self._template)
         spec.uid = pod.uid
         spec.name = pod.name
         spec.index = pod.index

@@ -83,3 +83,18 @@ def test_workloads_that_share_a_pod_set_each_get_their_own_identity() -> None:
         assert env(spec)["SLUICEGATE_NAMESPACE"] == f"ns{i}" and env(spec)["SLUICEGATE_WORKLOAD"] == f"w{i}"
         assert dict(spec.labels) == {"sluicegate.io/workload": f"w{i}", "sluicegate.io/pod-set": "main", "n": str(i)}
     assert env(got[4])["SLUICEGATE_WORKLOAD"] == "w" and "n" not in got[4].labels
+
+
+def test_a_one_pod_pod_set_is_built_in_place_as_a_kept_template_would_build_it() -> None:
+    """A pod set of one pod builds its RunPod in place, with no template kept; the same pod of a larger
+    pod set goes through the template: the messages are the same."""
+    sent = run_pods()
+    job = JobSpec(completions=1, parallelism=1, indexed=True)
+    for workload in (sent[0].workload, replace(sent[0].workload, annotations={JOB_ANNOTATION: job.to_json()},
+                                                labels={"team": "a"})):
+        cmd = replace(sent[0], workload=workload)
+        one = replace(cmd.pod_set, count=1)
+        in_place = replace(cmd, workload=replace(workload, pod_sets=(one,)), pod_set=one)
+        agents._templates = agents._Templates()
+        direct = [agents.command_to_proto(c).run_pod.pod for c in (in_place, in_place, cmd, in_place)]
+        assert direct == [fresh(cmd).run_pod.pod] * 4
