@@ -8,12 +8,12 @@ rebuilt from the store at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from sluicegate.controller.queues import QueueManager, quota_needs
 from sluicegate.controller.scheduling import afs
-from sluicegate.controller.scheduling.quota import QuotaTree, potential_available
+from sluicegate.controller.scheduling.quota import QuotaNode, QuotaTree, potential_available
 from sluicegate.controller.scheduling.snapshot import AdmittedWorkload, Snapshot
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey
@@ -60,6 +60,9 @@ class Cache:
     afs_admitted: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     # Each namespace's effective labels, with the Namespace object (or None) they were read from.
     _labels: dict[str, tuple[Namespace | None, Mapping[str, str]]] = field(default_factory=dict)
+    # tree_members' answers per cohort tree (by its root), for the tree shape they were made for.
+    _members: dict[int, tuple[QuotaNode, tuple[ClusterQueueName, ...]]] = field(default_factory=dict)
+    _members_shape: int = -1
 
     # -- queues and cohorts ---------------------------------------------------
 
@@ -223,12 +226,24 @@ class Cache:
         for name, spec in self.cluster_queues.items():
             self.queues.ensure_queue(name, spec.queueing_strategy, active=self.inactive_reason(name) is None)
 
-    def tree_members(self, cq: ClusterQueueName) -> list[ClusterQueueName]:
-        """Every ClusterQueue in the same cohort tree as ``cq`` (itself included)."""
-        node = self.tree.cluster_queues.get(cq)
+    def tree_members(self, cq: ClusterQueueName) -> Sequence[ClusterQueueName]:
+        """Every ClusterQueue in the same cohort tree as ``cq`` (itself included).
+
+        Asked at every release of quota; kept per tree while the trees keep their shape."""
+        tree = self.tree
+        node = tree.cluster_queues.get(cq)
         if node is None:
-            return [cq]
-        return [ClusterQueueName(n.name) for n in node.root().subtree_cluster_queues()]
+            return (cq,)
+        root = node.root()
+        if self._members_shape != tree.shape:
+            self._members.clear()
+            self._members_shape = tree.shape
+        hit = self._members.get(id(root))
+        if hit is not None and hit[0] is root:
+            return hit[1]
+        members = tuple(ClusterQueueName(n.name) for n in root.subtree_cluster_queues())
+        self._members[id(root)] = (root, members)
+        return members
 
     # -- namespaces and local queues -----------------------------------------
 

@@ -375,6 +375,9 @@ class QuotaTree:
         self.cluster_queues: dict[ClusterQueueName, QuotaNode] = {}
         self.cohorts: dict[CohortName, QuotaNode] = {}
         self.live = LiveUsage()
+        # Bumped at every change of which nodes there are and how they link (what is kept per tree,
+        # such as its members, is valid while it stays the same).
+        self.shape = 0
 
     # -- structure ----------------------------------------------------------
 
@@ -386,6 +389,7 @@ class QuotaTree:
         return node
 
     def _detach(self, node: QuotaNode) -> QuotaNode | None:
+        self.shape += 1
         node.potential = {}
         parent = node.parent
         if parent is None:
@@ -407,6 +411,7 @@ class QuotaTree:
             self._recompute(parent.root())
 
     def _attach(self, node: QuotaNode, parent_name: CohortName | None) -> None:
+        self.shape += 1
         if parent_name is None:
             return
         parent = self._cohort(parent_name)
@@ -445,6 +450,7 @@ class QuotaTree:
         node = self.cluster_queues.pop(name, None)
         if node is None:
             return
+        self.shape += 1
         parent = self._detach(node)
         if parent is not None and CohortName(parent.name) in self.cohorts:
             self._recompute(parent.root())
