@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
 from sluicegate.manifest.decode_topology import read_topology_request
@@ -155,6 +158,25 @@ RESOURCES_UNSUPPORTED = {"claims": "dynamic resource allocation is not supported
 POD_SETS_MEMO_SIZE = 4096
 _pod_sets_memo: dict[str, tuple[PodSet, ...]] = {}
 
+# What tens of thousands of workloads have in common is held once, not once
+# per workload: their namespace's and queue's names (interned), their
+# priority class reference (one tuple per distinct class, bounded like the
+# pod sets' memo) and "no annotations" (one empty, read-only mapping).
+_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+PRIORITY_REFS_SIZE = 4096
+_priority_refs: dict[tuple[str, str], tuple[str, str]] = {}
+_GROUP_OPTIONS = {g: g for g in KIND_FOR_GROUP}
+_KIND_OPTIONS = {k: k for k in KIND_FOR_GROUP.values()}
+
+
+def _shared_ref(ref: tuple[str, str]) -> tuple[str, str]:
+    shared = _priority_refs.get(ref)
+    if shared is None:
+        if len(_priority_refs) >= PRIORITY_REFS_SIZE:
+            del _priority_refs[next(iter(_priority_refs))]
+        shared = _priority_refs[ref] = (ref[0], sys.intern(ref[1]))
+    return shared
+
 
 def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
     spec = doc.mapping("spec", known=WORKLOAD_SPEC_FIELDS, required=True)
@@ -172,18 +194,18 @@ def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
     pod_sets = _shared_pod_sets(spec)
     status = read_status(doc, pod_sets, dialect) if doc.has("status") else NO_STATUS
     return Workload(
-        namespace=meta.namespace,
+        namespace=sys.intern(meta.namespace),
         name=meta.name,
         uid=meta.uid,
         creation_timestamp=meta.creation_timestamp,
-        queue_name=queue_name,
+        queue_name=sys.intern(queue_name),
         pod_sets=pod_sets,
         priority=spec.integer("priority", default=0) or 0,
         priority_class=_read_priority_class(spec),
         active=spec.boolean("active", default=True),
         maximum_execution_time_seconds=spec.integer("maximumExecutionTimeSeconds", minimum=1),
         labels=meta.labels,
-        annotations=meta.annotations,
+        annotations=meta.annotations or _NO_ANNOTATIONS,
         generation=meta.generation,
         status=status,
     )
@@ -193,13 +215,13 @@ def _read_priority_class(spec: Fields) -> tuple[str, str] | None:
     result: tuple[str, str] | None = None
     ref = spec.mapping("priorityClassRef", known=("group", "kind", "name"))
     if ref is not None:
-        group = ref.choice("group", {g: g for g in KIND_FOR_GROUP}, default="", required=True)
-        kind = ref.choice("kind", {k: k for k in KIND_FOR_GROUP.values()}, default="", required=True)
+        group = ref.choice("group", _GROUP_OPTIONS, default="", required=True)
+        kind = ref.choice("kind", _KIND_OPTIONS, default="", required=True)
         if group and kind and KIND_FOR_GROUP[group] != kind:
             ref.error("kind", f"must be {KIND_FOR_GROUP[group]} for group {group}, got {show(kind)}")
         name = ref.string("name", required=True, check=dns_subdomain_problem)
         if kind and name:
-            result = (kind, name)
+            result = _shared_ref((kind, name))
     class_name = spec.optional_string("priorityClassName", check=dns_subdomain_problem) or ""
     source = spec.optional_string("priorityClassSource") or ""
     if class_name or source:
@@ -212,7 +234,7 @@ def _read_priority_class(spec: Fields) -> tuple[str, str] | None:
         elif not class_name:
             spec.error("priorityClassName", "required with priorityClassSource")
         else:
-            result = (KIND_FOR_SOURCE[source], class_name)
+            result = _shared_ref((KIND_FOR_SOURCE[source], class_name))
     return result
 
 

@@ -84,3 +84,19 @@ def test_json_text_outside_the_bounds_is_still_refused(text: str, problem: str) 
     with pytest.raises(ManifestError) as info:
         parse_text(text, "t.json", fmt="json")
     assert problem in str(info.value)
+
+
+def test_workloads_share_their_namespace_queue_priority_class_and_empty_annotations() -> None:
+    """What thousands of workloads have in common is held once: their namespace's and queue's names,
+    their priority class reference, and "no annotations" (read-only, so no workload can change it)."""
+    ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
+    a, b = workload("a", priorityClassRef=ref), workload("b", priorityClassRef=dict(ref))
+    assert a.namespace is b.namespace and a.queue_name is b.queue_name
+    assert a.priority_class is b.priority_class and a.priority_class == ("WorkloadPriorityClass", "high")
+    assert a.annotations is b.annotations and a.annotations == {}
+    with pytest.raises(TypeError):
+        a.annotations["x"] = "y"  # type: ignore[index]
+    # Encoded as before: no annotations key at all.
+    assert "annotations" not in encode(a)["metadata"]
+    low = workload("c", priorityClassRef={**ref, "name": "low"})
+    assert low.priority_class == ("WorkloadPriorityClass", "low")
