@@ -51,6 +51,8 @@ def _varint(n: int) -> bytes:
     """Protobuf's varint of a non-negative int (an int64's negative is written as its 64-bit two's complement)."""
     if 0 <= n < 0x80:
         return _SMALL[n]
+    if 0 < n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
     n &= 0xFFFF_FFFF_FFFF_FFFF
     out = bytearray()
     while n > 0x7F:
@@ -77,7 +79,20 @@ def event_bytes(ev: WatchEvent) -> bytes:
     wl = ev.workload
     ns = wl.namespace.encode()
     name = wl.name.encode()
-    body = ev.encoded.with_resource_version(ev.resource_version)
+    version = ev.resource_version
+    body = ev.encoded.with_resource_version(version)
+    time = _DOUBLE.pack(ev.time)
+    if ns and name and body and version > 0 and time != _ZERO_DOUBLE:
+        # Every field written (a stored workload's event): one join, its lengths added up here.
+        vn, vm, vb, vv = _varint(len(ns)), _varint(len(name)), _varint(len(body)), _varint(version)
+        obj_len = (len(_OBJECT_KIND) + 4 + len(vn) + len(ns) + len(vm) + len(name) + len(vb) + len(body)
+                   + len(vv))
+        vo = _varint(obj_len)
+        size = 3 + len(vo) + obj_len + 1 + len(time)
+        w = ev.wire = b"".join((_MORE_TAG, _varint(size), _EVENT_TYPE[ev.type], _EVENT_WORKLOAD, vo, _OBJECT_KIND,
+                                _OBJECT_NAMESPACE, vn, ns, _OBJECT_NAME, vm, name, _OBJECT_JSON, vb, body,
+                                _OBJECT_VERSION, vv, _EVENT_TIME, time))
+        return w
     obj: list[bytes] = [_OBJECT_KIND]
     # proto3: fields at their default (empty, zero) are not written.
     if ns:
@@ -86,11 +101,10 @@ def event_bytes(ev: WatchEvent) -> bytes:
         obj += (_OBJECT_NAME, _varint(len(name)), name)
     if body:
         obj += (_OBJECT_JSON, _varint(len(body)), body)
-    if ev.resource_version:
-        obj += (_OBJECT_VERSION, _varint(ev.resource_version))
+    if version:
+        obj += (_OBJECT_VERSION, _varint(version))
     obj_len = sum(map(len, obj))
     head = _EVENT_TYPE[ev.type] + _EVENT_WORKLOAD + _varint(obj_len)
-    time = _DOUBLE.pack(ev.time)
     # A double is written unless all its bits are zero (-0.0 is written).
     tail = b"" if time == _ZERO_DOUBLE else _EVENT_TIME + time
     size = len(head) + obj_len + len(tail)

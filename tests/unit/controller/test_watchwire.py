@@ -65,3 +65,11 @@ def test_an_unknown_event_type_is_refused() -> None:
     wl = workload("w-1")
     with pytest.raises(KeyError):
         event_bytes(WatchEvent("BOOKMARK", wl, 1, encode_json(wl), 1.0))
+
+
+@pytest.mark.parametrize("version", [1, 127, 128, 16_383, 16_384, 2**35, 2**63 - 1])
+def test_lengths_and_versions_of_every_size(version: int) -> None:
+    for name in ("w", "w" * 127, "w" * 128, "w" * 253):
+        wl = workload(name, uid="u" * (version % 20_000))
+        ev = WatchEvent("ADDED", wl, version, encode_json(wl), 2.5)
+        assert batch_bytes([ev]) == _message(ev).SerializeToString()
