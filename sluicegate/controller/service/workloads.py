@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # Most creations of one request handled in one turn of the loop (see _create_in_parts).
 CREATE_PART = 512
+# Requests of a CreateStream call read while one is being created (see CreateStream).
+CREATE_READ_AHEAD = 4
 
 _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
 # Most watch events one message carries (WatchWorkloadsRequest.max_batch): a
@@ -157,23 +159,64 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     async def CreateStream(
         self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
-    ) -> AsyncIterator[workloads_pb2.CreateWorkloadsResponse]:
+    ) -> None:
+        """Each request's creations, answered in order, the call's reading and writing overlapping them.
+
+        A request read (or an answer written) completes on the loop a turn
+        after the transport finished it: reading, creating and answering in
+        turn, a busy loop spent its turns waiting on the stream rather than
+        creating.  Here a reader keeps up to CREATE_READ_AHEAD requests
+        waiting and a writer sends the answers, so each turn the creator gets
+        creates (it still lets the loop run between requests, and between the
+        parts of a large one).
+        """
         try:
             p = self.gate.authenticate(context)
         except ControllerError as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
-        async for request in request_iterator:
+        requests: asyncio.Queue[workloads_pb2.CreateWorkloadsRequest | BaseException | None] = asyncio.Queue(
+            CREATE_READ_AHEAD)
+        answers: asyncio.Queue[workloads_pb2.CreateWorkloadsResponse | None] = asyncio.Queue()
+
+        async def read() -> None:
             try:
-                response = await self._create_in_parts(request, p, context)
-            except Exception as exc:
-                # Only this request failed (a store failure stored none of it);
-                # the client's later requests still deserve their answers.
-                if not isinstance(exc, (InvalidArgument, StoreError)):
-                    log.exception("CreateStream: a request failed")
-                failed = _failed(exc)
-                response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
-            yield response
+                async for request in request_iterator:
+                    await requests.put(request)
+            except Exception as exc:  # the call failed: the creator raises it
+                await requests.put(exc)
+            else:
+                await requests.put(None)
+
+        async def write() -> None:
+            while (response := await answers.get()) is not None:
+                await context.write(response)
+
+        reader = asyncio.create_task(read(), name="CreateStream-read")
+        writer = asyncio.create_task(write(), name="CreateStream-write")
+        try:
+            while (request := await requests.get()) is not None:
+                if isinstance(request, BaseException):
+                    raise request
+                try:
+                    response = await self._create_in_parts(request, p, context)
+                except Exception as exc:
+                    # Only this request failed (a store failure stored none of it);
+                    # the client's later requests still deserve their answers.
+                    if not isinstance(exc, (InvalidArgument, StoreError)):
+                        log.exception("CreateStream: a request failed")
+                    failed = _failed(exc)
+                    response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
+                if writer.done():
+                    break  # the call is over (its writes fail): the writer's error ends it below
+                answers.put_nowait(response)
+                await asyncio.sleep(0)  # the loop's other work runs between requests
+            answers.put_nowait(None)
+            await writer  # every answer written before the call ends (its status follows them)
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            await asyncio.gather(reader, writer, return_exceptions=True)
 
     def _create_many(
         self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: Context
