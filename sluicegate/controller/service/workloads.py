@@ -29,7 +29,6 @@ from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
 from sluicegate.manifest.timefmt import format_rfc3339
-from sluicegate.model import Workload
 from sluicegate.model.names import workload_key
 from sluicegate.security.audit import AuditRecord
 from sluicegate.security.identity import Principal
@@ -262,26 +261,39 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             raise
         ref_iter = iter(refs)
         records: list[AuditRecord] = []
-        results: list[workloads_pb2.CreateWorkloadResult] = []
+        # The answer is built in place: a result made on its own and then put into the answer is
+        # copied there, nested message by nested message (several times the cost of filling it).
+        response = workloads_pb2.CreateWorkloadsResponse()
+        add = response.results.add
+        versions = self.m.versions
         for r, rec in zip(out, early, strict=True):
-            if r is None:
+            if r is not None:
+                add().CopyFrom(r)
+            else:
                 res = next(created)
                 ns, name = next(ref_iter)
                 if isinstance(res, Exception):
-                    r = _failed(res)
+                    add().CopyFrom(_failed(res))
                     rec = gate.record(p, "create", "Workload", ns, name, peer, exc=res)
                 else:
                     wl, was_new = res
-                    obj = _brief(self.m, wl) if request.brief else object_to_proto(self.m, wl)
-                    r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
-                        workload=obj, created=was_new))
+                    answer = add().response
+                    answer.created = was_new
+                    obj = answer.workload
+                    if request.brief:
+                        # The created workload's reference and version, without its JSON.
+                        obj.kind = "Workload"
+                        obj.namespace = wl.namespace
+                        obj.name = wl.name
+                        obj.resource_version = versions.get(("Workload", wl.namespace, wl.name), 0)
+                    else:
+                        obj.CopyFrom(object_to_proto(self.m, wl))
                     rec = gate.record(p, "create", "Workload", ns, name, peer,
                                       detail="created" if was_new else "existing")
             assert rec is not None
             records.append(rec)
-            results.append(r)
         gate.audit_many(records)
-        return workloads_pb2.CreateWorkloadsResponse(results=results)
+        return response
 
     def _named(self, doc: RawDocument, generated: set[tuple[str, str]]) -> RawDocument:
         """The document with metadata.generateName turned into a name no workload has (Kubernetes' way)."""
@@ -458,12 +470,6 @@ class _KnownPeer:
 
     def peer(self) -> str:
         return self._peer
-
-
-def _brief(m: Manager, wl: Workload) -> objects_pb2.Object:
-    """A created workload's reference and version, without its JSON (CreateWorkloadsRequest.brief)."""
-    version = m.versions.get(("Workload", wl.namespace, wl.name), 0)
-    return objects_pb2.Object(kind="Workload", namespace=wl.namespace, name=wl.name, resource_version=version)
 
 
 def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:
