@@ -58,7 +58,8 @@ def _cpu(p: psutil.Process) -> float:
     return t.user + t.system
 
 
-PY_SPY = shutil.which("py-spy") or "/work/main/.venv/bin/py-spy"
+# As bench/kueue_scheduler/run.py looks for it: on PATH, else the venv its error message suggests.
+PY_SPY = shutil.which("py-spy") or "/tmp/pyspy-venv/bin/py-spy"
 
 
 def record(pid: int, out: Path) -> subprocess.Popen[bytes]:

@@ -49,7 +49,7 @@ from sluicegate.controller.service.admin import AdminServicer
 from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
 from sluicegate.controller.service.gate import Gate, gate_from_settings, install_sighup
 from sluicegate.controller.service.security import SecurityServicer
-from sluicegate.controller.service.workloads import WorkloadsServicer
+from sluicegate.controller.service.workloads import WorkloadsServicer, add_workloads_servicer
 from sluicegate.controller.settings import ControllerSettings, SettingsError, load_settings, split_hostport
 from sluicegate.controller.store import Shared, Store, StoreError, open_store
 from sluicegate.security.authn import ClusterAuthenticator, TokenFileError
@@ -57,7 +57,7 @@ from sluicegate.security.authority import Authority
 from sluicegate.security.authority import paths as pki_paths
 from sluicegate.security.identity import Authenticator, OpenAuthenticator
 from sluicegate.security.pki import PkiError
-from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, security_pb2_grpc, workloads_pb2_grpc
+from sluicegate.v1 import agent_pb2_grpc, objects_pb2_grpc, security_pb2_grpc
 
 log = logging.getLogger("sluicegate.controller")
 
@@ -413,7 +413,7 @@ class _Controller:
                          ("grpc.keepalive_time_ms", 60_000), ("grpc.keepalive_timeout_ms", 20_000)]
             )
             objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager, gate), srv)
-            workloads_pb2_grpc.add_WorkloadsServicer_to_server(WorkloadsServicer(manager, gate), srv)
+            add_workloads_servicer(WorkloadsServicer(manager, gate), srv)
             if agents:
                 agent_pb2_grpc.add_AgentLinkServicer_to_server(
                     AgentLinkServicer(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
+from typing import NamedTuple, TypeVar
 
 from sluicegate.manifest.decode_status import DEFAULT_POD_SET_NAME, MAX_POD_SETS, read_status
 from sluicegate.manifest.decode_topology import read_topology_request
@@ -57,6 +61,9 @@ POD_SPEC_FIELDS = (
     "terminationGracePeriodSeconds",
     "securityContext",
 )
+K = TypeVar("K")
+V = TypeVar("V")
+
 _NO_API = "there is no Kubernetes API server for a pod to talk to"
 _HOST_NET = "pods are processes on the node and use its own network and DNS"
 POD_SPEC_UNSUPPORTED = {
@@ -155,35 +162,101 @@ RESOURCES_UNSUPPORTED = {"claims": "dynamic resource allocation is not supported
 POD_SETS_MEMO_SIZE = 4096
 _pod_sets_memo: dict[str, tuple[PodSet, ...]] = {}
 
+# What tens of thousands of workloads have in common is held once, not once
+# per workload: their namespace's and queue's names (interned), their
+# priority class reference (one tuple per distinct class, bounded like the
+# pod sets' memo) and "no annotations" (one empty, read-only mapping).
+_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+PRIORITY_REFS_SIZE = 4096
+_priority_refs: dict[tuple[str, str], tuple[str, str]] = {}
+_GROUP_OPTIONS = {g: g for g in KIND_FOR_GROUP}
+_KIND_OPTIONS = {k: k for k in KIND_FOR_GROUP.values()}
+
+
+def _shared_ref(ref: tuple[str, str]) -> tuple[str, str]:
+    shared = _priority_refs.get(ref)
+    if shared is None:
+        shared = _kept(_priority_refs, ref, (ref[0], sys.intern(ref[1])), PRIORITY_REFS_SIZE)
+    return shared
+
+
+class _Spec(NamedTuple):
+    """What a workload's spec decodes to (every field immutable: one value may serve many workloads)."""
+
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int
+    priority_class: tuple[str, str] | None
+    active: bool
+    maximum_execution_time_seconds: int | None
+
+
+# Workloads submitted in bulk (a job array, a generator's classes) carry a few
+# thousand distinct specs at most: each distinct valid spec is checked once
+# and its decoded value shared.  Keyed by ``repr`` of the parsed mapping (which
+# tells 1 from True and 1 from 1.0) and by whether queueName is required.
+SPECS_MEMO_SIZE = 4096
+_specs_memo: dict[tuple[str, bool], _Spec] = {}
+
+
+def _kept(memo: dict[K, V], key: K, value: V, size: int) -> V:
+    """Put ``value`` into a bounded memo (the oldest entry goes first) and return it."""
+    if len(memo) >= size:
+        del memo[next(iter(memo))]
+    memo[key] = value
+    return value
+
 
 def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
-    spec = doc.mapping("spec", known=WORKLOAD_SPEC_FIELDS, required=True)
-    if spec is None:
-        return Workload(
-            namespace=meta.namespace,
-            name=meta.name,
-            uid=meta.uid,
-            creation_timestamp=meta.creation_timestamp,
-            queue_name="",
-            pod_sets=(),
-        )
+    raw = doc.get("spec")
     # A Job in a kube-batch PodGroup takes its queue from the PodGroup, once it exists.
-    queue_name = spec.string("queueName", required=not group_name(meta.annotations), check=dns_subdomain_problem)
-    pod_sets = _shared_pod_sets(spec)
-    status = read_status(doc, pod_sets, dialect) if doc.has("status") else NO_STATUS
+    needs_queue = not group_name(meta.annotations)
+    key = (repr(raw), needs_queue) if isinstance(raw, dict) else None
+    read = _specs_memo.get(key) if key is not None else None
+    if read is None:
+        spec = doc.mapping("spec", known=WORKLOAD_SPEC_FIELDS, required=True)
+        if spec is None:
+            return Workload(
+                namespace=meta.namespace,
+                name=meta.name,
+                uid=meta.uid,
+                creation_timestamp=meta.creation_timestamp,
+                queue_name="",
+                pod_sets=(),
+            )
+        before = len(spec.problems)
+        queue_name = spec.string("queueName", required=needs_queue, check=dns_subdomain_problem)
+        pod_sets = _shared_pod_sets(spec)
+        spec_problems = len(spec.problems)
+        # (The status is read here, as it always was, so that problems keep their order.)
+        status = read_status(doc, pod_sets, dialect) if doc.has("status") else NO_STATUS
+        after_status = len(spec.problems)
+        read = _Spec(
+            queue_name=sys.intern(queue_name),
+            pod_sets=pod_sets,
+            priority=spec.integer("priority", default=0) or 0,
+            priority_class=_read_priority_class(spec),
+            active=spec.boolean("active", default=True),
+            maximum_execution_time_seconds=spec.integer("maximumExecutionTimeSeconds", minimum=1),
+        )
+        if key is not None and spec_problems == before and len(spec.problems) == after_status:
+            # Only a valid spec is kept: an invalid one must report its problems each time.
+            _kept(_specs_memo, key, read, SPECS_MEMO_SIZE)
+    else:
+        status = read_status(doc, read.pod_sets, dialect) if doc.has("status") else NO_STATUS
     return Workload(
-        namespace=meta.namespace,
+        namespace=sys.intern(meta.namespace),
         name=meta.name,
         uid=meta.uid,
         creation_timestamp=meta.creation_timestamp,
-        queue_name=queue_name,
-        pod_sets=pod_sets,
-        priority=spec.integer("priority", default=0) or 0,
-        priority_class=_read_priority_class(spec),
-        active=spec.boolean("active", default=True),
-        maximum_execution_time_seconds=spec.integer("maximumExecutionTimeSeconds", minimum=1),
+        queue_name=read.queue_name,
+        pod_sets=read.pod_sets,
+        priority=read.priority,
+        priority_class=read.priority_class,
+        active=read.active,
+        maximum_execution_time_seconds=read.maximum_execution_time_seconds,
         labels=meta.labels,
-        annotations=meta.annotations,
+        annotations=meta.annotations or _NO_ANNOTATIONS,
         generation=meta.generation,
         status=status,
     )
@@ -193,13 +266,13 @@ def _read_priority_class(spec: Fields) -> tuple[str, str] | None:
     result: tuple[str, str] | None = None
     ref = spec.mapping("priorityClassRef", known=("group", "kind", "name"))
     if ref is not None:
-        group = ref.choice("group", {g: g for g in KIND_FOR_GROUP}, default="", required=True)
-        kind = ref.choice("kind", {k: k for k in KIND_FOR_GROUP.values()}, default="", required=True)
+        group = ref.choice("group", _GROUP_OPTIONS, default="", required=True)
+        kind = ref.choice("kind", _KIND_OPTIONS, default="", required=True)
         if group and kind and KIND_FOR_GROUP[group] != kind:
             ref.error("kind", f"must be {KIND_FOR_GROUP[group]} for group {group}, got {show(kind)}")
         name = ref.string("name", required=True, check=dns_subdomain_problem)
         if kind and name:
-            result = (kind, name)
+            result = _shared_ref((kind, name))
     class_name = spec.optional_string("priorityClassName", check=dns_subdomain_problem) or ""
     source = spec.optional_string("priorityClassSource") or ""
     if class_name or source:
@@ -212,7 +285,7 @@ def _read_priority_class(spec: Fields) -> tuple[str, str] | None:
         elif not class_name:
             spec.error("priorityClassName", "required with priorityClassSource")
         else:
-            result = (KIND_FOR_SOURCE[source], class_name)
+            result = _shared_ref((KIND_FOR_SOURCE[source], class_name))
     return result
 
 
@@ -232,9 +305,7 @@ def _shared_pod_sets(spec: Fields) -> tuple[PodSet, ...]:
     pod_sets = _read_pod_sets(spec)
     if len(spec.problems) == before:
         # Only a valid value is kept: an invalid one must report its problems each time.
-        if len(_pod_sets_memo) >= POD_SETS_MEMO_SIZE:
-            del _pod_sets_memo[next(iter(_pod_sets_memo))]
-        _pod_sets_memo[key] = pod_sets
+        _kept(_pod_sets_memo, key, pod_sets, POD_SETS_MEMO_SIZE)
     return pod_sets
 
 

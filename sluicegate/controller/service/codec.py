@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from sluicegate.controller.errors import InvalidArgument
-from sluicegate.controller.manager import Manager, Obj, WatchEvent, ref_of
+from sluicegate.controller.manager import Manager, Obj, ref_of
 from sluicegate.controller.podgroups import group_status
 from sluicegate.controller.status import cluster_queue_status, cohort_status, local_queue_status
 from sluicegate.manifest.encode import encode
@@ -57,18 +57,6 @@ def object_to_proto(manager: Manager, obj: Obj) -> objects_pb2.Object:
 
 # Kinds whose documents include observed status that no write records.
 _OBSERVED = (ClusterQueueSpec, LocalQueueSpec, CohortSpec, PodGroup)
-
-
-def event_object(ev: WatchEvent) -> objects_pb2.Object:
-    """A watch event's workload, as its write stored it, with that write's resourceVersion."""
-    wl = ev.workload
-    return objects_pb2.Object(
-        kind="Workload",
-        namespace=wl.namespace,
-        name=wl.name,
-        json=ev.encoded.with_resource_version(ev.resource_version),
-        resource_version=ev.resource_version,
-    )
 
 
 def documents_from_proto(docs: Any) -> list[RawDocument]:

@@ -6,6 +6,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from typing import Any
+
+import grpc
 
 from sluicegate.controller.errors import (
     ControllerError,
@@ -19,14 +22,13 @@ from sluicegate.controller.queues import Position
 from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
 from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
-from sluicegate.controller.service.watchwire import batch_message
+from sluicegate.controller.service.watchwire import batch_bytes, batch_message
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.watch import WatchExpired
 from sluicegate.manifest.generate import NameTaken, generate_name
 from sluicegate.manifest.loader import RawDocument
 from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
 from sluicegate.manifest.timefmt import format_rfc3339
-from sluicegate.model import Workload
 from sluicegate.model.names import workload_key
 from sluicegate.security.audit import AuditRecord
 from sluicegate.security.identity import Principal
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 
 # Most creations of one request handled in one turn of the loop (see _create_in_parts).
 CREATE_PART = 512
+# Requests of a CreateStream call read while one is being created (see CreateStream).
+CREATE_READ_AHEAD = 4
 
 _STATES = ("", "Pending", "QuotaReserved", "Admitted", "Finished", "Inactive")
 # Most watch events one message carries (WatchWorkloadsRequest.max_batch): a
@@ -57,10 +61,47 @@ def workload_ref(doc: RawDocument) -> tuple[str, str]:
     return (ns if isinstance(ns, str) and ns else "default"), (name if isinstance(name, str) else "")
 
 
+SERVICE = "sluicegate.v1.Workloads"
+
+
+def _event_bytes(message: bytes | workloads_pb2.WorkloadEvent) -> bytes:
+    """Watch's serializer under :func:`add_workloads_servicer`: watchwire's bytes go as they are."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+class _Handlers:
+    """Stands in for a server to the generated registration, to keep the handlers it makes."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        assert service == SERVICE, service
+        self.handlers = dict(handlers)
+
+
+def add_workloads_servicer(servicer: WorkloadsServicer, server: grpc.aio.Server) -> None:
+    """Register the Workloads service as the generated code does, except that Watch's messages
+    are handed to the transport as the bytes watchwire joined (no message is built per batch, only
+    to be serialized again: for a watch of every workload that was most of sending a batch)."""
+    made = _Handlers()
+    workloads_pb2_grpc.add_WorkloadsServicer_to_server(servicer, made)
+    handlers = made.handlers
+    handlers["Watch"] = handlers["Watch"]._replace(response_serializer=_event_bytes)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
+    servicer.raw_watch = True
+
+
 class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     def __init__(self, manager: Manager, gate: Gate | None = None) -> None:
         self.m = manager
         self.gate = gate or Gate()
+        # Set by add_workloads_servicer: Watch writes bytes (else messages, for the generated serializer).
+        self.raw_watch = False
 
     @handled
     async def Create(
@@ -117,23 +158,64 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
 
     async def CreateStream(
         self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
-    ) -> AsyncIterator[workloads_pb2.CreateWorkloadsResponse]:
+    ) -> None:
+        """Each request's creations, answered in order, the call's reading and writing overlapping them.
+
+        A request read (or an answer written) completes on the loop a turn
+        after the transport finished it: reading, creating and answering in
+        turn, a busy loop spent its turns waiting on the stream rather than
+        creating.  Here a reader keeps up to CREATE_READ_AHEAD requests
+        waiting and a writer sends the answers, so each turn the creator gets
+        creates (it still lets the loop run between requests, and between the
+        parts of a large one).
+        """
         try:
             p = self.gate.authenticate(context)
         except ControllerError as exc:
             code, msg = status_for(exc)
             await context.abort(code, msg)
-        async for request in request_iterator:
+        requests: asyncio.Queue[workloads_pb2.CreateWorkloadsRequest | BaseException | None] = asyncio.Queue(
+            CREATE_READ_AHEAD)
+        answers: asyncio.Queue[workloads_pb2.CreateWorkloadsResponse | None] = asyncio.Queue()
+
+        async def read() -> None:
             try:
-                response = await self._create_in_parts(request, p, context)
-            except Exception as exc:
-                # Only this request failed (a store failure stored none of it);
-                # the client's later requests still deserve their answers.
-                if not isinstance(exc, (InvalidArgument, StoreError)):
-                    log.exception("CreateStream: a request failed")
-                failed = _failed(exc)
-                response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
-            yield response
+                async for request in request_iterator:
+                    await requests.put(request)
+            except Exception as exc:  # the call failed: the creator raises it
+                await requests.put(exc)
+            else:
+                await requests.put(None)
+
+        async def write() -> None:
+            while (response := await answers.get()) is not None:
+                await context.write(response)
+
+        reader = asyncio.create_task(read(), name="CreateStream-read")
+        writer = asyncio.create_task(write(), name="CreateStream-write")
+        try:
+            while (request := await requests.get()) is not None:
+                if isinstance(request, BaseException):
+                    raise request
+                try:
+                    response = await self._create_in_parts(request, p, context)
+                except Exception as exc:
+                    # Only this request failed (a store failure stored none of it);
+                    # the client's later requests still deserve their answers.
+                    if not isinstance(exc, (InvalidArgument, StoreError)):
+                        log.exception("CreateStream: a request failed")
+                    failed = _failed(exc)
+                    response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
+                if writer.done():
+                    break  # the call is over (its writes fail): the writer's error ends it below
+                answers.put_nowait(response)
+                await asyncio.sleep(0)  # the loop's other work runs between requests
+            answers.put_nowait(None)
+            await writer  # every answer written before the call ends (its status follows them)
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            await asyncio.gather(reader, writer, return_exceptions=True)
 
     def _create_many(
         self, request: workloads_pb2.CreateWorkloadsRequest, p: Principal, context: Context
@@ -179,26 +261,39 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             raise
         ref_iter = iter(refs)
         records: list[AuditRecord] = []
-        results: list[workloads_pb2.CreateWorkloadResult] = []
+        # The answer is built in place: a result made on its own and then put into the answer is
+        # copied there, nested message by nested message (several times the cost of filling it).
+        response = workloads_pb2.CreateWorkloadsResponse()
+        add = response.results.add
+        versions = self.m.versions
         for r, rec in zip(out, early, strict=True):
-            if r is None:
+            if r is not None:
+                add().CopyFrom(r)
+            else:
                 res = next(created)
                 ns, name = next(ref_iter)
                 if isinstance(res, Exception):
-                    r = _failed(res)
+                    add().CopyFrom(_failed(res))
                     rec = gate.record(p, "create", "Workload", ns, name, peer, exc=res)
                 else:
                     wl, was_new = res
-                    obj = _brief(self.m, wl) if request.brief else object_to_proto(self.m, wl)
-                    r = workloads_pb2.CreateWorkloadResult(response=workloads_pb2.CreateWorkloadResponse(
-                        workload=obj, created=was_new))
+                    answer = add().response
+                    answer.created = was_new
+                    obj = answer.workload
+                    if request.brief:
+                        # The created workload's reference and version, without its JSON.
+                        obj.kind = "Workload"
+                        obj.namespace = wl.namespace
+                        obj.name = wl.name
+                        obj.resource_version = versions.get(("Workload", wl.namespace, wl.name), 0)
+                    else:
+                        obj.CopyFrom(object_to_proto(self.m, wl))
                     rec = gate.record(p, "create", "Workload", ns, name, peer,
                                       detail="created" if was_new else "existing")
             assert rec is not None
             records.append(rec)
-            results.append(r)
         gate.audit_many(records)
-        return workloads_pb2.CreateWorkloadsResponse(results=results)
+        return response
 
     def _named(self, doc: RawDocument, generated: set[tuple[str, str]]) -> RawDocument:
         """The document with metadata.generateName turned into a name no workload has (Kubernetes' way)."""
@@ -314,7 +409,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                         batch = [ev for ev in batch if ev.workload.namespace in narrowed]
                         if not batch:
                             continue
-                    await context.write(batch_message(batch))
+                    await context.write(batch_bytes(batch) if self.raw_watch else batch_message(batch))
             return
         except TimeoutError:
             code, msg = status_for(WatchExpired(
@@ -375,12 +470,6 @@ class _KnownPeer:
 
     def peer(self) -> str:
         return self._peer
-
-
-def _brief(m: Manager, wl: Workload) -> objects_pb2.Object:
-    """A created workload's reference and version, without its JSON (CreateWorkloadsRequest.brief)."""
-    version = m.versions.get(("Workload", wl.namespace, wl.name), 0)
-    return objects_pb2.Object(kind="Workload", namespace=wl.namespace, name=wl.name, resource_version=version)
 
 
 def _failed(exc: Exception) -> workloads_pb2.CreateWorkloadResult:

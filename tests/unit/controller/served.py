@@ -13,10 +13,10 @@ import grpc
 
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.service.admin import AdminServicer
-from sluicegate.controller.service.workloads import WorkloadsServicer
+from sluicegate.controller.service.workloads import WorkloadsServicer, add_workloads_servicer
 from sluicegate.controller.store.sqlite import SqliteStore
 from sluicegate.manifest.loader import parse_text
-from sluicegate.v1 import objects_pb2_grpc, workloads_pb2_grpc
+from sluicegate.v1 import objects_pb2_grpc
 from tests.builders import container_doc, workload_doc
 
 from .test_manager import QUEUES, Clock
@@ -40,7 +40,7 @@ async def serve(tmp_path: Path, *, workloads: type[WorkloadsServicer] = Workload
     m.apply(parse_text(QUEUES % {"strategy": "BestEffortFIFO"}, "queues.yaml"))
     server = grpc.aio.server()
     objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(m), server)
-    workloads_pb2_grpc.add_WorkloadsServicer_to_server(workloads(m), server)
+    add_workloads_servicer(workloads(m), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:

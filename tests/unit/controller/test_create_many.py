@@ -156,6 +156,54 @@ async def test_the_stream_answers_each_request_in_order_and_a_failed_request_doe
     assert sorted(wl.name for wl in served.manager.cache.workloads.values()) == ["a"]
 
 
+async def test_the_stream_reads_the_next_requests_while_one_is_being_created(tmp_path: Path) -> None:
+    """A busy controller creates instead of waiting on the stream: while one request is being created
+    the next ones are read (up to CREATE_READ_AHEAD), and the answers still go out in order."""
+    from sluicegate.controller.service.workloads import CREATE_READ_AHEAD
+
+    total = CREATE_READ_AHEAD + 4
+    read: list[int] = []
+    ahead = asyncio.Event()
+    # Requests read by the time each one's creation began.
+    seen: list[int] = []
+
+    class Watching(WorkloadsServicer):
+        async def CreateStream(self, request_iterator, context):  # type: ignore[no-untyped-def]
+            async def counted() -> AsyncIterator[workloads_pb2.CreateWorkloadsRequest]:
+                async for request in request_iterator:
+                    read.append(len(request.items))
+                    if len(read) == 1 + CREATE_READ_AHEAD:
+                        ahead.set()
+                    yield request
+
+            await super().CreateStream(counted(), context)
+
+        async def _create_in_parts(self, request, p, context):  # type: ignore[no-untyped-def]
+            seen.append(len(read))
+            if len(seen) == 1:
+                await ahead.wait()  # the first creation waits until the reader has read ahead
+            return await super()._create_in_parts(request, p, context)
+
+    def request(i: int) -> workloads_pb2.CreateWorkloadsRequest:
+        return workloads_pb2.CreateWorkloadsRequest(brief=True, items=[workloads_pb2.CreateWorkloadRequest(
+            document=objects_pb2.Document(body=workload_body(f"r{i}", "1").encode(), source=f"r{i}"))])
+
+    async with serve(tmp_path, workloads=Watching) as served, grpc.aio.insecure_channel(served.address) as channel:
+        call = workloads_pb2_grpc.WorkloadsStub(channel).CreateStream()
+        async with asyncio.timeout(CREATE_DEADLINE):
+            for i in range(total):
+                await call.write(request(i))
+            await call.done_writing()
+            answers = [await call.read() for _ in range(total)]
+            assert await call.code() == grpc.StatusCode.OK
+    assert [a.results[0].response.workload.name for a in answers] == [f"r{i}" for i in range(total)]
+    assert all(a.results[0].response.created for a in answers)
+    # The first creation began after one read; the reader went on while it waited, and stopped at its
+    # bound: the queue full, one more request in its hands at most.
+    assert seen[0] == 1 and 1 + CREATE_READ_AHEAD <= seen[1] <= 2 + CREATE_READ_AHEAD < total
+    assert len(read) == total
+
+
 async def test_a_broken_stream_fails_its_unanswered_creations_and_the_next_creation_opens_a_new_one(served: Served) -> None:
     async with Client(served.address) as client:
         async with asyncio.timeout(CREATE_DEADLINE):

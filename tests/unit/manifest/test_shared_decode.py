@@ -84,3 +84,66 @@ def test_json_text_outside_the_bounds_is_still_refused(text: str, problem: str) 
     with pytest.raises(ManifestError) as info:
         parse_text(text, "t.json", fmt="json")
     assert problem in str(info.value)
+
+
+def test_workloads_share_their_namespace_queue_priority_class_and_empty_annotations() -> None:
+    """What thousands of workloads have in common is held once: their namespace's and queue's names,
+    their priority class reference, and "no annotations" (read-only, so no workload can change it)."""
+    ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
+    a, b = workload("a", priorityClassRef=ref), workload("b", priorityClassRef=dict(ref))
+    assert a.namespace is b.namespace and a.queue_name is b.queue_name
+    assert a.priority_class is b.priority_class and a.priority_class == ("WorkloadPriorityClass", "high")
+    assert a.annotations is b.annotations and a.annotations == {}
+    with pytest.raises(TypeError):
+        a.annotations["x"] = "y"  # type: ignore[index]
+    # Encoded as before: no annotations key at all.
+    assert "annotations" not in encode(a)["metadata"]
+    low = workload("c", priorityClassRef={**ref, "name": "low"})
+    assert low.priority_class == ("WorkloadPriorityClass", "low")
+
+
+def _decode_doc(doc: dict[str, object], source: str) -> Workload:
+    wl = decode(parse_text(json.dumps(doc), source, fmt="json")[0])
+    assert isinstance(wl, Workload)
+    return wl
+
+
+def test_workloads_of_one_spec_share_its_decoded_value_and_keep_their_own_metadata() -> None:
+    a = workload("a", priority=7, active=False, maximumExecutionTimeSeconds=60)
+    b = workload("b", priority=7, active=False, maximumExecutionTimeSeconds=60)
+    assert (a.priority, a.active, a.maximum_execution_time_seconds) == (7, False, 60)
+    assert replace(b, name="a") == a and b.name == "b" and b.key != a.key
+    # A spec that differs in a value Python finds equal (1 == True) is a spec of its own.
+    c = workload("c", priority=1)
+    with pytest.raises(ManifestError, match="spec.priority"):
+        workload("d", priority=True)
+    assert c.priority == 1
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+def test_an_invalid_spec_is_reported_every_time(attempt: int) -> None:
+    with pytest.raises(ManifestError) as info:
+        workload(f"bad{attempt}", queueName="Not_A_Name")
+    assert "spec.queueName" in str(info.value)
+
+
+def test_a_spec_without_queue_name_is_valid_only_for_a_job_of_a_pod_group() -> None:
+    """Whether queueName is required comes from the annotations, not the spec: the memo tells them apart."""
+    doc = samples.workload()
+    del doc["spec"]["queueName"]  # type: ignore[attr-defined]
+    grouped = {**doc, "metadata": {"name": "g", "namespace": "team-a",
+                                   "annotations": {"scheduling.k8s.io/group-name": "pg"}}}
+    for attempt in range(2):
+        assert _decode_doc(grouped, f"g{attempt}.json").queue_name == ""
+        with pytest.raises(ManifestError, match="spec.queueName: required"):
+            _decode_doc(doc, f"plain{attempt}.json")
+
+
+def test_a_status_problem_is_reported_after_a_shared_spec_too() -> None:
+    doc = samples.workload()
+    workload("first")  # its spec is decoded and shared
+    for attempt in range(2):
+        bad = {**doc, "metadata": {"name": f"s{attempt}", "namespace": "team-a"},
+               "status": {"conditions": "not a list"}}
+        with pytest.raises(ManifestError, match="status.conditions"):
+            _decode_doc(bad, f"s{attempt}.json")
