@@ -35,6 +35,7 @@ from sluicegate.controller.nodes import Command, ForgetPodCommand
 from sluicegate.controller.queueing import INADMISSIBLE, unqueued_reason
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.model.conditions import set_condition
+from sluicegate.model.copying import copy_with
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.model.pods import pods_or_last
@@ -128,8 +129,8 @@ def prepare_workload(c: Cache, pod_security: PodUserPolicies, wl: Workload,
             copied = {k: source[k] for k in c.config.label_keys_to_copy if k in source}
             labels = {**labels, **copied}
         # One new value for everything the controller fills in: each replace builds a whole Workload.
-        wl = replace(wl, uid=wl.uid or new_uid(), creation_timestamp=wl.creation_timestamp or now,
-                     priority=priority, priority_class=priority_class, labels=labels)
+        wl = copy_with(wl, uid=wl.uid or new_uid(), creation_timestamp=wl.creation_timestamp or now,
+                       priority=priority, priority_class=priority_class, labels=labels)
         # A new workload starts from a clean status unless the document
         # carries one (restoring from a backup or a simulate file).
         return marked_inadmissible(c, wl, now), "created"
@@ -169,7 +170,7 @@ def marked_inadmissible(c: Cache, wl: Workload, now: float, *, reason: str | Non
         return wl
     conds = set_condition(wl.status.conditions, type_="QuotaReserved", status=False, reason=INADMISSIBLE,
                           message=message, now=now)
-    return replace(wl, status=replace(wl.status, conditions=conds))
+    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
 
 
 # Pod sets shared by workloads of one shape (decode_workload) pass their
