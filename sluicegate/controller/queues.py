@@ -151,8 +151,11 @@ class _Chain:
 
     # Its key in the queue's chains.
     key: tuple[object, tuple[str, str] | None]
-    # Its members waiting to be fed: (place in the queue's order, version), the heap's own items.
+    # Its members waiting to be fed: (place in the queue's order, version), the heap's own items, sorted from
+    # ``head`` on (those before it were taken).  A sorted list rather than a heap: members mostly arrive in
+    # order and leave from the front, and one parked again goes back to the front, each a step.
     waiting: list[tuple[int, float, str, str, int]] = field(default_factory=list)
+    head: int = 0
     # Released: its members are pending, each fed when the one before it leaves the heap (else parked).
     released: bool = False
     # The member fed into the heap and not taken out yet.
@@ -162,6 +165,30 @@ class _Chain:
     flags: tuple[bool, bool] = (False, False)
     # How many members wait in it (``waiting`` also holds stale items).
     count: int = 0
+
+    def put(self, item: tuple[int, float, str, str, int]) -> None:
+        """Add an item to ``waiting`` in its place."""
+        waiting, head = self.waiting, self.head
+        if head == len(waiting) or item < waiting[head]:
+            if head:
+                self.head = head - 1
+                waiting[head - 1] = item
+            else:
+                waiting.insert(0, item)
+        elif waiting[-1] < item:
+            waiting.append(item)
+        else:
+            bisect.insort(waiting, item, head)
+
+    def first(self) -> tuple[int, float, str, str, int] | None:
+        return self.waiting[self.head] if self.head < len(self.waiting) else None
+
+    def take(self) -> None:
+        """Drop the first item of ``waiting``."""
+        self.head += 1
+        if self.head > 64 and 2 * self.head > len(self.waiting):
+            del self.waiting[:self.head]
+            self.head = 0
 
 
 class ClusterQueueQueue:
@@ -515,7 +542,7 @@ class ClusterQueueQueue:
         elif chain.flags != flags:
             return False
         p.chain = chain
-        heapq.heappush(chain.waiting, (*p.ranked[0], p.version))
+        chain.put((*p.ranked[0], p.version))
         self._chained[p.workload.key] = p
         chain.count += 1
         return True
@@ -539,7 +566,7 @@ class ClusterQueueQueue:
             self._items.pop(key, None)
             self._chained[key] = p
             chain.count += 1
-            heapq.heappush(chain.waiting, (*p.ranked[0], p.version))
+            chain.put((*p.ranked[0], p.version))
             return
         if fed is not None:
             assert fed.ranked is not None
@@ -548,7 +575,7 @@ class ClusterQueueQueue:
             fed.version = self._version
             self._chained[fed.workload.key] = fed
             chain.count += 1
-            heapq.heappush(chain.waiting, (*fed.ranked[0], fed.version))
+            chain.put((*fed.ranked[0], fed.version))
         chain.fed = p
         self._items[key] = p
         heap = self._heap if self._afs is None else self._lq_heaps.setdefault(_local_queue(p.workload), [])
@@ -556,9 +583,9 @@ class ClusterQueueQueue:
 
     def _feed(self, chain: _Chain) -> None:
         """Move the chain's first live member into the heap (its place in the order and version kept)."""
-        chained, waiting = self._chained, chain.waiting
-        while waiting:
-            item = heapq.heappop(waiting)
+        chained = self._chained
+        while (item := chain.first()) is not None:
+            chain.take()
             key: WorkloadKey = item[3]  # type: ignore[assignment]  # a WorkloadKey is a str
             p = chained.get(key)
             if p is None or p.version != item[4] or p.chain is not chain:
@@ -598,7 +625,7 @@ class ClusterQueueQueue:
                 self._stopped.append(chain)
                 continue
             chain.released = True
-            moved = moved or bool(chain.waiting)
+            moved = moved or chain.first() is not None
             if chain.fed is None:
                 self._feed(chain)
         return moved
@@ -766,7 +793,7 @@ class ClusterQueueQueue:
                 if not self._reaches(budget, top) or not budget.take(p.workload):
                     heapq.heappop(tops)  # nor can any later member of its shape
                     continue
-                heapq.heappop(chains[n].waiting)
+                chains[n].take()
                 self._unchain(key)
                 self._offered.add(key)  # before the push: it goes into the heap on its own
                 self._push(p.workload, p.last_tried)
@@ -799,13 +826,12 @@ class ClusterQueueQueue:
 
     def _chain_top(self, chain: _Chain) -> tuple[int, float, str, str, int] | None:
         """The item of the chain's first member still waiting in it (dropping the stale ones), or None."""
-        waiting, chained = chain.waiting, self._chained
-        while waiting:
-            item = waiting[0]
+        chained = self._chained
+        while (item := chain.first()) is not None:
             p = chained.get(WorkloadKey(item[3]))
             if p is not None and p.version == item[4] and p.chain is chain:
                 return item
-            heapq.heappop(waiting)
+            chain.take()
         return None
 
     def _reaches(self, budget: Budget, item: tuple[int, float, str, str, int]) -> bool:
@@ -832,7 +858,7 @@ class ClusterQueueQueue:
         usage = self._afs
 
         def first(g: tuple[str, str] | None) -> tuple[object, ...]:
-            tops = [tuple(c.waiting[0][:4]) for c in chains.get(g, []) if c.waiting]
+            tops = [tuple(top[:4]) for c in chains.get(g, []) if (top := c.first()) is not None]
             if self._quota_orders.get(g):
                 tops.append(self._quota_orders[g][0][0])
             return min(tops) if tops else ()

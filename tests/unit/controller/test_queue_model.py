@@ -172,6 +172,12 @@ PARKED_FOR_TWO_REASONS = [*(("put", f"w{i}", 1, 0, i, 0) for i in range(3)), ("c
                           ("cycle", False, True), ("budget", 0), ("put", "w3", 1, 0, 3, 0), ("cycle", False),
                           ("put", "w4", 1, 0, 4, 0), ("cycle", False), ("budget", 0), ("cycle", False)]
 
+# w0 tried, w1 and w2 passed over (its shape parked for want of quota): a release that can hold one offers it
+# to w0 and defers the other two, which come back when w0, tried again, does not fit after all.
+DEFERRED_IN_A_SHAPE = [*(("put", f"w{i}", 1, 0, i, 0) for i in range(3)), ("cycle", False, True),
+                       ("cycle", False, True), ("budget", 1), ("cycle", False, True), ("cycle", False),
+                       ("cycle", True)]
+
 
 @settings(max_examples=1000, deadline=None)
 @given(ops)
@@ -180,6 +186,7 @@ PARKED_FOR_TWO_REASONS = [*(("put", f"w{i}", 1, 0, i, 0) for i in range(3)), ("c
 @example(FED_ONE_UPDATED)
 @example(OFFERED_THEN_PASSED_OVER)
 @example(PARKED_FOR_TWO_REASONS)
+@example(DEFERRED_IN_A_SHAPE)
 def test_the_queue_offers_what_the_model_says_whatever_the_history(history: list[tuple[object, ...]]) -> None:
     q = ClusterQueueQueue(ClusterQueueName("cq"), QueueingStrategy.BEST_EFFORT_FIFO, RequeuingTimestamp.EVICTION)
     model = Model()
