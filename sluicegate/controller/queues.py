@@ -13,9 +13,13 @@ parks every pending workload of its *scheduling shape* (Kueue's
 SchedulingEquivalenceHashing, on by default since v0.18): they would get the
 same answer from the same quota, so they are not tried, and no "Pending"
 status is written for them, until the queue's parked workloads are released.
-They wait in a chain per shape (``_Chain``) that, once released, feeds the
-heap one workload at a time in queue order, so a release and the parking
-that follows it cost a step per shape, not per parked workload.
+Under BestEffortFIFO every pending workload waits in a chain per shape
+(``_Chain``, its *lane*) that feeds the heap one workload at a time in queue
+order: parking a shape stops its lane, whatever its length, and a release
+restarts it, so parking and releasing cost a step per shape, not per
+workload.  When the release frees a known amount of quota, the lanes stopped
+for want of quota are offered it in queue order (``_offer``): a step per
+workload requeued and per lane.
 
 A workload whose backoff has not expired (``requeueState.requeueAt``) waits
 in a timer list and enters the heap when it is due.
@@ -49,7 +53,11 @@ Rank = tuple[Any, ...]
 
 
 class Budget(Protocol):
-    """Free quota offered, in queue order, to workloads parked for want of quota."""
+    """Free quota offered, in queue order, to workloads parked for want of quota.
+
+    Its answers depend on a workload's ``quota_needs`` only, and what is left only shrinks as it is taken:
+    a workload it refuses, it refuses every later one of the same pod sets (``_offer`` relies on it).
+    """
 
     def take(self, wl: Workload) -> bool:
         """Whether ``wl`` could be admitted with what is left (and if so, count it as taken)."""
@@ -121,8 +129,8 @@ class _Pending:
 
 @dataclass(slots=True, eq=False)
 class _Chain:
-    """Workloads parked with their scheduling shape (under Admission Fair Sharing: and LocalQueue), in
-    queue order.
+    """The pending workloads of one scheduling shape (under Admission Fair Sharing: and LocalQueue), in
+    queue order: a lane.
 
     A release makes every parked workload pending again, and in a busy
     cohort most of them are parked again within a cycle or two: the first
@@ -132,17 +140,55 @@ class _Chain:
     instead feeds its members into the heap one at a time, each when the one
     before it leaves the heap, which is the order the heap would give them
     in: a release costs a step per chain, and a shape parked again stops
-    its chain at the one member in the heap.
+    its chain at the one member in the heap.  Under BestEffortFIFO a new
+    pending workload joins its shape's chain (``_push``), so that the first
+    time its shape is parked costs a step too: a queue with many workloads
+    behind a head that does not fit parks them all at once, as Kueue's bulk
+    move does.  A chain stopped for want of quota alone is not released by a
+    release that frees a known amount of quota; its members are offered that
+    quota instead, in queue order with the others (``_offer``).
     """
 
     # Its key in the queue's chains.
     key: tuple[object, tuple[str, str] | None]
-    # Its members waiting to be fed: (place in the queue's order, version), the heap's own items.
+    # Its members waiting to be fed: (place in the queue's order, version), the heap's own items, sorted from
+    # ``head`` on (those before it were taken).  A sorted list rather than a heap: members mostly arrive in
+    # order and leave from the front, and one parked again goes back to the front, each a step.
     waiting: list[tuple[int, float, str, str, int]] = field(default_factory=list)
+    head: int = 0
     # Released: its members are pending, each fed when the one before it leaves the heap (else parked).
     released: bool = False
     # The member fed into the heap and not taken out yet.
     fed: _Pending | None = None
+    # While stopped: the (quota_bound, node_bound) of the head whose NoFit stopped it, which says what
+    # releases it (see queue_inadmissible and requeue_node_bound).
+    flags: tuple[bool, bool] = (False, False)
+    # How many members wait in it (``waiting`` also holds stale items).
+    count: int = 0
+
+    def put(self, item: tuple[int, float, str, str, int]) -> None:
+        """Add an item to ``waiting`` in its place."""
+        waiting, head = self.waiting, self.head
+        if head == len(waiting) or item < waiting[head]:
+            if head:
+                self.head = head - 1
+                waiting[head - 1] = item
+            else:
+                waiting.insert(0, item)
+        elif waiting[-1] < item:
+            waiting.append(item)
+        else:
+            bisect.insort(waiting, item, head)
+
+    def first(self) -> tuple[int, float, str, str, int] | None:
+        return self.waiting[self.head] if self.head < len(self.waiting) else None
+
+    def take(self) -> None:
+        """Drop the first item of ``waiting``."""
+        self.head += 1
+        if self.head > 64 and 2 * self.head > len(self.waiting):
+            del self.waiting[:self.head]
+            self.head = 0
 
 
 class ClusterQueueQueue:
@@ -216,7 +262,7 @@ class ClusterQueueQueue:
 
     @property
     def has_parked(self) -> bool:
-        """Some workloads are parked on their own (those a release budget is offered to)."""
+        """Some workloads are parked on their own (some of those a release budget is offered to)."""
         return bool(self._inadmissible)
 
     def keys(self) -> Iterator[WorkloadKey]:
@@ -230,6 +276,20 @@ class ClusterQueueQueue:
         self._version += 1
         order = self._order_key(wl)
         p = _Pending(wl, last_tried, self._version, ranked=(order, wl))
+        if self.strategy is QueueingStrategy.BEST_EFFORT_FIFO and wl.key not in self._offered:
+            # Into its shape's lane: a released chain (made released if there is none), so that a NoFit
+            # of its shape later stops the lane in one step instead of parking each member.  (Not one
+            # offered freed quota: it stays on its own, so that if its shape is parked before it is tried,
+            # it is met in the heap and the budget's guess counted wrong, see _park_equivalent.)
+            p.shape = scheduling_shape(wl)
+            key = (p.shape, _local_queue(wl) if self._afs is not None else None)
+            chain = self._chains.get(key)
+            if chain is None:
+                chain = self._chains[key] = _Chain(key, released=True)
+            if chain.released:
+                self._join(chain, p)
+                return
+            # A stopped lane's members are parked; a new one is pending (see pop), on its own.
         self._items[wl.key] = p
         if self._afs is None:
             heapq.heappush(self._heap, (*order, p.version))
@@ -284,7 +344,7 @@ class ClusterQueueQueue:
         key = wl.key
         self._unpark(key)
         old = self._items.get(key) or self._in_flight.get(key)
-        chained = self._chained.pop(key, None)
+        chained = self._unchain(key)
         if chained is not None and chained.chain is not None and chained.chain.released:
             old = chained  # pending, as if in the heap: it keeps its last flavor tried
         if old is not None:
@@ -297,7 +357,7 @@ class ClusterQueueQueue:
 
     def delete(self, key: WorkloadKey) -> bool:
         self._offered.discard(key)
-        found = self._unpark(key) is not None or self._chained.pop(key, None) is not None
+        found = self._unpark(key) is not None or self._unchain(key) is not None
         fed = self._items.get(key)
         if fed is not None:
             self._unfeed(fed)
@@ -357,9 +417,8 @@ class ClusterQueueQueue:
         self.bulk_parked += 1
         # The same workload as when it was pushed: its place in the order (``ranked``) still holds.
         p.version, (p.quota_bound, p.node_bound) = self._version + 1, flags
-        if not (p.quota_bound or p.node_bound or p.ranked is None or p.ranked[1] is not p.workload):
+        if p.ranked is not None and p.ranked[1] is p.workload and self._chain(p, flags):
             self._version = p.version
-            self._chain(p)
         else:
             self._park(p)
         if self.deferred and offered:
@@ -406,7 +465,7 @@ class ClusterQueueQueue:
         return False
 
     def _park(self, p: _Pending) -> None:
-        self._version = p.version
+        self._version = max(self._version, p.version)
         key = p.workload.key
         if p.ranked is None or p.ranked[1] is not p.workload:
             p.ranked = (self._order_key(p.workload), p.workload)
@@ -418,7 +477,11 @@ class ClusterQueueQueue:
                 self._need_count[res] = self._need_count.get(res, 0) + 1
                 heapq.heappush(self._need_min.setdefault(res, []), (qty, p.version, key))
             order = self._quota_orders.setdefault(self._group(p.workload), [])
-            bisect.insort(order, (p.ranked[0], p.version, key))
+            entry = (p.ranked[0], p.version, key)
+            if not order or order[-1] < entry:
+                order.append(entry)  # most arrive in queue order (the heap gives them so)
+            else:
+                bisect.insort(order, entry)
             if len(order) > 2 * len(self._inadmissible) + 64:
                 # Drop the items of workloads no longer parked (the indexes are lazy).
                 for group, items in list(self._quota_orders.items()):
@@ -461,31 +524,74 @@ class ClusterQueueQueue:
                 return True
         return False
 
-    def _chain(self, p: _Pending) -> None:
-        """Park ``p`` (taken off the heap, its shape parked for NoFit) in its shape's chain, which stops."""
+    def _chain(self, p: _Pending, flags: tuple[bool, bool]) -> bool:
+        """Park ``p`` (taken off the heap, its shape parked for NoFit with ``flags``) in its shape's chain,
+        which stops (its other members are parked with it, untouched).  False, and nothing done, if the
+        chain was stopped already by a head parked for another reason (``p`` is then parked on its own)."""
         assert p.ranked is not None
         key = (p.shape, _local_queue(p.workload) if self._afs is not None else None)
         chain = self._chains.get(key)
         if chain is None:
-            chain = self._chains[key] = _Chain(key)
+            chain = self._chains[key] = _Chain(key, flags=flags)
             self._stopped.append(chain)
         elif chain.released:
             chain.released = False
+            chain.flags = flags
             self._stopped.append(chain)
+            self.bulk_parked += chain.count  # its waiting members are parked with it, untried
+        elif chain.flags != flags:
+            return False
         p.chain = chain
-        heapq.heappush(chain.waiting, (*p.ranked[0], p.version))
+        chain.put((*p.ranked[0], p.version))
         self._chained[p.workload.key] = p
+        chain.count += 1
+        return True
+
+    def _unchain(self, key: WorkloadKey) -> _Pending | None:
+        """Take a workload out of the chain it waits in, if any."""
+        p = self._chained.pop(key, None)
+        if p is not None and p.chain is not None:
+            p.chain.count -= 1
+        return p
+
+    def _join(self, chain: _Chain, p: _Pending) -> None:
+        """Add the new pending ``p`` to the released ``chain``: it waits, or if it comes before the member fed
+        into the heap, takes that one's place (which waits again, under a new version: its heap item goes
+        stale), so that the member in the heap is always the chain's first."""
+        assert p.ranked is not None
+        key = p.workload.key
+        p.chain = chain
+        fed = chain.fed
+        if fed is not None and fed.ranked is not None and fed.ranked[0] < p.ranked[0]:
+            self._items.pop(key, None)
+            self._chained[key] = p
+            chain.count += 1
+            chain.put((*p.ranked[0], p.version))
+            return
+        if fed is not None:
+            assert fed.ranked is not None
+            self._items.pop(fed.workload.key, None)
+            self._version += 1
+            fed.version = self._version
+            self._chained[fed.workload.key] = fed
+            chain.count += 1
+            chain.put((*fed.ranked[0], fed.version))
+        chain.fed = p
+        self._items[key] = p
+        heap = self._heap if self._afs is None else self._lq_heaps.setdefault(_local_queue(p.workload), [])
+        heapq.heappush(heap, (*p.ranked[0], p.version))
 
     def _feed(self, chain: _Chain) -> None:
         """Move the chain's first live member into the heap (its place in the order and version kept)."""
-        chained, waiting = self._chained, chain.waiting
-        while waiting:
-            item = heapq.heappop(waiting)
+        chained = self._chained
+        while (item := chain.first()) is not None:
+            chain.take()
             key: WorkloadKey = item[3]  # type: ignore[assignment]  # a WorkloadKey is a str
             p = chained.get(key)
             if p is None or p.version != item[4] or p.chain is not chain:
                 continue  # updated, deleted or parked again since: not this chain's any more
             del chained[key]
+            chain.count -= 1
             chain.fed = p
             p.quota_bound = p.node_bound = False
             self._items[key] = p
@@ -505,8 +611,9 @@ class ClusterQueueQueue:
             if chain.released:
                 self._feed(chain)
 
-    def _release_chains(self) -> bool:
-        """Every stopped chain's members are pending again (a step per chain); True if any had some."""
+    def _release_chains(self, keep: Callable[[tuple[bool, bool]], bool] | None = None) -> bool:
+        """Every stopped chain's members are pending again (a step per chain), but for the chains whose flags
+        ``keep`` holds to, which stay stopped; True if any released had members."""
         if not self._stopped:
             return False
         stopped, self._stopped = self._stopped, []
@@ -514,8 +621,11 @@ class ClusterQueueQueue:
         for chain in stopped:
             if chain.released:
                 continue
+            if keep is not None and keep(chain.flags):
+                self._stopped.append(chain)
+                continue
             chain.released = True
-            moved = moved or bool(chain.waiting)
+            moved = moved or chain.first() is not None
             if chain.fed is None:
                 self._feed(chain)
         return moved
@@ -529,8 +639,9 @@ class ClusterQueueQueue:
             if chain is not None and chain.released:
                 self._items[p.workload.key] = p
             else:
-                self._inadmissible[p.workload.key] = p
-                self._plain_parked.add(p.workload.key)
+                p.quota_bound, p.node_bound = chain.flags if chain is not None else (False, False)
+                p.needs = None
+                self._park(p)
         for p in self._items.values():
             p.chain = None
         self._chained.clear()
@@ -595,7 +706,9 @@ class ClusterQueueQueue:
                 self._plain_parked.discard(key)
                 back.append(p)
         self._restore(back)
-        return bool(back)
+        # So are the chains stopped by a head parked for lack of a node only.
+        moved = self._release_chains(keep=lambda flags: flags != (False, True))
+        return moved or bool(back)
 
     def forget_in_flight(self, key: WorkloadKey) -> None:
         """The head was admitted: it is no longer pending."""
@@ -619,7 +732,7 @@ class ClusterQueueQueue:
             # Nothing parked (a release touches every queue of its cohort tree, most of them idle).
             self.deferred = False
             return False
-        if budget is None or not self._inadmissible:
+        if budget is None or not (self._inadmissible or any(c.flags[0] for c in self._stopped)):
             return self._requeue_all_parked()
         # Workloads offered quota by an earlier release and not tried yet
         # still count on it: several releases can land between two cycles.
@@ -635,39 +748,122 @@ class ClusterQueueQueue:
                 back.append(p)
         self._plain_parked.clear()
         self._restore(back)
-        moved = self._release_chains() or bool(back)
-        for group in self._offer_order():
-            order, kept, i = self._quota_orders[group], [], 0
-            while i < len(order) and not self._out_of_reach(budget):
-                item = order[i]
-                i += 1
-                _, version, key = item
-                p = self._inadmissible.get(key)
-                if p is None or p.version != version:
+        # Chains stopped for want of quota stay stopped: their members are offered the budget below.
+        moved = self._release_chains(keep=_quota_flag) or bool(back)
+        by_group: dict[tuple[str, str] | None, list[_Chain]] = {}
+        for chain in self._stopped:
+            by_group.setdefault(chain.key[1], []).append(chain)
+        for group in self._offer_order(by_group):
+            if self._offer(budget, group, by_group.get(group, [])):
+                moved = True
+        # Chains left with no member are done with; the others wait for the next release.
+        stopped, self._stopped = self._stopped, []
+        for chain in stopped:
+            if self._chain_top(chain) is None:
+                chain.released = True
+                self._feed(chain)  # nothing to feed: forgets the chain
+            else:
+                self._stopped.append(chain)
+        self.deferred = bool(self._inadmissible) or bool(self._stopped)
+        return moved
+
+    def _offer(self, budget: Budget, group: tuple[str, str] | None, chains: list[_Chain]) -> bool:
+        """Offer ``budget`` to the group's quota-bound parked workloads, on their own (``_quota_orders``) and in
+        stopped chains, in queue order: each it can hold is requeued.  A chain's members share their needs
+        (their pod sets are one shape), and what is left only shrinks as the walk goes on, so the first
+        member the budget cannot hold ends its chain's part of the walk: the walk costs a step per workload
+        requeued and per chain, not per workload parked.  True if any was requeued."""
+        moved = False
+        order, kept, i = self._quota_orders.get(group, []), [], 0
+        # The next member of each chain still in the walk: (its heap item, the chain's index).
+        tops: list[tuple[tuple[int, float, str, str, int], int]] = []
+        for n, chain in enumerate(chains):
+            top = self._chain_top(chain)
+            if top is not None and self._reaches(budget, top):
+                tops.append((top, n))
+        heapq.heapify(tops)
+        alone = True  # the ones on their own are still in the walk
+        while True:
+            if alone and (i >= len(order) or self._out_of_reach(budget)):
+                alone = False
+            if tops and (not alone or tops[0][0][:4] < order[i][0]):
+                top, n = tops[0]
+                key: WorkloadKey = top[3]  # type: ignore[assignment]  # a WorkloadKey is a str
+                p = self._chained[key]
+                if not self._reaches(budget, top) or not budget.take(p.workload):
+                    heapq.heappop(tops)  # nor can any later member of its shape
                     continue
-                if not budget.take(p.workload):
-                    kept.append(item)
-                    continue
-                self._unpark(key)
-                self._offered.add(key)
+                chains[n].take()
+                self._unchain(key)
+                self._offered.add(key)  # before the push: it goes into the heap on its own
                 self._push(p.workload, p.last_tried)
                 moved = True
+                nxt = self._chain_top(chains[n])
+                if nxt is None:
+                    heapq.heappop(tops)
+                else:
+                    heapq.heapreplace(tops, (nxt, n))
+                continue
+            if not alone:
+                break
+            item = order[i]
+            i += 1
+            _, version, key = item
+            parked = self._inadmissible.get(key)
+            if parked is None or parked.version != version:
+                continue
+            if not budget.take(parked.workload):
+                kept.append(item)
+                continue
+            self._unpark(key)
+            self._offered.add(key)
+            self._push(parked.workload, parked.last_tried)
+            moved = True
+        if group in self._quota_orders:
             kept.extend(order[i:])
             self._quota_orders[group] = kept
-        self.deferred = bool(self._inadmissible)
         return moved
+
+    def _chain_top(self, chain: _Chain) -> tuple[int, float, str, str, int] | None:
+        """The item of the chain's first member still waiting in it (dropping the stale ones), or None."""
+        chained = self._chained
+        while (item := chain.first()) is not None:
+            p = chained.get(WorkloadKey(item[3]))
+            if p is not None and p.version == item[4] and p.chain is chain:
+                return item
+            chain.take()
+        return None
+
+    def _reaches(self, budget: Budget, item: tuple[int, float, str, str, int]) -> bool:
+        """Whether the chained workload of ``item`` could take its needs from what ``budget`` has left (where
+        known exactly), without asking the budget."""
+        p = self._chained[WorkloadKey(item[3])]
+        for res, qty in _needs_of(p.workload.pod_sets).items():
+            left = budget.left(res)
+            if left is not None and left < qty:
+                return False
+        return True
 
     def _group(self, wl: Workload) -> tuple[str, str] | None:
         return None if self._afs is None else _local_queue(wl)
 
-    def _offer_order(self) -> list[tuple[str, str] | None]:
-        """The groups of parked workloads in the order freed quota is offered: under Admission Fair Sharing the
-        LocalQueues by usage (lowest first, ties by their first workload), as the scheduler would take them."""
+    def _offer_order(self, chains: Mapping[tuple[str, str] | None, list[_Chain]]) -> list[tuple[str, str] | None]:
+        """The groups of parked workloads (on their own, or in the stopped ``chains``) in the order freed quota
+        is offered: under Admission Fair Sharing the LocalQueues by usage (lowest first, ties by their first
+        workload), as the scheduler would take them."""
         groups = [g for g, items in self._quota_orders.items() if items]
+        groups.extend(g for g in chains if g not in self._quota_orders or not self._quota_orders[g])
         if self._afs is None or len(groups) < 2:
             return groups
         usage = self._afs
-        return sorted(groups, key=lambda g: (usage(g) if g is not None else 0.0, self._quota_orders[g][0][0]))
+
+        def first(g: tuple[str, str] | None) -> tuple[object, ...]:
+            tops = [tuple(top[:4]) for c in chains.get(g, []) if (top := c.first()) is not None]
+            if self._quota_orders.get(g):
+                tops.append(self._quota_orders[g][0][0])
+            return min(tops) if tops else ()
+
+        return sorted(groups, key=lambda g: (usage(g) if g is not None else 0.0, first(g)))
 
     def _order_key(self, wl: Workload) -> tuple[int, float, str, str]:
         return (-wl.priority, queue_order_timestamp(wl, self.requeuing), wl.uid, wl.key)
@@ -880,7 +1076,8 @@ class QueueManager:
                     q._bulk.clear()
                 q.deferred = False
                 continue
-            if q.queue_inadmissible(budget_for(name) if budget_for is not None and q._inadmissible else None):
+            if q.queue_inadmissible(budget_for(name) if budget_for is not None and (q._inadmissible or q._stopped)
+                                    else None):
                 moved = True
         return moved
 
@@ -916,6 +1113,10 @@ class Position:
     cluster_queue: ClusterQueueName
     in_cluster_queue: int
     in_local_queue: int
+
+
+def _quota_flag(flags: tuple[bool, bool]) -> bool:
+    return flags[0]
 
 
 def _local_queue(wl: Workload) -> tuple[str, str]:

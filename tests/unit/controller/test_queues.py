@@ -198,3 +198,19 @@ def test_released_workloads_go_back_to_their_local_queues_heaps_under_fair_shari
     usage[("default", "lq-b")] = 0.9
     names = [h.workload.name for h in iter(q.pop, None)]
     assert names == [f"lq-a-{i}" for i in range(40)] + [f"lq-b-{i}" for i in range(1, 40)]
+
+
+def test_a_release_asks_about_a_parked_shape_only_until_one_of_it_does_not_fit() -> None:
+    # 50 of one shape, parked with the first (tried, NoFit): how much is free is not known exactly (several
+    # flavors), so nothing is ruled out unasked; the first member refused ends the walk over its shape, since
+    # the others need just as much from a budget that only shrinks.
+    q = parked_queue(*(wl(f"w{i:03d}", podset(cpu="2"), created=i) for i in range(50)))
+    budget = CountingBudget(cpu=1000)
+    budget.exact.clear()
+    assert q.queue_inadmissible(budget) is False
+    assert (budget.asked, popped(q), q.deferred) == (2, [], True)  # the head parked on its own, and w001
+    budget = CountingBudget(cpu=5000)
+    budget.exact.clear()
+    assert q.queue_inadmissible(budget) is True  # inexact: each is asked against the same 5 cpus
+    assert len(popped(q)) == 50
+
