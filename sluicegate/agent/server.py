@@ -46,7 +46,6 @@ from sluicegate.agent.settings import (
 )
 from sluicegate.agent.static import StaticPods
 from sluicegate.common.health import HealthServer, JsonValue
-from sluicegate.common.heapgc import HEAP_GC
 from sluicegate.common.leaders import split_addresses
 from sluicegate.common.netaddr import is_loopback, split_hostport
 from sluicegate.common.sdnotify import Notifier, watchdog_interval, watchdog_task
@@ -255,7 +254,6 @@ async def serve(settings: AgentSettings, *, stop: asyncio.Future[str], ready_fil
             "ready": announce_ready(),
             "node-pressure": pressure.run(),
             "self-fencing": fencing.run(),
-            "gc": HEAP_GC.rescans(),
         }
         if static is not None:
             tasks["static-pods"] = static.run()
@@ -291,10 +289,6 @@ async def _main(ns: argparse.Namespace) -> int:
         "restart_backoff_base": ns.restart_backoff_base,
         "cgroup_base": ns.cgroup_base,
     })
-    # The process's, not serve()'s (in-process users keep their own collector settings): every pod
-    # allocates thousands of short-lived objects, and the young generation's default threshold (700)
-    # ran a collection several times per pod, each walking what the pod's start had allocated.
-    HEAP_GC.install()
     stop = new_stop_future()
     with stop_on_signals(stop):
         reason = await serve(settings, stop=stop, ready_file=ns.ready_file)
