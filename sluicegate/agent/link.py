@@ -58,9 +58,10 @@ REGISTER_TIMEOUT_SEVERAL = 5.0
 # How long a new pod's Running report waits: a pod that ends meanwhile is
 # reported once, with its start and end (see forward_events).
 RUNNING_REPORT_HOLD_SECONDS = 0.02
-# How long the runtime's other status changes wait to go out together (see
-# forward_events): each write on the stream costs the agent a loopback TCP
-# send, and the controller a read, whatever it carries.
+# The runtime's other status changes go out at most once per this many
+# seconds, together (see forward_events): each write on the stream costs the
+# agent a loopback TCP send, and the controller a read, whatever it carries.
+# A change after a quiet spell goes at once.
 REPORT_LINGER_SECONDS = 0.01
 
 
@@ -218,6 +219,8 @@ class ControllerLink:
         # The one timer that sends the due reports and the held ones that are due, and when it fires.
         self._report_timer: asyncio.TimerHandle | None = None
         self._report_at = 0.0
+        # When reports last went out (loop time).
+        self._reports_sent_at = float("-inf")
         # ForgetPods received and not yet taken by their task (which is not done until it took them), by purge.
         self._forgets: dict[bool, tuple[list[str], asyncio.Task[None]]] = {}
         self._seq = 0
@@ -266,8 +269,9 @@ class ControllerLink:
         A new pod's first Running report is held for
         ``RUNNING_REPORT_HOLD_SECONDS``: a short pod that ends meanwhile is
         reported once, with when it started and ended (the controller
-        stores one change instead of two).  Every other change goes within
-        ``REPORT_LINGER_SECONDS``, together with the others of that moment
+        stores one change instead of two).  Every other change goes at once
+        when no reports went out in the last ``REPORT_LINGER_SECONDS``, else
+        when that much has passed, together with the others of that moment
         and the held reports that would be due before the next send: one
         write on the stream for all of them (see ``_send_reports``).
         """
@@ -297,7 +301,11 @@ class ControllerLink:
                 held.pop(uid, None)
                 self._due[uid] = None
             if self._due:
-                self._reports_at(now + REPORT_LINGER_SECONDS, loop)
+                when = self._reports_sent_at + REPORT_LINGER_SECONDS
+                if when <= now:
+                    self._send_reports()
+                else:
+                    self._reports_at(when, loop)
             elif held:
                 self._reports_at(next(iter(held.values())), loop)
 
@@ -313,19 +321,23 @@ class ControllerLink:
 
     def _send_reports(self) -> None:
         """Send the due reports, and the held ones due before the next send could come; one write for all."""
-        self._report_timer = None
+        if self._report_timer is not None:
+            self._report_timer.cancel()  # called before it was due (see forward_events)
+            self._report_timer = None
         loop = asyncio.get_running_loop()
+        now = loop.time()
         held, due = self._held, self._due
         if held:
             # Held in order, so each one's release is no earlier than the one before's.
-            ripe = loop.time() + REPORT_LINGER_SECONDS
+            ripe = now + REPORT_LINGER_SECONDS
             for uid, when in list(held.items()):
                 if when > ripe:
                     break
                 del held[uid]
                 due[uid] = None
         self._due = {}
-        if self.connected:
+        if self.connected and due:
+            self._reports_sent_at = now
             for uid in due:
                 self.send_pod(uid)
         if held:
