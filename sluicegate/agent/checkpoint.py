@@ -182,23 +182,16 @@ def path_for(data_dir: Path) -> Path:
 # --- encoding ----------------------------------------------------------------
 
 
-# The builders below put keys in sorted order, which is the order ``_dumps``
-# writes them in: a record built by them is encoded without sorting
-# (``_dumps_built``) into the same text.
+# The builders below put keys in sorted order, as ``_dumps`` writes them: what
+# they build is encoded without sorting (``_dumps_built``) into the same text.
 
 
 def termination_json(
     *, exit_code: int, reason: str, message: str, started_at: float | None, finished_at: float, signal: int | None
 ) -> JSONObject:
     """A termination's JSON (keys sorted)."""
-    return {
-        "exitCode": exit_code,
-        "finishedAt": finished_at,
-        "message": message,
-        "reason": reason,
-        "signal": signal,
-        "startedAt": started_at,
-    }
+    return {"exitCode": exit_code, "finishedAt": finished_at, "message": message, "reason": reason, "signal": signal,
+            "startedAt": started_at}
 
 
 def _termination_json(record: TerminationRecord | None) -> JSONValue:
@@ -209,21 +202,9 @@ def _termination_json(record: TerminationRecord | None) -> JSONValue:
 
 
 def container_json(
-    *,
-    name: str,
-    state: str,
-    pid: int | None,
-    start_ticks: int | None,
-    cgroup: Iterable[tuple[str, str]],
-    log_path: str,
-    restart_count: int,
-    backoff_index: int,
-    oom_kills_at_start: int,
-    started_at: float | None,
-    starting: bool,
-    waiting_reason: str | None,
-    terminated: JSONValue,
-    last_termination: JSONValue,
+    *, name: str, state: str, pid: int | None, start_ticks: int | None, cgroup: Iterable[tuple[str, str]],
+    log_path: str, restart_count: int, backoff_index: int, oom_kills_at_start: int, started_at: float | None,
+    starting: bool, waiting_reason: str | None, terminated: JSONValue, last_termination: JSONValue,
 ) -> JSONObject:
     """A container's JSON (keys sorted); ``terminated`` and ``last_termination`` as ``termination_json`` or None."""
     return {
@@ -255,9 +236,7 @@ def _container_json(record: ContainerRecord) -> JSONObject:
 
 
 def _stop_json(stop: StopRecord | None) -> JSONValue:
-    if stop is None:
-        return None
-    return {"deadline": stop.deadline, "message": stop.message, "reason": stop.reason}
+    return None if stop is None else {"deadline": stop.deadline, "message": stop.message, "reason": stop.reason}
 
 
 def _pod_json(pod: PodRecord) -> JSONObject:
@@ -328,15 +307,8 @@ def encode_pod(pod: PodRecord, *, spec_text: str | None = None) -> str:
 
 
 def pod_text(
-    *,
-    uid: str,
-    phase: str,
-    finished: bool,
-    reason: str | None,
-    message: str,
-    stop: JSONValue,
-    containers: list[JSONValue],
-    spec_text: str,
+    *, uid: str, phase: str, finished: bool, reason: str | None, message: str, stop: JSONValue,
+    containers: list[JSONValue], spec_text: str,
 ) -> str:
     """``encode_pod``'s text from the record's values (``containers`` as ``container_json``; ``stop`` as a JSON
     object with keys deadline, message, reason, or None) and its spec's ``encode_spec`` text.
