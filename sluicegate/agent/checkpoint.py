@@ -64,6 +64,9 @@ __all__ = [
     "CheckpointFile",
     "encode_pod",
     "encode_spec",
+    "pod_text",
+    "container_json",
+    "termination_json",
     "entry_pieces",
     "save",
     "load",
@@ -179,51 +182,73 @@ def path_for(data_dir: Path) -> Path:
 # --- encoding ----------------------------------------------------------------
 
 
+# The builders below put keys in sorted order, as ``_dumps`` writes them: what
+# they build is encoded without sorting (``_dumps_built``) into the same text.
+
+
+def termination_json(
+    *, exit_code: int, reason: str, message: str, started_at: float | None, finished_at: float, signal: int | None
+) -> JSONObject:
+    """A termination's JSON (keys sorted)."""
+    return {"exitCode": exit_code, "finishedAt": finished_at, "message": message, "reason": reason, "signal": signal,
+            "startedAt": started_at}
+
+
 def _termination_json(record: TerminationRecord | None) -> JSONValue:
     if record is None:
         return None
+    return termination_json(exit_code=record.exit_code, reason=record.reason, message=record.message,
+                            started_at=record.started_at, finished_at=record.finished_at, signal=record.signal)
+
+
+def container_json(
+    *, name: str, state: str, pid: int | None, start_ticks: int | None, cgroup: Iterable[tuple[str, str]],
+    log_path: str, restart_count: int, backoff_index: int, oom_kills_at_start: int, started_at: float | None,
+    starting: bool, waiting_reason: str | None, terminated: JSONValue, last_termination: JSONValue,
+) -> JSONObject:
+    """A container's JSON (keys sorted); ``terminated`` and ``last_termination`` as ``termination_json`` or None."""
     return {
-        "exitCode": record.exit_code,
-        "reason": record.reason,
-        "message": record.message,
-        "startedAt": record.started_at,
-        "finishedAt": record.finished_at,
-        "signal": record.signal,
+        "backoffIndex": backoff_index,
+        "cgroup": [[controller, directory] for controller, directory in cgroup],
+        "lastTermination": last_termination,
+        "logPath": log_path,
+        "name": name,
+        "oomKillsAtStart": oom_kills_at_start,
+        "pid": pid,
+        "restartCount": restart_count,
+        "startTicks": start_ticks,
+        "startedAt": started_at,
+        "starting": starting,
+        "state": state,
+        "terminated": terminated,
+        "waitingReason": waiting_reason,
     }
 
 
 def _container_json(record: ContainerRecord) -> JSONObject:
-    return {
-        "name": record.name,
-        "state": record.state,
-        "pid": record.pid,
-        "startTicks": record.start_ticks,
-        "cgroup": [[controller, directory] for controller, directory in record.cgroup],
-        "logPath": record.log_path,
-        "restartCount": record.restart_count,
-        "backoffIndex": record.backoff_index,
-        "oomKillsAtStart": record.oom_kills_at_start,
-        "startedAt": record.started_at,
-        "starting": record.starting,
-        "waitingReason": record.waiting_reason,
-        "terminated": _termination_json(record.terminated),
-        "lastTermination": _termination_json(record.last_termination),
-    }
+    return container_json(
+        name=record.name, state=record.state, pid=record.pid, start_ticks=record.start_ticks, cgroup=record.cgroup,
+        log_path=record.log_path, restart_count=record.restart_count, backoff_index=record.backoff_index,
+        oom_kills_at_start=record.oom_kills_at_start, started_at=record.started_at, starting=record.starting,
+        waiting_reason=record.waiting_reason, terminated=_termination_json(record.terminated),
+        last_termination=_termination_json(record.last_termination),
+    )
+
+
+def _stop_json(stop: StopRecord | None) -> JSONValue:
+    return None if stop is None else {"deadline": stop.deadline, "message": stop.message, "reason": stop.reason}
 
 
 def _pod_json(pod: PodRecord) -> JSONObject:
-    stop: JSONValue = None
-    if pod.stop is not None:
-        stop = {"reason": pod.stop.reason, "message": pod.stop.message, "deadline": pod.stop.deadline}
     return {
-        "uid": pod.uid,
-        "spec": pod.spec,
-        "phase": pod.phase,
-        "finished": pod.finished,
-        "reason": pod.reason,
-        "message": pod.message,
-        "stop": stop,
         "containers": [_container_json(container) for container in pod.containers],
+        "finished": pod.finished,
+        "message": pod.message,
+        "phase": pod.phase,
+        "reason": pod.reason,
+        "spec": pod.spec,
+        "stop": _stop_json(pod.stop),
+        "uid": pod.uid,
     }
 
 
@@ -258,6 +283,11 @@ def _dumps(value: JSONValue) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+# What _dumps writes for a value whose objects all have their keys in sorted
+# order already (the builders above), without sorting them again.
+_dumps_built = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode_spec(spec: JSONObject) -> str:
     """A pod spec as ``encode_pod`` writes it; the runtime encodes each pod's (unchanging) spec once."""
     return _dumps(spec)
@@ -267,16 +297,29 @@ def encode_pod(pod: PodRecord, *, spec_text: str | None = None) -> str:
     """The runtime part of one pod's record as JSON text (see ``entry_pieces``).
 
     With ``spec_text`` (``encode_spec(pod.spec)``), only what changes is
-    encoded and the spec's text is spliced in: the same text, since keys
-    are sorted and ``spec`` sorts just before ``stop``, the record's last
-    key but ``uid``.  (Inside JSON strings quotes are escaped, and no key
-    inside ``stop`` or ``uid`` is called so: the last ``,"stop":`` is the key.)
+    encoded and the spec's text is spliced in (see ``pod_text``).
     """
     if spec_text is None:
         return _dumps(_pod_json(pod))
-    document = _pod_json(pod)
-    del document["spec"]
-    text = _dumps(document)
+    return pod_text(uid=pod.uid, phase=pod.phase, finished=pod.finished, reason=pod.reason, message=pod.message,
+                    stop=_stop_json(pod.stop), containers=[_container_json(c) for c in pod.containers],
+                    spec_text=spec_text)
+
+
+def pod_text(
+    *, uid: str, phase: str, finished: bool, reason: str | None, message: str, stop: JSONValue,
+    containers: list[JSONValue], spec_text: str,
+) -> str:
+    """``encode_pod``'s text from the record's values (``containers`` as ``container_json``; ``stop`` as a JSON
+    object with keys deadline, message, reason, or None) and its spec's ``encode_spec`` text.
+
+    The spec's text is spliced in: the same text, since keys are sorted and
+    ``spec`` sorts just before ``stop``, the record's last key but ``uid``.
+    (Inside JSON strings quotes are escaped, and no key inside ``stop`` or
+    ``uid`` is called so: the last ``,"stop":`` is the key.)
+    """
+    text = _dumps_built({"containers": containers, "finished": finished, "message": message, "phase": phase,
+                         "reason": reason, "stop": stop, "uid": uid})
     cut = text.rindex(',"stop":')
     return "".join((text[:cut], ',"spec":', spec_text, text[cut:]))
 

@@ -58,6 +58,11 @@ REGISTER_TIMEOUT_SEVERAL = 5.0
 # How long a new pod's Running report waits: a pod that ends meanwhile is
 # reported once, with its start and end (see forward_events).
 RUNNING_REPORT_HOLD_SECONDS = 0.02
+# The runtime's other status changes go out at most once per this many
+# seconds, together (see forward_events): each write on the stream costs the
+# agent a loopback TCP send, and the controller a read, whatever it carries.
+# A change after a quiet spell goes at once.
+REPORT_LINGER_SECONDS = 0.01
 
 
 class StaleLeader(Exception):
@@ -207,8 +212,15 @@ class ControllerLink:
         self.fencing = fencing
         # Heartbeats sent on this stream and not acknowledged yet: seq -> when (the fencing clock).
         self._unacked: dict[int, float] = {}
-        # New pods whose first Running report waits (see forward_events), in order.
-        self._held: dict[str, None] = {}
+        # New pods whose first Running report waits (see forward_events), with when it goes, in order.
+        self._held: dict[str, float] = {}
+        # Pods whose report goes with the next send of reports (see forward_events), in order.
+        self._due: dict[str, None] = {}
+        # The one timer that sends the due reports and the held ones that are due, and when it fires.
+        self._report_timer: asyncio.TimerHandle | None = None
+        self._report_at = 0.0
+        # When reports last went out (loop time).
+        self._reports_sent_at = float("-inf")
         # ForgetPods received and not yet taken by their task (which is not done until it took them), by purge.
         self._forgets: dict[bool, tuple[list[str], asyncio.Task[None]]] = {}
         self._seq = 0
@@ -247,18 +259,21 @@ class ControllerLink:
         """Relay the runtime's status changes (dropped while disconnected: Register resends all).
 
         Each event is a whole snapshot, so of the events waiting together
-        only one report per pod is sent, built from the pod's newest state:
-        a pod that started (Pending, then Running) since we last looked is
-        reported once.  A new pod whose first start is still under way is
-        not reported: the controller sent it as Pending, and the status
-        after its spawn (Running, or the start's failure) always follows, so
-        a pod costs the controller one report less.
+        only one report per pod is sent, built from the pod's newest state
+        when it goes out: a pod that started (Pending, then Running) since
+        we last looked is reported once.  A new pod whose first start is
+        still under way is not reported: the controller sent it as Pending,
+        and the status after its spawn (Running, or the start's failure)
+        always follows, so a pod costs the controller one report less.
 
         A new pod's first Running report is held for
         ``RUNNING_REPORT_HOLD_SECONDS``: a short pod that ends meanwhile is
         reported once, with when it started and ended (the controller
-        stores one change instead of two), and the Running reports of one
-        moment go out together.  Every other change goes at once.
+        stores one change instead of two).  Every other change goes at once
+        when no reports went out in the last ``REPORT_LINGER_SECONDS``, else
+        when that much has passed, together with the others of that moment
+        and the held reports that would be due before the next send: one
+        write on the stream for all of them (see ``_send_reports``).
         """
         events = self.node.runtime.events
         runtime = self.node.runtime
@@ -274,27 +289,59 @@ class ControllerLink:
                 uids[st.uid] = None
             if not self.connected:
                 continue
-            held: list[str] = []
+            now = loop.time()
+            held = self._held
             for uid in uids:
                 current = runtime.status(uid)
                 if current is not None and current.creating:
                     continue
-                if current is not None and current.first_run and uid not in self._held:
-                    self._held[uid] = None
-                    held.append(uid)
+                if current is not None and current.first_run and uid not in held:
+                    held[uid] = now + RUNNING_REPORT_HOLD_SECONDS
                     continue
-                self._held.pop(uid, None)
-                self.send_pod(uid)
-            if held:
-                loop.call_later(RUNNING_REPORT_HOLD_SECONDS, self._release_held, held)
+                held.pop(uid, None)
+                self._due[uid] = None
+            if self._due:
+                when = self._reports_sent_at + REPORT_LINGER_SECONDS
+                if when <= now:
+                    self._send_reports()
+                else:
+                    self._reports_at(when, loop)
+            elif held:
+                self._reports_at(next(iter(held.values())), loop)
 
-    def _release_held(self, uids: list[str]) -> None:
-        """Send the held Running reports still held (a pod reported meanwhile is no longer)."""
-        for uid in uids:
-            if uid in self._held:
-                del self._held[uid]
-                if self.connected:
-                    self.send_pod(uid)
+    def _reports_at(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
+        """Make sure the reports are sent no later than ``when`` (loop time)."""
+        timer = self._report_timer
+        if timer is not None:
+            if self._report_at <= when:
+                return
+            timer.cancel()
+        self._report_at = when
+        self._report_timer = loop.call_at(when, self._send_reports)
+
+    def _send_reports(self) -> None:
+        """Send the due reports, and the held ones due before the next send could come; one write for all."""
+        if self._report_timer is not None:
+            self._report_timer.cancel()  # called before it was due (see forward_events)
+            self._report_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        held, due = self._held, self._due
+        if held:
+            # Held in order, so each one's release is no earlier than the one before's.
+            ripe = now + REPORT_LINGER_SECONDS
+            for uid, when in list(held.items()):
+                if when > ripe:
+                    break
+                del held[uid]
+                due[uid] = None
+        self._due = {}
+        if self.connected and due:
+            self._reports_sent_at = now
+            for uid in due:
+                self.send_pod(uid)
+        if held:
+            self._reports_at(next(iter(held.values())), loop)
 
     def _register(self) -> agent_pb2.AgentMessage:
         n = self.node

@@ -369,6 +369,12 @@ class AgentNode:
             self._infos[m.uid] = (m, info)
         return info
 
+    def _reject(self, meta: PodMeta, reason: str, message: str) -> bool:
+        """Record the pod rejected (holding no user) and write it at once: it is reported as soon as we return."""
+        self._put_meta(replace(meta, reason=reason, message=message, rejected=True, run_as_uid=None))
+        self._flush_meta()
+        return False
+
     async def run_pod(self, wish: Pod) -> bool:
         """Admit and start a pod; a pod that does not fit is reported Failed with the kubelet's reason.
 
@@ -385,20 +391,22 @@ class AgentNode:
             # A pod that names no grace gets the API's default (the controller always names one).
             grace = (wish.termination_grace_seconds if wish.termination_grace_seconds is not None
                      else DEFAULT_POD_GRACE_SECONDS)
-            meta = PodMeta(
-                uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
-                index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
-                qos=qos.value, static=wish.static, admitted_at=self.clock(),
-                grace_seconds=grace,
-                containers=tuple(c.name for c in wish.containers), source=wish.source,
-            )
+            refused: PodSecurityError | None = None
             try:
                 run_as = self._run_as(wish)
             except PodSecurityError as exc:
-                log.warning("pod %s/%s refused: %s", wish.namespace, wish.name, exc)
-                self._put_meta(replace(meta, reason=SECURITY_REJECTED, message=str(exc), rejected=True))
-                self._flush_meta()  # reported as soon as we return
-                return False
+                run_as, refused = None, exc
+            # The record as admitted (a rejected pod's holds no user: see the rejections below).
+            meta = PodMeta(
+                uid=wish.uid, name=wish.name, namespace=wish.namespace, workload=wish.workload, pod_set=wish.pod_set,
+                index=wish.index, priority=wish.priority, priority_class=wish.priority_class, requests=requests,
+                qos=qos.value, static=wish.static, admitted_at=self.clock(), grace_seconds=grace,
+                containers=tuple(c.name for c in wish.containers), source=wish.source,
+                run_as_uid=run_as.uid if run_as is not None else None,
+            )
+            if refused is not None:
+                log.warning("pod %s/%s refused: %s", wish.namespace, wish.name, refused)
+                return self._reject(meta, SECURITY_REJECTED, str(refused))
             running = self.admitted_pods()
             decision = admit_pod(pod=self._pod_info(meta), allocatable=self.allocatable, running=running)
             # The kubelet labels each preemption with the first resource the critical pod lacked.
@@ -406,9 +414,7 @@ class AgentNode:
                 if decision.victims else []
             if not decision.admitted:
                 log.warning("pod %s rejected: %s: %s", wish.name, decision.reason, decision.message)
-                self._put_meta(replace(meta, reason=decision.reason, message=decision.message, rejected=True))
-                self._flush_meta()  # reported as soon as we return
-                return False
+                return self._reject(meta, decision.reason, decision.message)
             victims = list(decision.victims)
             assigned: dict[str, tuple[str, ...]] = {}
             if self.devices is not None:
@@ -417,11 +423,8 @@ class AgentNode:
                         requests, self.held_devices(besides=frozenset(v.uid for v in victims)))
                 except DeviceShortage as exc:
                     log.warning("pod %s rejected: %s: %s", wish.name, DEVICES_REJECTED, exc)
-                    self._put_meta(replace(meta, reason=DEVICES_REJECTED, message=str(exc), rejected=True))
-                    self._flush_meta()  # reported as soon as we return
-                    return False
-            uid = run_as.uid if run_as is not None else None
-            self._put_meta(replace(meta, run_as_uid=uid, devices=assigned) if uid is not None or assigned else meta)
+                    return self._reject(meta, DEVICES_REJECTED, str(exc))
+            self._put_meta(replace(meta, devices=assigned) if assigned else meta)
         if victims:
             self._flush_meta()  # reported at once, next
             if self.on_admitted is not None:

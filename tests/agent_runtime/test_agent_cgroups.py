@@ -179,6 +179,49 @@ async def test_v1_reuses_an_emptied_cgroup_reset_to_no_limits(v1_driver: CgroupV
     assert len(_kept(v1_driver)) == 1  # removed with the base at teardown
 
 
+async def test_v1_a_kept_cgroup_brings_its_oom_count_and_cpu_shares_along(
+        v1_driver: CgroupV1, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a start would read back or write again is known for a new or kept cgroup: its OOM-kill count (the
+    start's baseline; an OOM kill of the pod before counts, a new one has none) and the CPU shares it has."""
+    from sluicegate.agent.cgroups import v1 as v1_module
+
+    first = v1_driver.create(pod_uid="pod-a", container="main",
+                             limits=CgroupLimits(cpu_request_millicores=1000, memory_limit_bytes=16 * MI))
+    hog = subprocess.run(v1_driver.placement_argv(first, ["sh", "-c", 'x=xxxxxxxx; while :; do x="$x$x"; done']),
+                         check=False, timeout=30)
+    assert hog.returncode != 0
+    kills = v1_driver.oom_kills(first)  # as the runtime reads it once the container's processes are gone
+    assert kills >= 1
+    await v1_driver.remove_pod("pod-a", containers=["main"])
+    assert len(_kept(v1_driver)) == 1
+    read: list[str] = []
+    written: list[str] = []
+    real_read, real_write = v1_module.read_keyed, v1_module.write_value
+
+    def reading(path: str | Path, key: str) -> int | None:
+        read.append(os.path.basename(path))
+        return real_read(path, key)
+
+    def writing(path: str | Path, value: str, *, operation: str) -> None:
+        written.append(os.path.basename(path))
+        real_write(path, value, operation=operation)
+
+    monkeypatch.setattr(v1_module, "read_keyed", reading)
+    monkeypatch.setattr(v1_module, "write_value", writing)
+    second = v1_driver.create(pod_uid="pod-b", container="main", limits=CgroupLimits(cpu_request_millicores=1000))
+    assert _kept(v1_driver) == []
+    memory, cpu = second.dir_for("memory"), second.dir_for("cpu")
+    assert memory is not None and cpu is not None
+    assert (v1_driver.oom_kills(second), read, written) == (kills, [], [])
+    assert (cpu / "cpu.shares").read_text().strip() == str(cpu_shares(1000))
+    # Read from the file once something may have run in it.
+    assert v1_driver.oom_kills(second) == kills and read == ["memory.oom_control"]
+    fresh = v1_driver.create(pod_uid="pod-c", container="main", limits=CgroupLimits(cpu_request_millicores=500))
+    assert (v1_driver.oom_kills(fresh), read, written) == (0, ["memory.oom_control"], ["cpu.shares"])
+    await v1_driver.remove_pod("pod-b", containers=["main"])
+    await v1_driver.remove_pod("pod-c", containers=["main"])
+
+
 async def test_v1_removes_a_cgroup_left_with_page_cache(v1_driver: CgroupV1, tmp_path: Path) -> None:
     """A cgroup still charged with the pod's page cache is removed, not handed to the next pod."""
     handle = v1_driver.create(pod_uid="pod-a", container="main", limits=CgroupLimits())

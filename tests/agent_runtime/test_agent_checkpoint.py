@@ -8,9 +8,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from agent_runtime_support import MI, pod, sh
+from agent_runtime_support import MI, RuntimeFactory, fast_config, pod, sh
 
 from sluicegate.agent import checkpoint
+from sluicegate.agent.cgroups import CgroupDriver
 from sluicegate.agent.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -19,7 +20,17 @@ from sluicegate.agent.checkpoint import (
     StopRecord,
     TerminationRecord,
 )
-from sluicegate.agent.runtime import Container, Pod, RestartPolicy, RunAs, spec_from_json, spec_to_json
+from sluicegate.agent.runtime import (
+    Container,
+    ContainerState,
+    Pod,
+    Reason,
+    RestartPolicy,
+    RunAs,
+    spec_from_json,
+    spec_to_json,
+)
+from sluicegate.agent.runtime.state import LivePod
 
 
 def _record(uid: str = "pod-a") -> PodRecord:
@@ -342,3 +353,35 @@ def test_a_record_with_its_spec_encoded_once_is_the_same_text(message: str, stop
     spliced = checkpoint.encode_pod(record, spec_text=checkpoint.encode_spec(record.spec))
     assert spliced == checkpoint.encode_pod(record)
     assert json.loads(spliced)["spec"] == record.spec
+
+
+async def test_the_runtime_writes_each_record_as_encode_pod_would(
+    driver: CgroupDriver, make_runtime: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime builds a pod's record text from its live state: every text it writes over a pod's life (a
+    start, a failed run and its restart, a stop with its grace) is what encode_pod writes for the record it
+    reads back as."""
+    runtime = make_runtime(driver, config=fast_config(backoff_base_seconds=0.01, backoff_cap_seconds=0.01))
+    direct = runtime._record_text
+    compared: list[str] = []
+
+    def checked(live: LivePod, spec_text: str) -> str:
+        text = direct(live, spec_text)
+        record = checkpoint.decode({"version": 1, "bootId": "b", "seq": 1, "writtenAt": 1.0,
+                                    "pods": [json.loads(text)]}, path="test").pods[0]
+        assert text == checkpoint.encode_pod(record) == checkpoint.encode_pod(record, spec_text=spec_text)
+        compared.append(text)
+        return text
+
+    monkeypatch.setattr(runtime, "_record_text", checked)
+    await runtime.adopt(None)
+    spec = pod(sh("main", "test -e restarted && exec sleep 30; touch restarted; exit 3"),
+               policy=RestartPolicy.ON_FAILURE, grace=5.0)
+    await runtime.run(spec)
+    await runtime.wait_for(spec.uid, lambda s: s.container("main").restart_count == 1
+                           and s.container("main").state is ContainerState.RUNNING, timeout=10)
+    await runtime.stop(spec.uid, grace_seconds=5.0, reason=Reason.KILLED, message='stopped ,"stop": here')
+    # A runtime on its own writes version 1: its records alone.
+    assert json.loads(runtime.checkpoint_path.read_text())["pods"] == [json.loads(compared[-1])]
+    assert json.loads(compared[-1])["stop"]["message"] == 'stopped ,"stop": here'
+    assert json.loads(compared[-1])["containers"][0]["lastTermination"]["exitCode"] == 3

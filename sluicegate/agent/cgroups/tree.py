@@ -187,6 +187,9 @@ class TreeDriver:
     def _prepare_dir(self, directory: str) -> None:
         """Hook: make a newly created non-leaf directory delegate controllers."""
 
+    def _leaf_made(self, pod_uid: str, container: str, base: str) -> None:
+        """Hook: ``create`` made the container's directory under ``base`` (it did not exist)."""
+
     def _apply_limits(self, handle: CgroupHandle, limits: CgroupLimits) -> None:
         raise NotImplementedError
 
@@ -209,6 +212,8 @@ class TreeDriver:
                     os.mkdir(leaf)
                 except FileExistsError:
                     pass  # a restart, or a start after an agent restart
+                else:
+                    self._leaf_made(pod_uid, container, base)
             except OSError as exc:
                 raise CgroupError(path=leaf, operation="create", detail=exc.strerror or str(exc)) from exc
             made[base] = leaf

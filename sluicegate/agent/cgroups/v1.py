@@ -78,9 +78,18 @@ class CgroupV1(TreeDriver):
         # (see _park) and renamed to its next pod.  Not with a devices
         # hierarchy, whose rules cannot be reset from here.
         self._pool_size = 0 if self.controls_devices else max(0, pool_size)
-        self._pool: list[tuple[str, str]] = []
+        # Each kept one as (name under each base, leaf name, its OOM-kill count, its CPU shares) (None: unknown).
+        self._pool: list[tuple[str, str, int | None, int | None]] = []
         self._pool_seq = 0
         self._memsw: bool | None = None
+        # What a container's cgroups hold without reading them back, by (pod uid, name): the OOM-kill
+        # count of a cgroup made or kept and not yet placed into (the baseline of its first start, see
+        # oom_kills), the count last read (kept with an emptied cgroup: the runtime reads it once the
+        # last process is gone), and the CPU shares this driver wrote.
+        self._oom_idle: dict[tuple[str, str], int] = {}
+        self._oom_read: dict[tuple[str, str], int] = {}
+        self._shares: dict[tuple[str, str], int] = {}
+        self._memory_base = next((str(base) for name, base in self._bases if name == "memory"), None)
 
     def create(self, *, pod_uid: str, container: str, limits: CgroupLimits) -> CgroupHandle:
         if self._pool:
@@ -98,7 +107,7 @@ class CgroupV1(TreeDriver):
 
     def _reuse(self, pod_uid: str, container: str) -> bool:
         """Rename a kept cgroup to the pod's; False (nothing renamed) when that cannot be done."""
-        name, leaf = self._pool.pop()
+        name, leaf, oom_kills, shares = self._pool.pop()
         moved: list[str] = []
         try:
             for base in self._unique_base_names:
@@ -118,7 +127,17 @@ class CgroupV1(TreeDriver):
                 except OSError:
                     pass  # left for the sweep of the next agent's start
             return False
+        key = (pod_uid, container)
+        if oom_kills is not None:
+            self._oom_idle[key] = oom_kills
+        if shares is not None:
+            self._shares[key] = shares
         return True
+
+    def _leaf_made(self, pod_uid: str, container: str, base: str) -> None:
+        if base == self._memory_base:
+            # A new memory cgroup has counted no OOM kill.
+            self._oom_idle[(pod_uid, container)] = 0
 
     def _park(self, pod_uid: str, leaf: str) -> bool:
         """Reset the emptied cgroup of a one-container pod and keep it; False when it must be removed instead.
@@ -167,7 +186,8 @@ class CgroupV1(TreeDriver):
                 except OSError:
                     pass  # left for the sweep of the next agent's start
             return False
-        self._pool.append((name, leaf))
+        key = (pod_uid, leaf)
+        self._pool.append((name, leaf, self._oom_read.pop(key, None), self._shares.pop(key, None)))
         return True
 
     async def remove_pod(
@@ -181,7 +201,11 @@ class CgroupV1(TreeDriver):
         )
         self._quotas.pop(pod_uid, None)
         for name in containers or ():
-            self._memory_unlimited.discard((pod_uid, name))
+            key = (pod_uid, name)
+            self._memory_unlimited.discard(key)
+            self._oom_idle.pop(key, None)
+            self._oom_read.pop(key, None)
+            self._shares.pop(key, None)
         if not parked:
             await super().remove_pod(pod_uid, containers=containers, attempts=attempts, interval=interval)
 
@@ -215,9 +239,16 @@ class CgroupV1(TreeDriver):
         await super().remove_base(attempts=attempts, interval=interval)
 
     def spawn_places(self, handle: CgroupHandle | None) -> tuple[tuple[str, str], ...] | None:
-        if handle is not None and self._tight_quota(handle):
-            return None
+        if handle is not None:
+            self._oom_idle.pop((handle.pod_uid, handle.container), None)  # something runs in it next
+            if self._tight_quota(handle):
+                return None
         return super().spawn_places(handle)
+
+    def placement_argv(self, handle: CgroupHandle | None, argv: Sequence[str]) -> list[str]:
+        if handle is not None:
+            self._oom_idle.pop((handle.pod_uid, handle.container), None)  # something runs in it next
+        return super().placement_argv(handle, argv)
 
     @property
     def kind(self) -> str:
@@ -324,7 +355,11 @@ class CgroupV1(TreeDriver):
             write_value(f"{cpu}/cpu.cfs_quota_us", str(quota), operation="set CPU limit")
         if cpu is not None:
             self._quotas.setdefault(handle.pod_uid, {})[cpu] = quota if limits.cpu_limit_millicores else -1
-            write_value(f"{cpu}/cpu.shares", str(cpu_shares(limits.cpu_request_millicores)), operation="set CPU shares")
+            shares = cpu_shares(limits.cpu_request_millicores)
+            key = (handle.pod_uid, handle.container)
+            if self._shares.get(key) != shares:  # a kept cgroup has its last pod's, often the same
+                write_value(f"{cpu}/cpu.shares", str(shares), operation="set CPU shares")
+                self._shares[key] = shares
         if limits.device_deny:
             devices = handle.name_for("devices")
             if devices is None:
@@ -353,10 +388,17 @@ class CgroupV1(TreeDriver):
 
     def oom_kills(self, handle: CgroupHandle | None) -> int:
         memory = None if handle is None else handle.name_for("memory")
-        if memory is None:
+        if memory is None or handle is None:
             return 0
+        key = (handle.pod_uid, handle.container)
+        idle = self._oom_idle.pop(key, None)
+        if idle is not None:
+            # Made or kept, and nothing placed into it since: the count is known (a start's baseline).
+            return idle
         kills = read_keyed(f"{memory}/memory.oom_control", "oom_kill")
         if kills is not None:
+            # Kept with the cgroup when it is emptied (see _park): read after the last exit, it is still its count.
+            self._oom_read[key] = kills
             return kills
         # Kernels before 4.13 have no oom_kill counter.  failcnt counts how
         # often usage hit the limit, which is the closest signal they offer.

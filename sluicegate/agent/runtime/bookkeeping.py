@@ -239,19 +239,20 @@ class RuntimeBase:
             return
         _settle(waiters, None)
 
-    def _record(self, pod: LivePod) -> ckpt.PodRecord:
-        stop = None
-        if pod.stop is not None:
-            stop = ckpt.StopRecord(reason=str(pod.stop.reason), message=pod.stop.message, deadline=pod.stop.deadline)
-        return ckpt.PodRecord(
+    def _record_text(self, pod: LivePod, spec_text: str) -> str:
+        """The pod's checkpoint record as ``encode_pod`` writes it, built from its live state (``spec_text``: its
+        spec's ``encode_spec`` text)."""
+        stop = pod.stop
+        return ckpt.pod_text(
             uid=pod.uid,
-            spec=pod.spec_json,
             phase=str(pod.latest.phase if pod.latest is not None else PodPhase.PENDING),
             finished=pod.finished,
             reason=pod.reason,
             message=pod.message,
-            stop=stop,
-            containers=tuple(container.record() for container in pod.containers),
+            stop=None if stop is None else {"deadline": stop.deadline, "message": stop.message,
+                                            "reason": str(stop.reason)},
+            containers=[container.record_json() for container in pod.containers],
+            spec_text=spec_text,
         )
 
     # Node records.  The agent node keeps its own part of each pod's record
@@ -374,7 +375,7 @@ class RuntimeBase:
                     spec_text = self._spec_texts.get(uid)
                     if spec_text is None:
                         spec_text = self._spec_texts[uid] = ckpt.encode_spec(pod.spec_json)
-                    self._records[uid] = ckpt.encode_pod(self._record(pod), spec_text=spec_text)
+                    self._records[uid] = self._record_text(pod, spec_text)
             self._entries_stale |= self._stale
             self._stale.clear()
             node = self._node_json

@@ -96,17 +96,12 @@ def run_as_from(reader: ckpt.FieldReader | None) -> RunAs | None:
     return RunAs(uid=reader.get_int("uid"), gid=reader.get_int("gid"), no_new_privs=reader.get_bool("noNewPrivs"))
 
 
-def termination_record(term: Termination | None) -> ckpt.TerminationRecord | None:
+def termination_json(term: Termination | None) -> ckpt.JSONValue:
+    """A termination as the checkpoint writes it (``checkpoint.termination_json``)."""
     if term is None:
         return None
-    return ckpt.TerminationRecord(
-        exit_code=term.exit_code,
-        reason=str(term.reason),
-        message=term.message,
-        started_at=term.started_at,
-        finished_at=term.finished_at,
-        signal=term.signal,
-    )
+    return ckpt.termination_json(exit_code=term.exit_code, reason=str(term.reason), message=term.message,
+                                 started_at=term.started_at, finished_at=term.finished_at, signal=term.signal)
 
 
 def termination_from(record: ckpt.TerminationRecord | None, *, path: str) -> Termination | None:

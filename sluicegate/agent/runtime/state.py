@@ -9,7 +9,7 @@ from pathlib import Path
 from sluicegate.agent import checkpoint as ckpt
 from sluicegate.agent.cgroups import CgroupHandle
 from sluicegate.agent.pod import Container, Pod
-from sluicegate.agent.runtime.codec import termination_record
+from sluicegate.agent.runtime.codec import termination_json
 from sluicegate.agent.runtime.process import Proc
 from sluicegate.agent.runtime.values import (
     ContainerState,
@@ -65,22 +65,25 @@ class LiveContainer:
             last_termination=self.last_termination,
         )
 
-    def record(self) -> ckpt.ContainerRecord:
-        return ckpt.ContainerRecord(
+    def record_json(self) -> ckpt.JSONObject:
+        """The container's part of its pod's checkpoint record (``checkpoint.container_json``)."""
+        cgroup = self.cgroup
+        waiting = self.waiting_reason
+        return ckpt.container_json(
             name=self.spec.name,
             state=str(self.state),
             pid=self.pid,
             start_ticks=self.start_ticks,
-            cgroup=() if self.cgroup is None else self.cgroup.paths,
+            cgroup=() if cgroup is None else cgroup.paths,
             log_path=str(self.log_path),
             restart_count=self.restart_count,
             backoff_index=self.backoff_index,
             oom_kills_at_start=self.oom_baseline,
             started_at=self.started_at,
             starting=self.starting,
-            waiting_reason=None if self.waiting_reason is None else str(self.waiting_reason),
-            terminated=termination_record(self.terminated),
-            last_termination=termination_record(self.last_termination),
+            waiting_reason=None if waiting is None else str(waiting),
+            terminated=termination_json(self.terminated),
+            last_termination=termination_json(self.last_termination),
         )
 
 

@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 from sluicegate.agent.cgroups import CgroupError
 from sluicegate.agent.monitor import group_members, live_pids, read_stat
@@ -60,9 +59,9 @@ class Supervision(RuntimeBase):
 
     # -- internals: processes --
 
-    def _environment(self, spec: Container, home: Path) -> dict[str, str]:
+    def _environment(self, spec: Container, home: str) -> dict[str, str]:
         env = dict(self._config.base_env)
-        env["HOME"] = str(home)
+        env["HOME"] = home
         for name, value in spec.env:
             env[name] = value
         return env
@@ -115,10 +114,10 @@ class Supervision(RuntimeBase):
         """argv, env, cwd, the spawner's places (None: start through the wrapper) and the open log fd."""
         spec = container.spec
         container.memory_killed = False
-        home = pod.directory / HOME_DIR
+        home = f"{pod.directory}/{HOME_DIR}"  # a string: every start needs one, nothing needs its Path
         env = self._environment(spec, home)
         argv = [*spec.command, *spec.args]
-        cwd = spec.working_dir or str(home)
+        cwd = spec.working_dir or home
         problem = command_problem(argv[0], env, cwd, found=self._found_commands)
         if problem is not None:
             raise StartFailure(problem)

@@ -61,6 +61,8 @@ PR_SET_NO_NEW_PRIVS: Final = 38
 MAX_MESSAGE: Final = 4 << 20
 # Dispositions the spawner changes that its children must not inherit.
 RESET_SIGNALS: Final = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT)
+# At most this many of the agent's cgroup.procs files are kept open (one per hierarchy: a few).
+MAX_HOMES: Final = 16
 
 
 class Spawner:
@@ -71,6 +73,9 @@ class Spawner:
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.pidfds: dict[int, int] = {}  # pidfd -> pid, children still running
         self.root = True
+        # The way back after each start (the agent's own cgroup.procs, the same few
+        # files every time), kept open: two syscalls and a path walk less per hierarchy.
+        self.homes: dict[str, int] = {}
 
     # -- messages --
 
@@ -175,7 +180,7 @@ class Spawner:
         stuck = False
         for _, home in places[:entered]:
             try:
-                _write(home, mine)
+                self.go_home(home, mine)
             except OSError:
                 stuck = True
         if pid:
@@ -194,6 +199,27 @@ class Spawner:
             # What was started stands: it was placed.
             sys.exit(3)
 
+    def go_home(self, home: str, mine: bytes) -> None:
+        """Back into one of the agent's cgroups, through the file kept open for it (opened again once if need be)."""
+        fd = self.homes.get(home)
+        if fd is not None:
+            try:
+                os.write(fd, mine)
+                return
+            except OSError:
+                del self.homes[home]
+                os.close(fd)
+        fd = os.open(home, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, mine)
+        except OSError:
+            os.close(fd)
+            raise
+        if len(self.homes) < MAX_HOMES:
+            self.homes[home] = fd
+        else:
+            os.close(fd)
+
     def fork(self, rid: int, uid: int, gid: int, no_new_privs: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
@@ -204,6 +230,8 @@ class Spawner:
                 self.sock.close()
                 for pidfd in self.pidfds:
                     os.close(pidfd)
+                for fd in self.homes.values():
+                    os.close(fd)
                 become(uid, gid, no_new_privs)
                 child = Spawner(ours)
                 child.root = False

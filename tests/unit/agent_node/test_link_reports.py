@@ -111,3 +111,33 @@ async def test_the_forget_pods_of_one_message_are_forgotten_together(make_node: 
         await asyncio.sleep(0)
     assert (calls, link._command_tasks, link._forgets) == (
         [(["a", "b", "c"], False), (["old"], True), (["d"], False)], set(), {})
+
+
+async def test_reports_go_at_once_after_a_quiet_spell_and_at_most_once_per_linger(
+        make_node: MakeNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report after a quiet spell goes at once; one that follows it within ``REPORT_LINGER_SECONDS`` waits for
+    the rest of that time (to go out with whatever else comes meanwhile: one write on the stream)."""
+    monkeypatch.setattr(link_module, "RUNNING_REPORT_HOLD_SECONDS", 60.0)
+    monkeypatch.setattr(link_module, "REPORT_LINGER_SECONDS", 2.0)
+    node = await make_node()
+    link, out = connected_link(node)
+    relay = asyncio.create_task(link.forward_events())
+    loop = asyncio.get_running_loop()
+    try:
+        assert await node.run_pod(wish("first", "exit 0")) is True
+        await node.runtime.wait("first", timeout=WAIT)
+        ended = loop.time()
+        report = await next_report(out)
+        first_sent = loop.time()
+        assert (report.uid, report.phase) == ("first", "Succeeded")
+        assert first_sent - ended < 1.0  # not held for the linger
+        assert await node.run_pod(wish("second", "exit 0")) is True
+        await node.runtime.wait("second", timeout=WAIT)
+        if loop.time() - first_sent < 1.5:  # well within the linger: the report waits
+            assert await quiet(out)
+        report = await next_report(out)
+        assert (report.uid, report.phase) == ("second", "Succeeded")
+        assert loop.time() - first_sent >= 2.0 - 0.05
+        assert await quiet(out)
+    finally:
+        relay.cancel()

@@ -155,6 +155,39 @@ async def test_v1_command_starts_in_its_cgroups_as_itself(v1: CgroupV1, tmp_path
         spawners.close()
 
 
+async def test_v1_starts_in_turn_each_start_in_their_own_cgroups_and_the_way_home_stays_open(
+        v1: CgroupV1, tmp_path: Path) -> None:
+    """One spawner, two pods one after the other: each command in its pod's leaves, the spawner home after each,
+    holding each of the agent's cgroup.procs files open once (not opened again per start)."""
+    handles = [v1.create(pod_uid=uid, container="main", limits=CgroupLimits(cpu_request_millicores=100))
+               for uid in ("pod-a", "pod-b")]
+    controllers = [name for name, _ in handles[0].paths]
+    before = _thread_cgroups(threading.get_native_id())
+    homes = v1.homes
+    assert homes is not None
+    spawners = Spawners()
+    try:
+        for i, handle in enumerate(handles):
+            places = v1.spawn_places(handle)
+            assert places is not None
+            out = tmp_path / f"out-{i}"
+            with open(out, "wb") as sink:
+                child = spawners.spawn(key=None, candidates=("/bin/cat",), argv=("cat", "/proc/self/cgroup"),
+                                       env={}, cwd="/", places=places, log_fd=sink.fileno())
+            (spawner,) = spawners.pids()
+            exit = await asyncio.wait_for(child.exit(), WAIT)
+            seen = _cgroup_lines(out.read_text())
+            assert (exit, {c: seen[c] for c in controllers}) == (
+                Exit(code=0, signal=None), {c: _relative(handle, c) for c in controllers})
+            assert {c: _process_cgroups(spawner)[c] for c in controllers} == {c: before[c] for c in controllers}
+            child.release()
+            held = sorted(link for fd in os.listdir(f"/proc/{spawner}/fd")
+                          if (link := os.readlink(f"/proc/{spawner}/fd/{fd}")).endswith("/cgroup.procs"))
+            assert held == sorted({os.path.realpath(home) for home in homes.values()})
+    finally:
+        spawners.close()
+
+
 @pytest.mark.parametrize(
     ("cpu_limit_millicores", "how"),
     [
