@@ -175,12 +175,22 @@ def browser() -> Iterator[Any]:
 
 
 def wait(driver: Any, what: str, pred: Any) -> Any:
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
+
+    def attempt(d: Any) -> Any:
+        try:
+            return pred(d)
+        except WebDriverException as exc:
+            # An element read while the page replaced it (a navigation after a submit): chromedriver says
+            # so as an unknown error, not always as a stale element.  Read again at the next poll.
+            if "does not belong to the document" in str(exc):
+                return False
+            raise
 
     try:
         return WebDriverWait(driver, DEADLINE, poll_frequency=0.1,
-                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: pred(d))
+                             ignored_exceptions=(StaleElementReferenceException,)).until(attempt)
     except TimeoutException:
         raise AssertionError(f"timed out after {DEADLINE}s waiting for {what}; page:\n{driver.page_source[-3000:]}"
                              ) from None
