@@ -187,9 +187,17 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             else:
                 await requests.put(None)
 
+        # Whether an answer is being written (by the writer or by the creator itself, see below).
+        writing = False
+
         async def write() -> None:
+            nonlocal writing
             while (response := await answers.get()) is not None:
-                await context.write(response)
+                writing = True
+                try:
+                    await context.write(response)
+                finally:
+                    writing = False
 
         reader = asyncio.create_task(read(), name="CreateStream-read")
         writer = asyncio.create_task(write(), name="CreateStream-write")
@@ -208,8 +216,17 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
                 if writer.done():
                     break  # the call is over (its writes fail): the writer's error ends it below
-                answers.put_nowait(response)
-                await asyncio.sleep(0)  # the loop's other work runs between requests
+                if not writing and answers.empty():
+                    # Nothing ahead of it: written now, before what the creation woke (a scheduling
+                    # cycle) takes the loop; handed to the writer, a lone creation's answer waited for it.
+                    writing = True
+                    try:
+                        await context.write(response)
+                    finally:
+                        writing = False
+                else:
+                    answers.put_nowait(response)
+                    await asyncio.sleep(0)  # the loop's other work runs between requests
             answers.put_nowait(None)
             await writer  # every answer written before the call ends (its status follows them)
         finally:

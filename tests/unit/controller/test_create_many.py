@@ -204,6 +204,45 @@ async def test_the_stream_reads_the_next_requests_while_one_is_being_created(tmp
     assert len(read) == total
 
 
+async def test_a_lone_creations_answer_goes_out_before_what_the_creation_woke(tmp_path: Path) -> None:
+    """A creation wakes the scheduler, whose cycle (a preemption's, say) takes the loop for a while; the
+    answer to a request with nothing queued ahead of it starts on its way first, not after that cycle."""
+    order: list[str] = []
+
+    class Recording:
+        def __init__(self, context: object) -> None:
+            self._context = context
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._context, name)
+
+        async def write(self, response: object) -> None:
+            order.append("answer")
+            await self._context.write(response)  # type: ignore[attr-defined]
+
+    class Waking(WorkloadsServicer):
+        async def CreateStream(self, request_iterator, context):  # type: ignore[no-untyped-def]
+            await super().CreateStream(request_iterator, Recording(context))
+
+        async def _create_in_parts(self, request, p, context):  # type: ignore[no-untyped-def]
+            response = await super()._create_in_parts(request, p, context)
+            # What a creation wakes runs at the loop's next turn, as the woken scheduler does.
+            asyncio.get_running_loop().call_soon(order.append, "woken work")
+            return response
+
+    request = workloads_pb2.CreateWorkloadsRequest(brief=True, items=[workloads_pb2.CreateWorkloadRequest(
+        document=objects_pb2.Document(body=workload_body("lone", "1").encode(), source="lone"))])
+    async with serve(tmp_path, workloads=Waking) as served, grpc.aio.insecure_channel(served.address) as channel:
+        call = workloads_pb2_grpc.WorkloadsStub(channel).CreateStream()
+        async with asyncio.timeout(CREATE_DEADLINE):
+            await call.write(request)
+            answer = await call.read()
+            await call.done_writing()
+            assert await call.code() == grpc.StatusCode.OK
+    assert answer.results[0].response.created
+    assert order[:2] == ["answer", "woken work"]
+
+
 async def test_a_broken_stream_fails_its_unanswered_creations_and_the_next_creation_opens_a_new_one(served: Served) -> None:
     async with Client(served.address) as client:
         async with asyncio.timeout(CREATE_DEADLINE):
