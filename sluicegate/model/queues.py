@@ -87,10 +87,6 @@ class ResourceGroup:
     covered_resources: tuple[str, ...]
     flavors: tuple[FlavorQuotas, ...]
 
-    @property
-    def flavor_names(self) -> tuple[FlavorName, ...]:
-        return tuple(f.name for f in self.flavors)
-
 
 @dataclass(frozen=True, slots=True)
 class Preemption:

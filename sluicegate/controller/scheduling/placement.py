@@ -211,8 +211,7 @@ class PlacementCache:
     def of(cls, nodes: Sequence[NodeView]) -> PlacementCache:
         return cls(sorted(nodes, key=lambda n: n.name))
 
-    def committed(self, node_names: Iterable[str], in_cycle: Mapping[str, Mapping[str, int]] = _NOTHING_PER_NODE
-                  ) -> None:
+    def committed(self, node_names: Iterable[str], in_cycle: Mapping[str, Mapping[str, int]]) -> None:
         """A placement was committed to these nodes; ``in_cycle``: every node's committed requests, now."""
         names = set(node_names)
         self.dirty |= names

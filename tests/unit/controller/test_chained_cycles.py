@@ -9,7 +9,6 @@ transactions changes.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,8 +19,9 @@ from sluicegate.controller.manager import Manager, workload_state
 from sluicegate.controller.scheduler import MAX_CHAINED_CYCLES
 from sluicegate.controller.store import Change
 from sluicegate.controller.store.sqlite import SqliteStore
-from sluicegate.manifest.loader import RawDocument, parse_text
-from tests.builders import container_doc, workload_doc
+from sluicegate.manifest.loader import parse_text
+
+from .test_manager import workload
 
 QUEUES = """
 apiVersion: sluicegate.io/v1beta2
@@ -55,11 +55,6 @@ class CountingStore(SqliteStore):
     def _commit(self, batches: Sequence[tuple[int, Sequence[Change]]], what: str, *, probe: bool = False) -> None:
         self.commits += 1
         super()._commit(batches, what, probe=probe)
-
-
-def workload(name: str, cpu: str) -> RawDocument:
-    body = workload_doc(name, container_doc(name="c", requests={"cpu": cpu}), queue="lq")
-    return parse_text(json.dumps(body), name, fmt="json")[0]
 
 
 async def admit_all(tmp_path: Path, count: int, cpu: str) -> tuple[Manager, CountingStore, int, int]:
