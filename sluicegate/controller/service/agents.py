@@ -93,8 +93,8 @@ def _heartbeat_pods(fleet: Fleet, session: _StreamSession, pods: Sequence[agent_
     out: list[ReportedPod] = []
     for p in pods:
         owner = fleet.pod_owner_state(p.uid)
-        signature = _heartbeat_signature(p)
         if owner is not None:
+            signature = _heartbeat_signature(p)
             hit = before.get(p.uid)
             now[p.uid] = (signature, owner)
             if hit is not None and hit[1] is owner and hit[0] == signature:
@@ -292,7 +292,7 @@ class _StreamSession:
         self.behind = False
         self.on_behind: Callable[[bool], None] | None = None
         # Each pod of the last heartbeat: what it said (_heartbeat_signature) and the workload it was
-        # checked against (see AgentLinkServicer._heartbeat_pods).
+        # checked against (see _heartbeat_pods).
         self.steady: dict[str, tuple[tuple[object, ...], object]] = {}
 
     def send(self, command: Command) -> None:
