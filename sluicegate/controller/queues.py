@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -200,10 +200,14 @@ class ClusterQueueQueue:
         strategy: QueueingStrategy,
         requeuing: RequeuingTimestamp,
         ready: set[ClusterQueueName] | None = None,
+        touched: set[ClusterQueueName] | None = None,
     ) -> None:
         self.name = name
         # Shared with the QueueManager: names of queues that may have a head.
         self._ready = ready if ready is not None else set()
+        # Shared with the QueueManager: names of queues that popped or parked since a release last found
+        # them with nothing parked (see QueueManager.queue_inadmissible).
+        self._touched = touched if touched is not None else set()
         self.strategy = strategy
         self.requeuing = requeuing
         self.active = True
@@ -398,6 +402,7 @@ class ClusterQueueQueue:
                     self._feed(chain)
             self._in_flight[wk] = p
             self.pop_cycle += 1
+            self._touched.add(self.name)
             return Head(workload=p.workload, cluster_queue=self.name, last_tried=p.last_tried)
 
     def set_strategy(self, strategy: QueueingStrategy) -> None:
@@ -470,6 +475,7 @@ class ClusterQueueQueue:
         if p.ranked is None or p.ranked[1] is not p.workload:
             p.ranked = (self._order_key(p.workload), p.workload)
         self._inadmissible[key] = p
+        self._touched.add(self.name)
         if p.quota_bound:
             self._quota_parked += 1
             p.needs = _needs_of(p.workload.pod_sets)
@@ -531,6 +537,7 @@ class ClusterQueueQueue:
         assert p.ranked is not None
         key = (p.shape, _local_queue(p.workload) if self._afs is not None else None)
         chain = self._chains.get(key)
+        self._touched.add(self.name)
         if chain is None:
             chain = self._chains[key] = _Chain(key, flags=flags)
             self._stopped.append(chain)
@@ -960,11 +967,18 @@ class QueueManager:
         self._created = 0
         # Queues that parked a workload for lack of a node since node capacity last came back.
         self._node_bound: set[ClusterQueueName] = set()
+        # Queues a release has something to do in: those that popped a head or parked a workload since
+        # a release last found them with nothing parked.  Every other queue is as a release would leave
+        # it (nothing parked, no shape parked, its release mark at its last pop), so a release walks
+        # these instead of its whole cohort tree: most queues of a busy tree are idle at any moment.
+        self._touched: set[ClusterQueueName] = set()
+        # Each cohort tree's members (Cache.tree_members: one tuple per tree) -> their positions.
+        self._positions: dict[int, tuple[Sequence[ClusterQueueName], dict[ClusterQueueName, int]]] = {}
 
     def ensure_queue(self, name: ClusterQueueName, strategy: QueueingStrategy, *, active: bool) -> ClusterQueueQueue:
         q = self.queues.get(name)
         if q is None:
-            q = ClusterQueueQueue(name, strategy, self.requeuing, self._ready)
+            q = ClusterQueueQueue(name, strategy, self.requeuing, self._ready, self._touched)
             self.queues[name] = q
             self._created += 1
             self._rank[name] = self._created
@@ -977,6 +991,7 @@ class QueueManager:
         """Drop a queue; returns the workloads that were pending in it."""
         q = self.queues.pop(name, None)
         self._ready.discard(name)
+        self._touched.discard(name)
         self._rank.pop(name, None)
         if q is None:
             return []
@@ -1062,24 +1077,48 @@ class QueueManager:
         cqs: Iterable[ClusterQueueName],
         budget_for: Callable[[ClusterQueueName], Budget | None] | None = None,
     ) -> bool:
+        """A release in ``cqs`` (in that order): each of them that popped or parked since the last release
+        is given it (see ClusterQueueQueue.queue_inadmissible), with ``budget_for`` its budget if any."""
+        touched = self._touched
+        if not touched:
+            return False
         moved = False
         queues = self.queues
-        for name in cqs:
+        for name in self._touched_among(cqs):
             q = queues.get(name)
             if q is None:
+                touched.discard(name)
                 continue
             if not q._inadmissible and not q._stopped:
-                # ClusterQueueQueue.queue_inadmissible with nothing parked, inline: a release touches every
-                # queue of its cohort tree, and most have nothing parked.
+                # ClusterQueueQueue.queue_inadmissible with nothing parked, inline.
                 q.queue_inadmissible_cycle = q.pop_cycle
                 if q._bulk:
                     q._bulk.clear()
                 q.deferred = False
+                touched.discard(name)
                 continue
-            if q.queue_inadmissible(budget_for(name) if budget_for is not None and (q._inadmissible or q._stopped)
-                                    else None):
+            if q.queue_inadmissible(budget_for(name) if budget_for is not None else None):
                 moved = True
+            if not q._inadmissible and not q._stopped:
+                touched.discard(name)
         return moved
+
+    def _touched_among(self, cqs: Iterable[ClusterQueueName]) -> list[ClusterQueueName]:
+        """The touched queues among ``cqs``, in the order of ``cqs``: found from the touched side when
+        they are fewer (``cqs`` a tree's members, whose positions are kept), else by walking ``cqs``."""
+        touched = self._touched
+        if type(cqs) is tuple and len(cqs) > 8 and len(touched) * 4 < len(cqs):
+            kept = self._positions.get(id(cqs))
+            if kept is None or kept[0] is not cqs:
+                if len(self._positions) >= 4096:
+                    self._positions.clear()
+                kept = (cqs, {name: i for i, name in enumerate(cqs)})
+                self._positions[id(cqs)] = kept
+            positions = kept[1]
+            among = [name for name in touched if name in positions]
+            among.sort(key=positions.__getitem__)
+            return among
+        return [name for name in cqs if name in touched]
 
     def pending_count(self, cq: ClusterQueueName) -> int:
         q = self.queues.get(cq)
