@@ -94,8 +94,10 @@ def resolve(groups: Mapping[GroupKey, PodGroup], wl: Workload) -> Workload:
 
 def waiting_reason(groups: Mapping[GroupKey, PodGroup], wl: Workload) -> str | None:
     """Why a Job in a PodGroup waits in no queue (None: it names its LocalQueue, or no group)."""
+    if wl.queue_name or not wl.annotations:
+        return None  # asked at every enqueue: the usual workload names its queue, so no annotation is read
     name = group_name(wl.annotations)
-    if not name or wl.queue_name:
+    if not name:
         return None
     pg = groups.get((wl.namespace, name))
     if pg is None:

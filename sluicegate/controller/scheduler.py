@@ -29,12 +29,16 @@ from sluicegate.controller.scheduling.flavors import PodSetResult
 from sluicegate.controller.scheduling.placement import CyclePlacer, PlacementCache, PodPlacement
 from sluicegate.controller.store import StoreError
 from sluicegate.model.conditions import set_condition
+from sluicegate.model.copying import copier
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey
 from sluicegate.model.queues import QueueingStrategy
 from sluicegate.model.topology import TopologyAssignment
 from sluicegate.model.workloads import Admission, Condition, PodSet, PodSetAssignment, Workload, WorkloadStatus
 
 log = logging.getLogger(__name__)
+
+# An admitted workload's status: its conditions, admission and pods new, the rest as it was.
+_status_placed = copier(WorkloadStatus, ("conditions", "admission", "pods", "last_pods"))
 
 # A pending workload's message is refreshed at most this often when only its
 # wording changes (a changed reason is always stored at once).
@@ -342,14 +346,15 @@ class Scheduler:
             assert e.assignment is not None
             self._pending_written.pop(wl.key, None)  # kept only while it waits (50,000 finished would stay)
             admission = self._admission(e.cluster_queue, e.assignment.pod_sets, topology or {})
-            admitted = with_status(wl, status_with(st, self._admitted_conditions(st, e, now), admission))
-            if placements is not None:
-                carried = carried_over(wl)
-                if carried:
-                    placements = skip_done_indexes(carried, placements)
-                pods = (*carried, *self.fleet.pod_records(wl, placements))
-                admitted = replace(admitted, status=replace(admitted.status, last_pods=(), pods=pods))
-            return admitted
+            conditions = self._admitted_conditions(st, e, now)
+            if placements is None:
+                return with_status(wl, status_with(st, conditions, admission))
+            carried = carried_over(wl)
+            if carried:
+                placements = skip_done_indexes(carried, placements)
+            pods = (*carried, *self.fleet.pod_records(wl, placements))
+            # One new status with its pods (replace() on a status made a moment before cost as much again).
+            return with_status(wl, _status_placed(st, conditions, admission, pods, ()))
         message = e.message or "Workload is waiting for quota"
         old = st.condition("QuotaReserved")
         if old is not None and old.status == "False" and old.reason == "Pending":
