@@ -33,8 +33,8 @@ from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
 from sluicegate.model.copying import copy_with
-from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_pods
-from sluicegate.model.workloads import RequeueState, Workload
+from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_conditions, with_pods
+from sluicegate.model.workloads import Condition, RequeueState, Workload
 
 JOB_ANNOTATION = "sluicegate.io/job"
 
@@ -118,11 +118,27 @@ def settle(
     wait_for_pods_ready: WaitForPodsReadyConfig | None = None,
     new_uid: Callable[[], str] | None = None,
 ) -> Settlement:
-    pods = wl.status.pods
-    if not pods or wl.is_finished and all(p.terminal for p in pods):
+    st = wl.status
+    pods = st.pods
+    if not pods:
         return Settlement(wl)
-    deleting = wl.status.deleting
-    evicted = wl.status.is_true("Evicted")
+    # The conditions settling reads, in one pass (a pod report settles its workload every time).
+    pods_ready = evicted_c = finished_c = None
+    for c in st.conditions:
+        t = c.type
+        # The first of each type, as WorkloadStatus.condition finds it.
+        if t == "PodsReady":
+            if pods_ready is None:
+                pods_ready = c
+        elif t == "Evicted":
+            if evicted_c is None:
+                evicted_c = c
+        elif t == "Finished" and finished_c is None:
+            finished_c = c
+    evicted = evicted_c is not None and evicted_c.status == "True"
+    if finished_c is not None and finished_c.status == "True" and all(p.terminal for p in pods):
+        return Settlement(wl)
+    deleting = st.deleting
     if deleting or evicted:
         cond = wl.status.condition("Evicted")
         why = "the workload is being deleted" if deleting else (cond.message if cond else "the workload was evicted")
@@ -137,7 +153,7 @@ def settle(
         wl = released(wl, now, wait_for_pods_ready or WaitForPodsReadyConfig())
         return Settlement(wl, release=True, requeue=not deleting and wl.active, forget=deleting)
 
-    terminate = wl.status.terminate
+    terminate = st.terminate
     if terminate is not None:
         # A timer ended the workload (e.g. a Job's activeDeadlineSeconds): stop, then finish.
         pods, asked = _stop_all(pods, terminate[1])
@@ -149,7 +165,22 @@ def settle(
     if job is not None:
         return _settle_job(wl, job, pods, now, new_uid)
 
-    failed = [p for p in pods if p.phase == FAILED]
+    # One pass over the pods for what the rest reads: which failed, how many succeeded, whether every
+    # current one is ready (what _reclaimable and _pods_ready would each find again).
+    failed: list[PodRecord] = []
+    succeeded = 0
+    current = False
+    ready = True
+    for p in pods:
+        phase = p.phase
+        if phase == SUCCEEDED:
+            succeeded += 1
+        elif phase == FAILED:
+            failed.append(p)
+        if not p.replaced:
+            current = True
+            if not (p.ready or phase == SUCCEEDED):
+                ready = False
     if failed:
         first = min(failed, key=lambda p: (p.finished_at or now, p.name))
         pods, asked = _stop_all(pods, f"pod {first.name} of the workload failed")
@@ -157,11 +188,14 @@ def settle(
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
         return Settlement(_finished(wl, "Failed", _failure(first), now), release=True)
-    if all(p.phase == SUCCEEDED for p in pods):
+    if succeeded == len(pods):
         return Settlement(_finished(wl, "Succeeded", "Job finished successfully", now), release=True)
-    wl, grew = _reclaimable(wl, {ps.name: sum(1 for p in pods if p.pod_set == ps.name and p.phase == SUCCEEDED)
-                                 for ps in wl.pod_sets})
-    return Settlement(_pods_ready(wl, pods, now), reclaimed=grew)
+    grew = False
+    if succeeded or st.reclaimable_pods:
+        # With no pod succeeded and none reclaimable before, there is nothing to raise.
+        wl, grew = _reclaimable(wl, {ps.name: sum(1 for p in pods if p.pod_set == ps.name and p.phase == SUCCEEDED)
+                                     for ps in wl.pod_sets})
+    return Settlement(_ready_condition(wl, current and ready, pods_ready, now), reclaimed=grew)
 
 
 # Reasons an agent gives a pod it ended on request (stop, eviction, node preemption).
@@ -272,7 +306,11 @@ def _reclaimable(wl: Workload, counts: dict[str, int]) -> tuple[Workload, bool]:
 def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Workload:
     current = _current(pods)
     ready = bool(current) and all(p.ready or p.phase == SUCCEEDED for p in current)
-    cond = wl.status.condition("PodsReady")
+    return _ready_condition(wl, ready, wl.status.condition("PodsReady"), now)
+
+
+def _ready_condition(wl: Workload, ready: bool, cond: Condition | None, now: float) -> Workload:
+    """PodsReady as ``ready`` says (``cond``: the workload's PodsReady condition now, if any)."""
     if ready:
         if cond is not None and cond.is_true:
             return wl
@@ -287,12 +325,12 @@ def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Worklo
                else "Not all pods are ready or succeeded")
         conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg,
                               now=now)
-    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
+    return with_conditions(wl, conds)
 
 
 def _finished(wl: Workload, reason: str, message: str, now: float) -> Workload:
     conds = set_condition(wl.status.conditions, type_="Finished", status=True, reason=reason, message=message, now=now)
-    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
+    return with_conditions(wl, conds)
 
 
 def admitted_seconds(wl: Workload, now: float) -> float:
