@@ -331,8 +331,8 @@ class Fleet:
         agent tells it as it accepts the pod, so storing it then cost every
         pod one more write of its workload, before the write of its start.
         """
-        node = self.registry.nodes.get(node_name)
         if rp.static:
+            node = self.registry.nodes.get(node_name)
             if node is not None:
                 if rp.phase in (RUNNING, PENDING):
                     node.set_static_pod(rp)

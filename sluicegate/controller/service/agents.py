@@ -14,6 +14,7 @@ from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.nodes import (
+    NO_REQUESTS,
     CancelLogsCommand,
     Command,
     ForgetPodCommand,
@@ -58,16 +59,22 @@ FORGET_DELAY = 0.05
 
 def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
     exit_code = None
+    restarts = 0
     for c in p.containers:
+        restarts += c.restart_count
         if c.state == "Terminated" and (exit_code is None or c.exit_code != 0):
             exit_code = c.exit_code
-    return ReportedPod(
-        uid=p.uid, name=p.name, namespace=p.namespace, workload=p.workload, phase=p.phase, reason=p.reason,
-        message=p.message, exit_code=exit_code, ready=p.ready, restarts=sum(c.restart_count for c in p.containers),
-        started_at=p.started_at or None, finished_at=p.finished_at or None, rss_bytes=p.rss_bytes,
-        cpu_seconds=p.cpu_seconds, static=p.static, requests=dict(p.requests), priority=p.priority,
-        qos_class=p.qos_class,
-    )
+    static = p.static
+    # Made as the tuple it is, fields in order (the stream reader makes one per pod it is told of).  Only a
+    # static pod's requests are read (the controller's own pods' are in their records): copied for it alone.
+    return _new_tuple(ReportedPod, (
+        p.uid, p.name, p.namespace, p.workload, p.phase, p.reason, p.message, exit_code, p.ready, restarts,
+        p.started_at or None, p.finished_at or None, p.rss_bytes, p.cpu_seconds, static,
+        dict(p.requests) if static else NO_REQUESTS, p.priority, p.qos_class,
+    ))
+
+
+_new_tuple = tuple.__new__
 
 
 def _heartbeat_signature(p: agent_pb2.PodStatus) -> tuple[object, ...]:
@@ -249,27 +256,27 @@ _templates = _Templates()
 
 
 def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
-    if isinstance(cmd, RunPodCommand):
-        msg = agent_pb2.ControllerMessage()
+    # By the command's exact type (the commands are final dataclasses), and filled in place: building
+    # each part as a message of its own and passing it in copies it, three times the cost of a ForgetPod.
+    msg = agent_pb2.ControllerMessage()
+    if type(cmd) is ForgetPodCommand:
+        forget = msg.forget_pod
+        forget.uid = cmd.uid
+        if cmd.purge:
+            forget.purge = True
+    elif type(cmd) is RunPodCommand:
         _templates.spec(cmd.workload, cmd.pod_set, cmd.pod, into=msg.run_pod.pod)
-        return msg
-    if isinstance(cmd, StopPodCommand):
-        return agent_pb2.ControllerMessage(
-            stop_pod=agent_pb2.StopPod(
-                uid=cmd.uid, grace_seconds=cmd.grace_seconds, reason=cmd.reason, message=cmd.message
-            )
-        )
-    if isinstance(cmd, ForgetPodCommand):
-        return agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=cmd.uid, purge=cmd.purge))
-    if isinstance(cmd, LogRequestCommand):
-        return agent_pb2.ControllerMessage(
-            log_request=agent_pb2.LogRequest(
-                request_id=cmd.request_id, pod_uid=cmd.pod_uid, container=cmd.container, follow=cmd.follow
-            )
-        )
-    if isinstance(cmd, CancelLogsCommand):
-        return agent_pb2.ControllerMessage(cancel_logs=agent_pb2.CancelLogs(request_id=cmd.request_id))
-    raise TypeError(f"unknown command {cmd!r}")
+    elif type(cmd) is StopPodCommand:
+        stop = msg.stop_pod
+        stop.uid, stop.grace_seconds, stop.reason, stop.message = cmd.uid, cmd.grace_seconds, cmd.reason, cmd.message
+    elif type(cmd) is LogRequestCommand:
+        req = msg.log_request
+        req.request_id, req.pod_uid, req.container, req.follow = cmd.request_id, cmd.pod_uid, cmd.container, cmd.follow
+    elif type(cmd) is CancelLogsCommand:
+        msg.cancel_logs.request_id = cmd.request_id
+    else:
+        raise TypeError(f"unknown command {cmd!r}")
+    return msg
 
 
 def _controller_batch(messages: list[agent_pb2.ControllerMessage]) -> agent_pb2.ControllerMessage:

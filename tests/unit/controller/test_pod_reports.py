@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 
 import pytest
 
@@ -166,7 +165,7 @@ async def test_a_pending_pods_qos_class_alone_waits_for_its_next_change_or_the_n
     m.fleet.flush_reports()
     assert stored == [] and m.get_workload("default", "w") == wl
     # Its start brings the class along.
-    m.fleet.report_pods(first.node, [replace(report(first, RUNNING), qos_class="Burstable")], periodic=False)
+    m.fleet.report_pods(first.node, [report(first, RUNNING)._replace(qos_class="Burstable")], periodic=False)
     m.fleet.flush_reports()
     assert stored == ["w"]
     assert [(p.phase, p.qos_class) for p in m.get_workload("default", "w").status.pods] == [
@@ -177,6 +176,6 @@ async def test_a_pending_pods_qos_class_alone_waits_for_its_next_change_or_the_n
     assert stored == ["w", "w"]
     assert [p.qos_class for p in m.get_workload("default", "w").status.pods] == ["Burstable", "Burstable"]
     # A change report that tells more than the class is stored at once.
-    m.fleet.report_pods(second.node, [replace(pending(second), message="pulling")], periodic=False)
+    m.fleet.report_pods(second.node, [pending(second)._replace(message="pulling")], periodic=False)
     m.fleet.flush_reports()
     assert stored == ["w", "w", "w"]
