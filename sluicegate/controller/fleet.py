@@ -350,9 +350,13 @@ class Fleet:
                     rec = r
                     break
         if wl is None or rec is None:
-            self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             if rp.phase in (FAILED, "Succeeded"):
+                # Ended: its processes are gone, so there is nothing to stop (an agent ignores a stop of a
+                # finished pod).  Mostly a pod whose workload was just released, reported again by a
+                # heartbeat before the ForgetPod that release sent has reached its agent.
                 self._tell(node_name, ForgetPodCommand(rp.uid))
+            else:
+                self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             return
         if rec.node != node_name:
             # A node reports only its own pods: another node's pod is not its to end or mark.

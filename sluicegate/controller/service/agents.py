@@ -77,11 +77,13 @@ def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
 _new_tuple = tuple.__new__
 
 
-def _heartbeat_signature(p: agent_pb2.PodStatus) -> tuple[object, ...]:
-    """What of a pod's report the controller acts on (its usage figures, which change at every heartbeat, apart)."""
-    return (p.phase, p.reason, p.message, p.ready, p.started_at, p.finished_at, p.qos_class, p.static, p.priority,
-            p.name, p.namespace, p.workload,
-            tuple([(c.name, c.state, c.exit_code, c.reason, c.restart_count, c.ready) for c in p.containers]))
+def _same_report(a: agent_pb2.PodStatus, b: agent_pb2.PodStatus) -> bool:
+    """Whether two reports of a pod say the same of what the controller acts on (its usage figures, which
+    change at every heartbeat, apart; a container's pid changes only with its restart count)."""
+    return (a.phase == b.phase and a.ready == b.ready and a.reason == b.reason and a.message == b.message
+            and a.started_at == b.started_at and a.finished_at == b.finished_at and a.qos_class == b.qos_class
+            and a.static == b.static and a.priority == b.priority and a.name == b.name
+            and a.namespace == b.namespace and a.workload == b.workload and a.containers == b.containers)
 
 
 def _heartbeat_pods(fleet: Fleet, session: _StreamSession, pods: Sequence[agent_pb2.PodStatus]) -> list[ReportedPod]:
@@ -94,17 +96,22 @@ def _heartbeat_pods(fleet: Fleet, session: _StreamSession, pods: Sequence[agent_
     workload object (model objects are immutable: a change to the workload
     is a new object), would be found as recorded again, so it is skipped.
     Pods the controller does not own (unknown, static) are always handled.
+
+    The last heartbeat's report itself is kept, and compared only when the
+    workload is the same object: a pod whose workload changed since (most
+    pods of a busy cluster are seen once or twice, each time after a change)
+    costs no comparison at all.
     """
     before = session.steady
-    now: dict[str, tuple[tuple[object, ...], object]] = {}
+    now: dict[str, tuple[agent_pb2.PodStatus, object]] = {}
     out: list[ReportedPod] = []
     for p in pods:
-        owner = fleet.pod_owner_state(p.uid)
+        uid = p.uid
+        owner = fleet.pod_owner_state(uid)
         if owner is not None:
-            signature = _heartbeat_signature(p)
-            hit = before.get(p.uid)
-            now[p.uid] = (signature, owner)
-            if hit is not None and hit[1] is owner and hit[0] == signature:
+            hit = before.get(uid)
+            now[uid] = (p, owner)
+            if hit is not None and hit[1] is owner and _same_report(hit[0], p):
                 continue
         out.append(reported_pod(p))
     session.steady = now  # the pods of this heartbeat only: gone pods are dropped
@@ -298,9 +305,8 @@ class _StreamSession:
         # Backpressure (SEND_HIGH_WATER): whether the stream is behind, and who is told when that changes.
         self.behind = False
         self.on_behind: Callable[[bool], None] | None = None
-        # Each pod of the last heartbeat: what it said (_heartbeat_signature) and the workload it was
-        # checked against (see _heartbeat_pods).
-        self.steady: dict[str, tuple[tuple[object, ...], object]] = {}
+        # Each pod of the last heartbeat: its report and the workload it was checked against (see _heartbeat_pods).
+        self.steady: dict[str, tuple[agent_pb2.PodStatus, object]] = {}
 
     def send(self, command: Command) -> None:
         if self.broken:

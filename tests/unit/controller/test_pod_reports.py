@@ -179,3 +179,26 @@ async def test_a_pending_pods_qos_class_alone_waits_for_its_next_change_or_the_n
     m.fleet.report_pods(second.node, [pending(second)._replace(message="pulling")], periodic=False)
     m.fleet.flush_reports()
     assert stored == ["w", "w", "w"]
+
+
+async def test_a_pod_the_controller_does_not_know_is_stopped_unless_it_has_ended_then_only_forgotten() -> None:
+    """A released workload's pod that a heartbeat reports again, ended, before the ForgetPod reached its
+    agent: told to forget it, with no StopPod (its processes are gone; the agent would ignore it)."""
+    from sluicegate.controller.nodes import ForgetPodCommand, StopPodCommand
+
+    m, session = cluster()
+    wl = admitted(m, "w", 1)
+    (pod,) = wl.status.pods
+    m.fleet.report_pods(pod.node, [report(pod, RUNNING)], periodic=False)
+    m.fleet.report_pods(pod.node, [report(pod, SUCCEEDED, finished=20.0)], periodic=False)
+    m.fleet.flush_reports()
+    assert m.get_workload("default", "w").is_finished
+    session.sent.clear()
+    m.fleet.report_pods(pod.node, [report(pod, SUCCEEDED, finished=20.0)])
+    m.fleet.flush_reports()
+    assert session.sent == [ForgetPodCommand(pod.uid)]
+    session.sent.clear()
+    stranger = ReportedPod(uid="not-ours", name="x", namespace="default", workload="x", phase=RUNNING)
+    m.fleet.report_pods(pod.node, [stranger])
+    m.fleet.flush_reports()
+    assert session.sent == [StopPodCommand("not-ours", 0.0, "Unknown", "the controller does not know this pod")]
