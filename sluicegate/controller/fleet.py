@@ -40,7 +40,7 @@ from sluicegate.controller.scheduling.placement import PodPlacement, tolerations
 from sluicegate.controller.store import StoreError
 from sluicegate.model.copying import copy_with
 from sluicegate.model.names import WorkloadKey, workload_key
-from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, as_reported, pods_or_last, with_pod
+from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, as_reported, pods_or_last
 from sluicegate.model.taints import NO_EXECUTE, Taint
 from sluicegate.model.workloads import Workload
 
@@ -391,9 +391,10 @@ class Fleet:
         self._update_pod(wl, as_reported(rec, phase, reason, message, rp.exit_code, rp.ready, rp.restarts, started_at,
                                          rp.finished_at, qos_class))
 
-    def settle(self, wl: Workload) -> Settlement:
+    def settle(self, wl: Workload, pods: tuple[PodRecord, ...] | None = None) -> Settlement:
+        """Settle the workload; ``pods``: its pods as a report changed them (see lifecycle.settle)."""
         return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
-                      new_uid=new_uid)
+                      new_uid=new_uid, pods=pods)
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
         if rec.terminal:
@@ -401,7 +402,8 @@ class Fleet:
             self.registry.unbind(rec.node, rec.uid)
             if self.cache.queues.node_capacity_freed():
                 self.commit.wake()
-        settlement = self.settle(with_pod(wl, rec))
+        uid = rec.uid
+        settlement = self.settle(wl, tuple([rec if p.uid == uid else p for p in wl.status.pods]))
         batch = self._batch
         if batch is not None:
             if not (settlement.stop or settlement.launch or settlement.release or settlement.requeue

@@ -109,7 +109,8 @@ def _copier(name: str) -> Callable[..., Any]:
     from sluicegate.model.workloads import Workload, WorkloadStatus
 
     _copiers.update(status=copier(Workload, ("status",)), pods=copier(WorkloadStatus, ("pods",)),
-                    conditions=copier(WorkloadStatus, ("conditions",)))
+                    conditions=copier(WorkloadStatus, ("conditions",)),
+                    settled=copier(WorkloadStatus, ("pods", "conditions", "reclaimable_pods")))
     return _copiers[name]
 
 
@@ -125,7 +126,10 @@ def with_conditions(wl: Workload, conditions: tuple[Condition, ...]) -> Workload
     return set_status(wl, _copiers["conditions"](wl.status, conditions))  # type: ignore[no-any-return]
 
 
-def with_pod(wl: Workload, rec: PodRecord) -> Workload:
-    """``wl`` with ``rec`` in place of its pod of the same uid."""
-    uid = rec.uid
-    return with_pods(wl, tuple([rec if p.uid == uid else p for p in wl.status.pods]))
+def with_status(wl: Workload, pods: tuple[PodRecord, ...], conditions: tuple[Condition, ...],
+                reclaimable_pods: Mapping[str, int]) -> Workload:
+    """``wl`` with these pods, conditions and reclaimable counts in its status (what settling a report
+    changes), in one copy of the status and one of the workload."""
+    set_status = _copiers.get("status") or _copier("status")
+    return set_status(wl, _copiers["settled"](wl.status, pods, conditions, reclaimable_pods))  # type: ignore[no-any-return]
+

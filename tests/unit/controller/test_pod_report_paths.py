@@ -10,6 +10,7 @@ was written before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -18,12 +19,15 @@ from hypothesis import strategies as st
 from sluicegate.controller.decide_pods import settlement_effects
 from sluicegate.controller.effects import Effects, SetWorkload, Track, UpdateAdmitted
 from sluicegate.controller.lifecycle import (
+    JOB_ANNOTATION,
+    JobSpec,
     Settlement,
     _failure,
     _finished,
     _pods_ready,
     _reclaimable,
     _stop_all,
+    evict,
     settle,
 )
 from sluicegate.controller.nodes import (
@@ -91,6 +95,39 @@ def test_settle_in_one_pass_is_settle_as_it_was(states: list[tuple[str, bool, bo
         conds = set_condition(conds, type_="Finished", status=True, reason="Succeeded", message="done", now=95.0)
     w = replace(w, status=replace(w.status, conditions=conds, pods=pods, reclaimable_pods=reclaimable))
     assert settle(w, 200.0) == settle_before(w, 200.0)
+    # A report's pods handed over with the workload stored before it: the same settlement.
+    stored = with_pods(w, tuple(replace(p, phase=PENDING, ready=False) for p in pods[:1]) + pods[1:])
+    assert settle(stored, 200.0, pods=pods) == settle_before(w, 200.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    states=st.lists(pod_states, min_size=1, max_size=4),
+    way=st.sampled_from(["evicted", "deleting", "terminate", "job", "indexed-job", "plain"]),
+)
+def test_a_reports_pods_handed_over_settle_as_the_workload_holding_them(
+        states: list[tuple[str, bool, bool, str, str]], way: str) -> None:
+    w = admitted(wl("w", podset("main", count=3, cpu="1")), "cq", {"cpu": "default"}, at=100.0)
+    pods = tuple(PodRecord(uid=f"u{i}", name=f"w-main-{i}", pod_set="main", index=i, node="n", phase=phase,
+                           ready=ready, replaced=replaced, reason=reason)
+                 for i, (phase, ready, replaced, reason, _) in enumerate(states))
+    if way == "evicted":
+        w = evict(w, reason="Preempted", message="for a test", now=150.0)
+    elif way == "deleting":
+        w = replace(w, status=replace(w.status, deleting=True))
+    elif way == "terminate":
+        w = replace(w, status=replace(w.status, terminate=("Failed", "DeadlineExceeded")))
+    elif way.endswith("job"):
+        job = JobSpec(completions=3, parallelism=2, indexed=way == "indexed-job", backoff_limit=1)
+        w = replace(w, annotations={JOB_ANNOTATION: job.to_json()})
+    stored = with_pods(w, tuple(replace(p, phase=RUNNING, ready=not p.ready) for p in pods))
+
+    def uids() -> Callable[[], str]:
+        n = iter(range(100))
+        return lambda: f"new-{next(n)}"
+
+    assert (settle(stored, 200.0, pods=pods, new_uid=uids())
+            == settle(with_pods(stored, pods), 200.0, new_uid=uids()))
 
 
 def running_workload() -> Workload:
