@@ -274,7 +274,9 @@ class Fleet:
         ``periodic``: the node's regular report of every pod it runs (a
         heartbeat), not a report of a change (see pod_status).
         """
-        self._reports.extend((node_name, p, periodic) for p in pods)
+        reports = self._reports
+        for p in pods:
+            reports.append((node_name, p, periodic))
         if after is not None:
             self._after_reports.append(after)
         if self._flush is None:
