@@ -41,6 +41,12 @@ def settlement_effects(s: Settlement, state: State, *, now: float, block_admissi
     """Store a settlement, then act on it: stop pods, launch replacements, release, requeue, forget."""
     wl = s.workload
     key = wl.key
+    if not (s.stop or s.launch or s.reclaimed or s.release or s.forget or s.requeue):
+        # Only a new state to store (nearly every pod report): what the general path below gives for it,
+        # made without its lists.
+        ops: tuple[CacheOp, ...] = ((SetWorkload(wl), UpdateAdmitted(wl), Track(wl)) if state.holds_quota(key)
+                                    else (SetWorkload(wl), Track(wl)))
+        return Effects((wl,), (), ops, (), (("MODIFIED", wl),), block_admission)
     cache: list[CacheOp] = []
     agents: list[tuple[str, Command]] = []
     wake = False
@@ -60,10 +66,10 @@ def settlement_effects(s: Settlement, state: State, *, now: float, block_admissi
         # The pods as stored before this settlement: a release may have moved them aside.
         stored = state.workloads.get(key, wl)
         finished_pods = stored.status.pods or wl.status.pods
-        cache.extend(Unbind(p) for p in finished_pods)
+        cache += [Unbind(p) for p in finished_pods]
         cache.append(Release(key))
         cache.append(NodeCapacityFreed())
-        agents.extend((p.node, ForgetPodCommand(p.uid)) for p in finished_pods)
+        agents += [(p.node, ForgetPodCommand(p.uid)) for p in finished_pods]
         wake = True
         holds = False
     if s.forget:

@@ -40,7 +40,7 @@ from sluicegate.controller.scheduling.placement import PodPlacement, tolerations
 from sluicegate.controller.store import StoreError
 from sluicegate.model.copying import copy_with
 from sluicegate.model.names import WorkloadKey, workload_key
-from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, pods_or_last, with_pods
+from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, as_reported, pods_or_last
 from sluicegate.model.taints import NO_EXECUTE, Taint
 from sluicegate.model.workloads import Workload
 
@@ -274,7 +274,9 @@ class Fleet:
         ``periodic``: the node's regular report of every pod it runs (a
         heartbeat), not a report of a change (see pod_status).
         """
-        self._reports.extend((node_name, p, periodic) for p in pods)
+        reports = self._reports
+        for p in pods:
+            reports.append((node_name, p, periodic))
         if after is not None:
             self._after_reports.append(after)
         if self._flush is None:
@@ -331,8 +333,8 @@ class Fleet:
         agent tells it as it accepts the pod, so storing it then cost every
         pod one more write of its workload, before the write of its start.
         """
-        node = self.registry.nodes.get(node_name)
         if rp.static:
+            node = self.registry.nodes.get(node_name)
             if node is not None:
                 if rp.phase in (RUNNING, PENDING):
                     node.set_static_pod(rp)
@@ -341,12 +343,22 @@ class Fleet:
                     self.cache.queues.node_capacity_freed()
                     self.commit.wake()
             return
-        wl = self._workload(self.pod_owner.get(rp.uid))
-        rec = next((r for r in wl.status.pods if r.uid == rp.uid), None) if wl else None
+        uid = rp.uid
+        wl = self._workload(self.pod_owner.get(uid))
+        rec = None
+        if wl is not None:
+            for r in wl.status.pods:
+                if r.uid == uid:
+                    rec = r
+                    break
         if wl is None or rec is None:
-            self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             if rp.phase in (FAILED, "Succeeded"):
+                # Ended: its processes are gone, so there is nothing to stop (an agent ignores a stop of a
+                # finished pod).  Mostly a pod whose workload was just released, reported again by a
+                # heartbeat before the ForgetPod that release sent has reached its agent.
                 self._tell(node_name, ForgetPodCommand(rp.uid))
+            else:
+                self._tell(node_name, StopPodCommand(rp.uid, 0.0, "Unknown", "the controller does not know this pod"))
             return
         if rec.node != node_name:
             # A node reports only its own pods: another node's pod is not its to end or mark.
@@ -359,43 +371,41 @@ class Fleet:
                 self._tell(node_name, StopPodCommand(rp.uid, 0.0, rec.reason or "NotExpected",
                                                      "the controller no longer expects this pod"))
             return
-        node_eviction = _node_eviction(node_name, rec, rp)
+        phase = rp.phase
+        node_eviction = _node_eviction(node_name, rec, rp) if phase == FAILED else None
         if node_eviction is not None and not wl.status.is_true("Evicted") and not wl.is_finished:
             # The node ended the pod on its own (rejected at admission, preempted for a
             # critical pod, evicted under pressure): the workload goes back to its queue.
             reason, message = node_eviction
             log.warning("workload %s evicted by node %s: %s", wl.key, node_name, message)
             wl = evict(wl, reason=reason, message=message, now=self.clock())
-        phase = rp.phase
         reason = rec.reason if rec.reason == "Stopping" and phase not in (FAILED, "Succeeded") else rp.reason
         message = rp.message or rec.message
         started_at = rp.started_at or rec.started_at
         qos_class = rp.qos_class or rec.qos_class
         if (phase == rec.phase and reason == rec.reason and message == rec.message and rp.exit_code == rec.exit_code
                 and rp.ready == rec.ready and rp.restarts == rec.restarts and started_at == rec.started_at
-                and rp.finished_at == rec.finished_at and qos_class == rec.qos_class):
-            return  # as recorded (a heartbeat repeats every pod it runs)
-        if (not periodic and phase == PENDING == rec.phase and not rec.qos_class and reason == rec.reason
-                and message == rec.message and rp.exit_code == rec.exit_code and rp.ready == rec.ready
-                and rp.restarts == rec.restarts and started_at == rec.started_at and rp.finished_at == rec.finished_at):
-            return  # only its QoS class is new: stored with its next change or heartbeat (see above)
-        self._update_pod(wl, copy_with(
-            rec, phase=phase, reason=reason, message=message, exit_code=rp.exit_code, ready=rp.ready,
-            restarts=rp.restarts, started_at=started_at, finished_at=rp.finished_at, qos_class=qos_class,
-        ))
+                and rp.finished_at == rec.finished_at):
+            if qos_class == rec.qos_class:
+                return  # as recorded (a heartbeat repeats every pod it runs)
+            if not periodic and phase == PENDING and not rec.qos_class:
+                return  # only its QoS class is new: stored with its next change or heartbeat (see above)
+        self._update_pod(wl, as_reported(rec, phase, reason, message, rp.exit_code, rp.ready, rp.restarts, started_at,
+                                         rp.finished_at, qos_class))
 
-    def settle(self, wl: Workload) -> Settlement:
+    def settle(self, wl: Workload, pods: tuple[PodRecord, ...] | None = None) -> Settlement:
+        """Settle the workload; ``pods``: its pods as a report changed them (see lifecycle.settle)."""
         return settle(wl, self.clock(), wait_for_pods_ready=self.cache.config.wait_for_pods_ready,
-                      new_uid=new_uid)
+                      new_uid=new_uid, pods=pods)
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
-        pods = tuple(rec if p.uid == rec.uid else p for p in wl.status.pods)
         if rec.terminal:
             # Its processes are gone: the node's capacity is free again now.
             self.registry.unbind(rec.node, rec.uid)
             if self.cache.queues.node_capacity_freed():
                 self.commit.wake()
-        settlement = self.settle(with_pods(wl, pods))
+        uid = rec.uid
+        settlement = self.settle(wl, tuple([rec if p.uid == uid else p for p in wl.status.pods]))
         batch = self._batch
         if batch is not None:
             if not (settlement.stop or settlement.launch or settlement.release or settlement.requeue

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sluicegate.controller.scheduling.placement import PodPlacement
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
 from sluicegate.model.copying import copy_with
-from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_pods
-from sluicegate.model.workloads import RequeueState, Workload
+from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_conditions, with_pods, with_status
+from sluicegate.model.workloads import Condition, RequeueState, Workload
 
 JOB_ANNOTATION = "sluicegate.io/job"
 
@@ -117,12 +117,44 @@ def settle(
     *,
     wait_for_pods_ready: WaitForPodsReadyConfig | None = None,
     new_uid: Callable[[], str] | None = None,
+    pods: tuple[PodRecord, ...] | None = None,
 ) -> Settlement:
-    pods = wl.status.pods
-    if not pods or wl.is_finished and all(p.terminal for p in pods):
-        return Settlement(wl)
-    deleting = wl.status.deleting
-    evicted = wl.status.is_true("Evicted")
+    """What the workload's pods mean for it now (see the module's docstring).
+
+    ``pods``: its pods as they are now, where a report changed them since
+    ``wl`` was stored: ``settle(with_pods(wl, pods), ...)``, with the new
+    pods, conditions and reclaimable counts copied into the workload at once
+    (each copy of a workload and its status costs a pod report a few µs).
+    """
+    st = wl.status
+    if pods is None or pods is st.pods:
+        pods = st.pods
+        given = False
+    else:
+        given = True
+    if not pods:
+        return Settlement(with_pods(wl, pods) if given else wl)
+    # The conditions settling reads, in one pass (a pod report settles its workload every time).
+    pods_ready = evicted_c = finished_c = None
+    for c in st.conditions:
+        t = c.type
+        # The first of each type, as WorkloadStatus.condition finds it.
+        if t == "PodsReady":
+            if pods_ready is None:
+                pods_ready = c
+        elif t == "Evicted":
+            if evicted_c is None:
+                evicted_c = c
+        elif t == "Finished" and finished_c is None:
+            finished_c = c
+    evicted = evicted_c is not None and evicted_c.status == "True"
+    if finished_c is not None and finished_c.status == "True" and all(p.terminal for p in pods):
+        return Settlement(with_pods(wl, pods) if given else wl)
+    deleting = st.deleting
+    terminate = st.terminate
+    job = job_of(wl)
+    if given and (deleting or evicted or terminate is not None or job is not None):
+        wl = with_pods(wl, pods)  # the rarer ways below read the pods from the workload
     if deleting or evicted:
         cond = wl.status.condition("Evicted")
         why = "the workload is being deleted" if deleting else (cond.message if cond else "the workload was evicted")
@@ -137,7 +169,6 @@ def settle(
         wl = released(wl, now, wait_for_pods_ready or WaitForPodsReadyConfig())
         return Settlement(wl, release=True, requeue=not deleting and wl.active, forget=deleting)
 
-    terminate = wl.status.terminate
     if terminate is not None:
         # A timer ended the workload (e.g. a Job's activeDeadlineSeconds): stop, then finish.
         pods, asked = _stop_all(pods, terminate[1])
@@ -145,11 +176,25 @@ def settle(
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
         return Settlement(_finished(wl, terminate[0], terminate[1], now), release=True)
-    job = job_of(wl)
     if job is not None:
         return _settle_job(wl, job, pods, now, new_uid)
 
-    failed = [p for p in pods if p.phase == FAILED]
+    # One pass over the pods for what the rest reads: which failed, how many succeeded, whether every
+    # current one is ready (what _reclaimable and _pods_ready would each find again).
+    failed: list[PodRecord] = []
+    succeeded = 0
+    current = False
+    ready = True
+    for p in pods:
+        phase = p.phase
+        if phase == SUCCEEDED:
+            succeeded += 1
+        elif phase == FAILED:
+            failed.append(p)
+        if not p.replaced:
+            current = True
+            if not (p.ready or phase == SUCCEEDED):
+                ready = False
     if failed:
         first = min(failed, key=lambda p: (p.finished_at or now, p.name))
         pods, asked = _stop_all(pods, f"pod {first.name} of the workload failed")
@@ -157,11 +202,22 @@ def settle(
         if not all(p.terminal for p in pods):
             return Settlement(wl, stop=asked)
         return Settlement(_finished(wl, "Failed", _failure(first), now), release=True)
-    if all(p.phase == SUCCEEDED for p in pods):
-        return Settlement(_finished(wl, "Succeeded", "Job finished successfully", now), release=True)
-    wl, grew = _reclaimable(wl, {ps.name: sum(1 for p in pods if p.pod_set == ps.name and p.phase == SUCCEEDED)
-                                 for ps in wl.pod_sets})
-    return Settlement(_pods_ready(wl, pods, now), reclaimed=grew)
+    if succeeded == len(pods):
+        done = set_condition(st.conditions, type_="Finished", status=True, reason="Succeeded",
+                             message="Job finished successfully", now=now)
+        return Settlement(with_status(wl, pods, done, st.reclaimable_pods), release=True)
+    reclaimable = st.reclaimable_pods
+    grew = False
+    if succeeded or reclaimable:
+        # With no pod succeeded and none reclaimable before, there is nothing to raise.
+        raised = _raised(reclaimable, {ps.name: sum(1 for p in pods if p.pod_set == ps.name and p.phase == SUCCEEDED)
+                                       for ps in wl.pod_sets})
+        if raised is not None:
+            reclaimable, grew = raised, True
+    conds = _ready_conditions(st.conditions, current and ready, pods_ready, now)
+    if conds is None and not grew and not given:
+        return Settlement(wl)
+    return Settlement(with_status(wl, pods, st.conditions if conds is None else conds, reclaimable), reclaimed=grew)
 
 
 # Reasons an agent gives a pod it ended on request (stop, eviction, node preemption).
@@ -262,37 +318,49 @@ def skip_done_indexes(carried: Sequence[PodRecord], placements: Sequence[PodPlac
 
 def _reclaimable(wl: Workload, counts: dict[str, int]) -> tuple[Workload, bool]:
     """Raise reclaimablePods to ``counts`` (never lower it while quota is held)."""
-    old = dict(wl.status.reclaimable_pods)
-    new = {k: max(v, old.get(k, 0)) for k, v in counts.items() if max(v, old.get(k, 0)) > 0}
-    if new == {k: v for k, v in old.items() if v > 0}:
+    new = _raised(wl.status.reclaimable_pods, counts)
+    if new is None:
         return wl, False
     return copy_with(wl, status=copy_with(wl.status, reclaimable_pods=new)), True
+
+
+def _raised(reclaimable: Mapping[str, int], counts: dict[str, int]) -> dict[str, int] | None:
+    """reclaimablePods raised to ``counts`` (never lowered while quota is held); None: as it is."""
+    old = dict(reclaimable)
+    new = {k: max(v, old.get(k, 0)) for k, v in counts.items() if max(v, old.get(k, 0)) > 0}
+    if new == {k: v for k, v in old.items() if v > 0}:
+        return None
+    return new
 
 
 def _pods_ready(wl: Workload, pods: tuple[PodRecord, ...], now: float) -> Workload:
     current = _current(pods)
     ready = bool(current) and all(p.ready or p.phase == SUCCEEDED for p in current)
-    cond = wl.status.condition("PodsReady")
+    conds = _ready_conditions(wl.status.conditions, ready, wl.status.condition("PodsReady"), now)
+    return wl if conds is None else with_conditions(wl, conds)
+
+
+def _ready_conditions(conditions: tuple[Condition, ...], ready: bool, cond: Condition | None,
+                      now: float) -> tuple[Condition, ...] | None:
+    """The conditions with PodsReady as ``ready`` says (``cond``: PodsReady among them now, if any); None
+    where it says so already."""
     if ready:
         if cond is not None and cond.is_true:
-            return wl
-        conds = set_condition(wl.status.conditions, type_="PodsReady", status=True, reason="PodsReady",
-                              message="All pods reached readiness and the workload is running", now=now)
-    else:
-        was_ready = cond is not None and (cond.is_true or cond.reason == "WaitForRecovery")
-        reason = "WaitForRecovery" if was_ready else "WaitForStart"
-        if cond is not None and not cond.is_true and cond.reason == reason:
-            return wl
-        msg = ("At least one pod has failed, waiting for recovery" if was_ready
-               else "Not all pods are ready or succeeded")
-        conds = set_condition(wl.status.conditions, type_="PodsReady", status=False, reason=reason, message=msg,
-                              now=now)
-    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
+            return None
+        return set_condition(conditions, type_="PodsReady", status=True, reason="PodsReady",
+                             message="All pods reached readiness and the workload is running", now=now)
+    was_ready = cond is not None and (cond.is_true or cond.reason == "WaitForRecovery")
+    reason = "WaitForRecovery" if was_ready else "WaitForStart"
+    if cond is not None and not cond.is_true and cond.reason == reason:
+        return None
+    msg = ("At least one pod has failed, waiting for recovery" if was_ready
+           else "Not all pods are ready or succeeded")
+    return set_condition(conditions, type_="PodsReady", status=False, reason=reason, message=msg, now=now)
 
 
 def _finished(wl: Workload, reason: str, message: str, now: float) -> Workload:
     conds = set_condition(wl.status.conditions, type_="Finished", status=True, reason=reason, message=message, now=now)
-    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
+    return with_conditions(wl, conds)
 
 
 def admitted_seconds(wl: Workload, now: float) -> float:

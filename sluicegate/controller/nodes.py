@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 from sluicegate.controller.scheduling.placement import NodeView
 from sluicegate.model.pods import PodRecord
@@ -66,9 +67,18 @@ class Session(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class ReportedPod:
-    """A pod as an agent reports it."""
+# The requests of a reported pod that carries none (shared, so it must never change).
+NO_REQUESTS: Mapping[str, int] = MappingProxyType({})
+
+
+class ReportedPod(NamedTuple):
+    """A pod as an agent reports it.
+
+    A named tuple rather than a frozen dataclass: the stream reader makes one
+    per pod of every report and heartbeat, and a frozen dataclass's
+    ``__init__`` (a ``object.__setattr__`` per field) cost five times as much;
+    it is as immutable.
+    """
 
     uid: str
     name: str
@@ -85,7 +95,7 @@ class ReportedPod:
     rss_bytes: int = 0
     cpu_seconds: float = 0.0
     static: bool = False
-    requests: Mapping[str, int] = field(default_factory=dict)
+    requests: Mapping[str, int] = NO_REQUESTS
     priority: int = 0
     qos_class: str = ""
 

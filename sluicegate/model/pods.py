@@ -7,14 +7,14 @@ any agent is told) and survive a controller restart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluicegate.model.copying import copy_with
+from sluicegate.model.copying import copier
 
 if TYPE_CHECKING:
-    from sluicegate.model.workloads import Workload
+    from sluicegate.model.workloads import Condition, Workload
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL = frozenset({SUCCEEDED, FAILED})
@@ -88,10 +88,48 @@ class PodRecord:
         )
 
 
+# ``copy_with(rec, phase=..., ..., qos_class=...)``: the record as a report of its node leaves it
+# (Fleet.pod_status), made without copy_with's keyword handling; the arguments in this order.
+as_reported: Callable[..., PodRecord] = copier(
+    PodRecord, ("phase", "reason", "message", "exit_code", "ready", "restarts", "started_at", "finished_at",
+                "qos_class"))
+
+
 def pods_or_last(wl: Workload) -> tuple[PodRecord, ...]:
     """The current pods, or those of the last admission if it was given back (their logs remain)."""
     return wl.status.pods or wl.status.last_pods
 
 
+# Copiers (see copying.copier) for the two changes every pod report makes to its workload: made at
+# first use, since the workload model imports this module.
+_copiers: dict[str, Callable[..., Any]] = {}
+
+
+def _copier(name: str) -> Callable[..., Any]:
+    from sluicegate.model.workloads import Workload, WorkloadStatus
+
+    _copiers.update(status=copier(Workload, ("status",)), pods=copier(WorkloadStatus, ("pods",)),
+                    conditions=copier(WorkloadStatus, ("conditions",)),
+                    settled=copier(WorkloadStatus, ("pods", "conditions", "reclaimable_pods")))
+    return _copiers[name]
+
+
 def with_pods(wl: Workload, pods: Sequence[PodRecord]) -> Workload:
-    return copy_with(wl, status=copy_with(wl.status, pods=tuple(pods)))
+    """``wl`` with these pods in its status (``copy_with`` of its status and of it, made cheaper)."""
+    set_status = _copiers.get("status") or _copier("status")
+    return set_status(wl, _copiers["pods"](wl.status, pods if type(pods) is tuple else tuple(pods)))  # type: ignore[no-any-return]
+
+
+def with_conditions(wl: Workload, conditions: tuple[Condition, ...]) -> Workload:
+    """``wl`` with these status conditions (``copy_with`` of its status and of it, made cheaper)."""
+    set_status = _copiers.get("status") or _copier("status")
+    return set_status(wl, _copiers["conditions"](wl.status, conditions))  # type: ignore[no-any-return]
+
+
+def with_status(wl: Workload, pods: tuple[PodRecord, ...], conditions: tuple[Condition, ...],
+                reclaimable_pods: Mapping[str, int]) -> Workload:
+    """``wl`` with these pods, conditions and reclaimable counts in its status (what settling a report
+    changes), in one copy of the status and one of the workload."""
+    set_status = _copiers.get("status") or _copier("status")
+    return set_status(wl, _copiers["settled"](wl.status, pods, conditions, reclaimable_pods))  # type: ignore[no-any-return]
+

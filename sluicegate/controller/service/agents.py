@@ -14,6 +14,7 @@ from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import job_of
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.nodes import (
+    NO_REQUESTS,
     CancelLogsCommand,
     Command,
     ForgetPodCommand,
@@ -58,23 +59,31 @@ FORGET_DELAY = 0.05
 
 def reported_pod(p: agent_pb2.PodStatus) -> ReportedPod:
     exit_code = None
+    restarts = 0
     for c in p.containers:
+        restarts += c.restart_count
         if c.state == "Terminated" and (exit_code is None or c.exit_code != 0):
             exit_code = c.exit_code
-    return ReportedPod(
-        uid=p.uid, name=p.name, namespace=p.namespace, workload=p.workload, phase=p.phase, reason=p.reason,
-        message=p.message, exit_code=exit_code, ready=p.ready, restarts=sum(c.restart_count for c in p.containers),
-        started_at=p.started_at or None, finished_at=p.finished_at or None, rss_bytes=p.rss_bytes,
-        cpu_seconds=p.cpu_seconds, static=p.static, requests=dict(p.requests), priority=p.priority,
-        qos_class=p.qos_class,
-    )
+    static = p.static
+    # Made as the tuple it is, fields in order (the stream reader makes one per pod it is told of).  Only a
+    # static pod's requests are read (the controller's own pods' are in their records): copied for it alone.
+    return _new_tuple(ReportedPod, (
+        p.uid, p.name, p.namespace, p.workload, p.phase, p.reason, p.message, exit_code, p.ready, restarts,
+        p.started_at or None, p.finished_at or None, p.rss_bytes, p.cpu_seconds, static,
+        dict(p.requests) if static else NO_REQUESTS, p.priority, p.qos_class,
+    ))
 
 
-def _heartbeat_signature(p: agent_pb2.PodStatus) -> tuple[object, ...]:
-    """What of a pod's report the controller acts on (its usage figures, which change at every heartbeat, apart)."""
-    return (p.phase, p.reason, p.message, p.ready, p.started_at, p.finished_at, p.qos_class, p.static, p.priority,
-            p.name, p.namespace, p.workload,
-            tuple([(c.name, c.state, c.exit_code, c.reason, c.restart_count, c.ready) for c in p.containers]))
+_new_tuple = tuple.__new__
+
+
+def _same_report(a: agent_pb2.PodStatus, b: agent_pb2.PodStatus) -> bool:
+    """Whether two reports of a pod say the same of what the controller acts on (its usage figures, which
+    change at every heartbeat, apart; a container's pid changes only with its restart count)."""
+    return (a.phase == b.phase and a.ready == b.ready and a.reason == b.reason and a.message == b.message
+            and a.started_at == b.started_at and a.finished_at == b.finished_at and a.qos_class == b.qos_class
+            and a.static == b.static and a.priority == b.priority and a.name == b.name
+            and a.namespace == b.namespace and a.workload == b.workload and a.containers == b.containers)
 
 
 def _heartbeat_pods(fleet: Fleet, session: _StreamSession, pods: Sequence[agent_pb2.PodStatus]) -> list[ReportedPod]:
@@ -87,17 +96,22 @@ def _heartbeat_pods(fleet: Fleet, session: _StreamSession, pods: Sequence[agent_
     workload object (model objects are immutable: a change to the workload
     is a new object), would be found as recorded again, so it is skipped.
     Pods the controller does not own (unknown, static) are always handled.
+
+    The last heartbeat's report itself is kept, and compared only when the
+    workload is the same object: a pod whose workload changed since (most
+    pods of a busy cluster are seen once or twice, each time after a change)
+    costs no comparison at all.
     """
     before = session.steady
-    now: dict[str, tuple[tuple[object, ...], object]] = {}
+    now: dict[str, tuple[agent_pb2.PodStatus, object]] = {}
     out: list[ReportedPod] = []
     for p in pods:
-        owner = fleet.pod_owner_state(p.uid)
+        uid = p.uid
+        owner = fleet.pod_owner_state(uid)
         if owner is not None:
-            signature = _heartbeat_signature(p)
-            hit = before.get(p.uid)
-            now[p.uid] = (signature, owner)
-            if hit is not None and hit[1] is owner and hit[0] == signature:
+            hit = before.get(uid)
+            now[uid] = (p, owner)
+            if hit is not None and hit[1] is owner and _same_report(hit[0], p):
                 continue
         out.append(reported_pod(p))
     session.steady = now  # the pods of this heartbeat only: gone pods are dropped
@@ -249,27 +263,27 @@ _templates = _Templates()
 
 
 def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
-    if isinstance(cmd, RunPodCommand):
-        msg = agent_pb2.ControllerMessage()
+    # By the command's exact type (the commands are final dataclasses), and filled in place: building
+    # each part as a message of its own and passing it in copies it, three times the cost of a ForgetPod.
+    msg = agent_pb2.ControllerMessage()
+    if type(cmd) is ForgetPodCommand:
+        forget = msg.forget_pod
+        forget.uid = cmd.uid
+        if cmd.purge:
+            forget.purge = True
+    elif type(cmd) is RunPodCommand:
         _templates.spec(cmd.workload, cmd.pod_set, cmd.pod, into=msg.run_pod.pod)
-        return msg
-    if isinstance(cmd, StopPodCommand):
-        return agent_pb2.ControllerMessage(
-            stop_pod=agent_pb2.StopPod(
-                uid=cmd.uid, grace_seconds=cmd.grace_seconds, reason=cmd.reason, message=cmd.message
-            )
-        )
-    if isinstance(cmd, ForgetPodCommand):
-        return agent_pb2.ControllerMessage(forget_pod=agent_pb2.ForgetPod(uid=cmd.uid, purge=cmd.purge))
-    if isinstance(cmd, LogRequestCommand):
-        return agent_pb2.ControllerMessage(
-            log_request=agent_pb2.LogRequest(
-                request_id=cmd.request_id, pod_uid=cmd.pod_uid, container=cmd.container, follow=cmd.follow
-            )
-        )
-    if isinstance(cmd, CancelLogsCommand):
-        return agent_pb2.ControllerMessage(cancel_logs=agent_pb2.CancelLogs(request_id=cmd.request_id))
-    raise TypeError(f"unknown command {cmd!r}")
+    elif type(cmd) is StopPodCommand:
+        stop = msg.stop_pod
+        stop.uid, stop.grace_seconds, stop.reason, stop.message = cmd.uid, cmd.grace_seconds, cmd.reason, cmd.message
+    elif type(cmd) is LogRequestCommand:
+        req = msg.log_request
+        req.request_id, req.pod_uid, req.container, req.follow = cmd.request_id, cmd.pod_uid, cmd.container, cmd.follow
+    elif type(cmd) is CancelLogsCommand:
+        msg.cancel_logs.request_id = cmd.request_id
+    else:
+        raise TypeError(f"unknown command {cmd!r}")
+    return msg
 
 
 def _controller_batch(messages: list[agent_pb2.ControllerMessage]) -> agent_pb2.ControllerMessage:
@@ -291,9 +305,8 @@ class _StreamSession:
         # Backpressure (SEND_HIGH_WATER): whether the stream is behind, and who is told when that changes.
         self.behind = False
         self.on_behind: Callable[[bool], None] | None = None
-        # Each pod of the last heartbeat: what it said (_heartbeat_signature) and the workload it was
-        # checked against (see _heartbeat_pods).
-        self.steady: dict[str, tuple[tuple[object, ...], object]] = {}
+        # Each pod of the last heartbeat: its report and the workload it was checked against (see _heartbeat_pods).
+        self.steady: dict[str, tuple[agent_pb2.PodStatus, object]] = {}
 
     def send(self, command: Command) -> None:
         if self.broken:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 
 import pytest
 
@@ -166,7 +165,7 @@ async def test_a_pending_pods_qos_class_alone_waits_for_its_next_change_or_the_n
     m.fleet.flush_reports()
     assert stored == [] and m.get_workload("default", "w") == wl
     # Its start brings the class along.
-    m.fleet.report_pods(first.node, [replace(report(first, RUNNING), qos_class="Burstable")], periodic=False)
+    m.fleet.report_pods(first.node, [report(first, RUNNING)._replace(qos_class="Burstable")], periodic=False)
     m.fleet.flush_reports()
     assert stored == ["w"]
     assert [(p.phase, p.qos_class) for p in m.get_workload("default", "w").status.pods] == [
@@ -177,6 +176,29 @@ async def test_a_pending_pods_qos_class_alone_waits_for_its_next_change_or_the_n
     assert stored == ["w", "w"]
     assert [p.qos_class for p in m.get_workload("default", "w").status.pods] == ["Burstable", "Burstable"]
     # A change report that tells more than the class is stored at once.
-    m.fleet.report_pods(second.node, [replace(pending(second), message="pulling")], periodic=False)
+    m.fleet.report_pods(second.node, [pending(second)._replace(message="pulling")], periodic=False)
     m.fleet.flush_reports()
     assert stored == ["w", "w", "w"]
+
+
+async def test_a_pod_the_controller_does_not_know_is_stopped_unless_it_has_ended_then_only_forgotten() -> None:
+    """A released workload's pod that a heartbeat reports again, ended, before the ForgetPod reached its
+    agent: told to forget it, with no StopPod (its processes are gone; the agent would ignore it)."""
+    from sluicegate.controller.nodes import ForgetPodCommand, StopPodCommand
+
+    m, session = cluster()
+    wl = admitted(m, "w", 1)
+    (pod,) = wl.status.pods
+    m.fleet.report_pods(pod.node, [report(pod, RUNNING)], periodic=False)
+    m.fleet.report_pods(pod.node, [report(pod, SUCCEEDED, finished=20.0)], periodic=False)
+    m.fleet.flush_reports()
+    assert m.get_workload("default", "w").is_finished
+    session.sent.clear()
+    m.fleet.report_pods(pod.node, [report(pod, SUCCEEDED, finished=20.0)])
+    m.fleet.flush_reports()
+    assert session.sent == [ForgetPodCommand(pod.uid)]
+    session.sent.clear()
+    stranger = ReportedPod(uid="not-ours", name="x", namespace="default", workload="x", phase=RUNNING)
+    m.fleet.report_pods(pod.node, [stranger])
+    m.fleet.flush_reports()
+    assert session.sent == [StopPodCommand("not-ours", 0.0, "Unknown", "the controller does not know this pod")]
