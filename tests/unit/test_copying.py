@@ -8,7 +8,7 @@ import pytest
 
 from sluicegate.controller.lifecycle import Settlement
 from sluicegate.model.conditions import Condition
-from sluicegate.model.copying import copy_with
+from sluicegate.model.copying import copier, copy_with
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.workloads import Workload, WorkloadStatus
 from tests.builders import workload
@@ -55,3 +55,17 @@ def test_a_copier_of_fixed_fields_is_replace_and_keeps_the_derived_key() -> None
     status = dataclasses.replace(wl.status, pods=(_pod("1"),))
     assert with_status(wl, status) == dataclasses.replace(wl, status=status)
     assert with_status(wl, status).key == wl.key
+
+
+def test_a_copy_of_a_slotted_class_sets_each_slot_through_its_descriptor() -> None:
+    # The copier writes slots with their descriptors, and anything else (a class without __slots__)
+    # through object.__setattr__: both make the value replace() makes.
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        a: int
+        b: str = "x"
+
+    p = Plain(1)
+    assert copy_with(p, b="y") == dataclasses.replace(p, b="y")
+    w = workload("w", requests={"cpu": 1})
+    assert copier(Workload, ("status",))(w, w.status) == w
