@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+import operator
 import os
 import sqlite3
 import struct
@@ -43,6 +44,7 @@ _DELETE = "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?"
 # at random in a 50,000-row table: 33 us of CPU per row with 2 MiB, 17 with 200 MiB).  Bounded, as it
 # is the controller's memory: at most 32 MiB more.
 PAGE_CACHE_KIB = 32_768
+_VERSION_OF = operator.itemgetter(4)  # a row's resource_version in load()
 _SET_META = "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
 
 log = logging.getLogger(__name__)
@@ -282,9 +284,9 @@ class SqliteStore:
         return self._schema_version()
 
     def load(self) -> list[StoredObject]:
-        rows = self._db.execute(
-            "SELECT kind, namespace, name, body, resource_version FROM objects ORDER BY resource_version"
-        ).fetchall()
+        # In table order, sorted here: an index kept for this order cost every write (schema step 3).
+        rows = self._db.execute("SELECT kind, namespace, name, body, resource_version FROM objects").fetchall()
+        rows.sort(key=_VERSION_OF)
         return [StoredObject(k, ns, n, bytes(b), rv) for k, ns, n, b, rv in rows]
 
     def write(self, changes: Sequence[Change]) -> int:
