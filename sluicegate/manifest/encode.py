@@ -307,6 +307,11 @@ def _num_json(v: object) -> str:
 
 
 def _requests_json(requests: Mapping[str, int]) -> str:
+    if type(requests) is dict and len(requests) == 1:
+        # The usual pod (one resource, an int of milli-units): no loop, no comprehension.
+        [(k, v)] = requests.items()
+        if type(k) is str and type(v) is int:
+            return "{" + _str_json(k) + ":" + _int_repr(v) + "}"
     if type(requests) is not dict or len(requests) > 4:
         return _to_json(dict(requests))
     s = _str_json
