@@ -34,6 +34,7 @@ from sluicegate.model.conditions import set_condition
 from sluicegate.model.config import WaitForPodsReadyConfig
 from sluicegate.model.copying import copy_with
 from sluicegate.model.pods import FAILED, SUCCEEDED, PodRecord, with_conditions, with_pods, with_status
+from sluicegate.model.slotinit import slot_init
 from sluicegate.model.workloads import Condition, RequeueState, Workload
 
 JOB_ANNOTATION = "sluicegate.io/job"
@@ -66,6 +67,7 @@ def job_of(wl: Workload) -> JobSpec | None:
     )
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Settlement:
     workload: Workload

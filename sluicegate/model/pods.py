@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluicegate.model.copying import copier
+from sluicegate.model.slotinit import slot_init
 
 if TYPE_CHECKING:
     from sluicegate.model.workloads import Condition, Workload
@@ -20,6 +21,7 @@ PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed
 TERMINAL = frozenset({SUCCEEDED, FAILED})
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class PodRecord:
     uid: str

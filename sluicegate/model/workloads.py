@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from sluicegate.model.names import ClusterQueueName, FlavorName, WorkloadKey, workload_key
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.resources import FlavorResource
+from sluicegate.model.slotinit import slot_init
 from sluicegate.model.taints import Toleration
 from sluicegate.model.topology import TopologyAssignment, TopologyRequest
 
@@ -79,6 +80,7 @@ class PodSet:
         return {res: qty * n for res, qty in self.requests.items()}
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Condition:
     type: str
@@ -92,6 +94,7 @@ class Condition:
         return self.status == "True"
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class PodSetAssignment:
     name: str
@@ -102,6 +105,7 @@ class PodSetAssignment:
     topology_assignment: TopologyAssignment | None = None
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Admission:
     cluster_queue: ClusterQueueName
@@ -120,12 +124,14 @@ class Admission:
         return out
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class RequeueState:
     count: int = 0
     requeue_at: float | None = None
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class WorkloadStatus:
     conditions: tuple[Condition, ...] = ()
@@ -160,6 +166,7 @@ class WorkloadStatus:
 NO_STATUS = WorkloadStatus()
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Workload:
     namespace: str
