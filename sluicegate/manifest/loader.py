@@ -28,7 +28,7 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from sluicegate.manifest.errors import FieldError, ManifestError
 from sluicegate.manifest.syntax import show
 
-__all__ = ["RawDocument", "load_documents", "parse_text", "MANIFEST_SUFFIXES"]
+__all__ = ["RawDocument", "load_documents", "parse_json_part", "parse_text", "MANIFEST_SUFFIXES"]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -186,6 +186,11 @@ _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicate_json_keys,
                                  parse_constant=_reject_non_json_constant)
 
 
+# For the client library, which reads a document before sending it as a typed creation item: the
+# decoder a JSON document is read with (a repeated key or NaN is an error there too).
+JSON_DOCUMENT_DECODER = _JSON_DECODER
+
+
 def _parse_json(text: str, source: str) -> list[RawDocument]:
     if not text.strip():
         return []
@@ -200,6 +205,27 @@ def _parse_json(text: str, source: str) -> list[RawDocument]:
     except ValueError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc}")]) from None
     return _documents_of(data, f"{source}#1", 1, bounded=_within_bounds(text))
+
+
+def parse_json_part(text: str, source: str, path: str) -> object:
+    """One field's value given as JSON text on its own (a typed creation's spec), read as a JSON
+    document's would be: a repeated key, NaN, or a tree beyond the bounds is an error naming ``path``."""
+    try:
+        data = _JSON_DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(source, [FieldError(path, f"could not parse JSON: {exc.msg}")]) from None
+    except RecursionError:
+        raise ManifestError(
+            source, [FieldError(path, f"could not parse JSON: nested deeper than {MAX_DEPTH} levels")]
+        ) from None
+    except ValueError as exc:
+        raise ManifestError(source, [FieldError(path, f"could not parse JSON: {exc}")]) from None
+    if not _within_bounds(text):
+        try:
+            _measure(data, path, 1, {}, set())
+        except _TreeProblem as exc:
+            raise ManifestError(source, [FieldError(exc.path, exc.message)]) from None
+    return data
 
 
 def _within_bounds(text: str) -> bool:

@@ -17,10 +17,40 @@ class WorkloadRef(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class CreateWorkloadRequest(_message.Message):
-    __slots__ = ("document",)
+    __slots__ = ("document", "workload")
     DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     document: _objects_pb2.Document
-    def __init__(self, document: _Optional[_Union[_objects_pb2.Document, _Mapping]] = ...) -> None: ...
+    workload: NewWorkload
+    def __init__(self, document: _Optional[_Union[_objects_pb2.Document, _Mapping]] = ..., workload: _Optional[_Union[NewWorkload, _Mapping]] = ...) -> None: ...
+
+class NewWorkload(_message.Message):
+    __slots__ = ("api_version", "namespace", "name", "generate_name", "labels", "annotations", "spec", "source")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    namespace: str
+    name: str
+    generate_name: str
+    labels: _containers.RepeatedCompositeFieldContainer[StringEntry]
+    annotations: _containers.RepeatedCompositeFieldContainer[StringEntry]
+    spec: bytes
+    source: str
+    def __init__(self, api_version: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., generate_name: _Optional[str] = ..., labels: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., spec: _Optional[bytes] = ..., source: _Optional[str] = ...) -> None: ...
+
+class StringEntry(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class CreateWorkloadResponse(_message.Message):
     __slots__ = ("workload", "created")
