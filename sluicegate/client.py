@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import collections
+import itertools
 import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
@@ -21,7 +22,7 @@ import grpc
 from sluicegate.clientconfig import ClientConfig
 from sluicegate.common.channels import open_channel
 from sluicegate.common.leaders import Endpoints, leader_hint
-from sluicegate.manifest.loader import JSON_DOCUMENT_DECODER
+from sluicegate.strictjson import DECODER, compact_encoder
 from sluicegate.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -246,6 +247,9 @@ class _Typed:
     annotations: dict[str, str]
     spec: bytes
     source: str
+    # The document as it came, for a server that does not read typed items.
+    body: bytes
+    document_source: str
 
 
 # A document of a bulk creation as it goes out: its body's bytes (encoded when it is read) and source,
@@ -254,14 +258,14 @@ _Item = tuple[bytes, str] | _Typed
 
 _TOP_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec"})
 _META_KEYS = frozenset({"name", "namespace", "generateName", "labels", "annotations"})
-_spec_json = json.JSONEncoder(separators=(",", ":")).encode
+_spec_json = compact_encoder()
 
 
 def _string_map(value: object) -> bool:
     return type(value) is dict and all(type(v) is str for v in value.values())
 
 
-def _typed(body: str, source: str) -> _Typed | None:
+def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
     """The typed creation item for a JSON Workload document whose metadata has only the item's fields and
     that has no status; None for any other (it goes as the document, and the server reads it as ever).
 
@@ -271,7 +275,7 @@ def _typed(body: str, source: str) -> _Typed | None:
     if not body.startswith("{") or "\\ud" in body or "\\uD" in body:
         return None  # YAML, or a lone surrogate escape (not sendable as a proto string): as a document
     try:
-        doc = JSON_DOCUMENT_DECODER.decode(body)
+        doc = DECODER.decode(body)
     except (ValueError, RecursionError):
         return None
     if type(doc) is not dict or doc.get("kind") != "Workload" or not doc.keys() <= _TOP_KEYS:
@@ -287,12 +291,13 @@ def _typed(body: str, source: str) -> _Typed | None:
             or not _string_map(labels) or not _string_map(annotations)):
         return None
     return _Typed(api, namespace, name or "", generate_name, labels, annotations,
-                  _spec_json(spec).encode(), f"{source}#1")
+                  _spec_json(spec).encode(), f"{source}#1", raw, source)
 
 
-def _bulk_request(batch: Iterable[_Item]) -> workloads_pb2.CreateWorkloadsRequest:
+def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.CreateWorkloadsRequest:
     """The request for a batch, built in place: a document message made on its own and then put into the
-    request is copied there (and its request message again), several times the cost of filling it."""
+    request is copied there (and its request message again), several times the cost of filling it.
+    ``typed`` False: typed items go as the documents they were read from."""
     request = workloads_pb2.CreateWorkloadsRequest(brief=True)
     add = request.items.add
     for item in batch:
@@ -301,6 +306,10 @@ def _bulk_request(batch: Iterable[_Item]) -> workloads_pb2.CreateWorkloadsReques
             doc.body, doc.source = item
             continue
         assert isinstance(item, _Typed)
+        if not typed:
+            doc = add().document
+            doc.body, doc.source = item.body, item.document_source
+            continue
         w = add().workload
         w.api_version = item.api_version
         w.namespace = item.namespace
@@ -318,7 +327,7 @@ def _bulk_request(batch: Iterable[_Item]) -> workloads_pb2.CreateWorkloadsReques
 
 def _item(d: Document) -> _Item:
     raw = d.body.encode()  # text that is not UTF-8 fails here, as it always did, typed or not
-    return _typed(d.body, d.source) or (raw, d.source)
+    return _typed(d.body, d.source, raw) or (raw, d.source)
 
 
 def _bulk_result(r: workloads_pb2.CreateWorkloadResult) -> Created | ClientError:
@@ -354,6 +363,10 @@ class _BulkCreate:
         self.room.set()
         # Lists of answers in order; None once the call ended with everything answered.
         self.answers: asyncio.Queue[list[Created | ClientError] | None] = asyncio.Queue()
+        # Whether this call's server reads typed items: None until its answer to an empty request
+        # (sent before the first typed item) says; ``probed`` is set then.
+        self.typed: bool | None = None
+        self.probed = asyncio.Event()
 
     async def _hold(self) -> None:
         if len(self.waiting) >= self.window:
@@ -375,6 +388,8 @@ class _BulkCreate:
         self.wake.set()
 
     async def send(self, call: Any) -> None:
+        self.typed = None
+        self.probed.clear()
         try:
             while True:
                 while not self.waiting or self.untaken >= self.window:
@@ -383,13 +398,19 @@ class _BulkCreate:
                         return
                     self.wake.clear()
                     await self.wake.wait()
+                if self.typed is None and any(type(item) is _Typed for item in itertools.islice(
+                        self.waiting, min(CREATE_BATCH, len(self.waiting)))):
+                    # Asked once per call, one round trip: an older server finds no document in a typed item.
+                    self.sent.append([])
+                    await call.write(workloads_pb2.CreateWorkloadsRequest(brief=True))
+                    await self.probed.wait()
                 n = min(CREATE_BATCH, len(self.waiting), self.window - self.untaken)
                 batch = [self.waiting.popleft() for _ in range(n)]
                 self.room.set()
                 self.sent.append(batch)
                 self.unanswered += n
                 self.untaken += n
-                await call.write(_bulk_request(batch))
+                await call.write(_bulk_request(batch, typed=bool(self.typed)))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
             pass  # the call is over; the reader learns why
 
@@ -400,6 +421,10 @@ class _BulkCreate:
             if batch is None or len(batch) != len(resp.results):
                 call.cancel()
                 raise ClientError(grpc.StatusCode.INTERNAL, "the server's answers did not match the requests sent")
+            if not batch:  # the answer to the empty request
+                self.typed = resp.typed_items
+                self.probed.set()
+                continue
             self.unanswered -= len(batch)
             self.answers.put_nowait([_bulk_result(r) for r in resp.results])
         if self.sent or self.waiting or not self.source_done:

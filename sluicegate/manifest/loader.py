@@ -27,6 +27,7 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from sluicegate.manifest.errors import FieldError, ManifestError
 from sluicegate.manifest.syntax import show
+from sluicegate.strictjson import DECODER
 
 __all__ = ["RawDocument", "load_documents", "parse_json_part", "parse_text", "MANIFEST_SUFFIXES"]
 
@@ -162,33 +163,8 @@ def _parse_yaml(text: str, source: str) -> list[RawDocument]:
     return docs
 
 
-def _reject_duplicate_json_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out = dict(pairs)
-    if len(out) == len(pairs):
-        # The common case stays in C: only a document that really repeats a
-        # key pays for finding which one.
-        return out
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"found the key {key!r} twice; each field may appear only once")
-        seen.add(key)
-    raise AssertionError("unreachable: a shorter dict means a repeated key")
-
-
-def _reject_non_json_constant(name: str) -> object:
-    # Python's json reads NaN and Infinity, which JSON itself does not have.
-    raise ValueError(f"{name} is not a JSON value")
-
-
-# Built once: json.loads with options builds a new decoder for every call.
-_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicate_json_keys,
-                                 parse_constant=_reject_non_json_constant)
-
-
-# For the client library, which reads a document before sending it as a typed creation item: the
-# decoder a JSON document is read with (a repeated key or NaN is an error there too).
-JSON_DOCUMENT_DECODER = _JSON_DECODER
+# The decoder of JSON manifests (a repeated key or NaN is an error), shared with the client library.
+_JSON_DECODER = DECODER
 
 
 def _parse_json(text: str, source: str) -> list[RawDocument]:

@@ -79,10 +79,12 @@ class CreateWorkloadResult(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., response: _Optional[_Union[CreateWorkloadResponse, _Mapping]] = ...) -> None: ...
 
 class CreateWorkloadsResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "typed_items")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TYPED_ITEMS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CreateWorkloadResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[CreateWorkloadResult, _Mapping]]] = ...) -> None: ...
+    typed_items: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateWorkloadResult, _Mapping]]] = ..., typed_items: _Optional[bool] = ...) -> None: ...
 
 class ListWorkloadsRequest(_message.Message):
     __slots__ = ("namespace", "local_queue", "cluster_queue", "state", "label_selector", "limit")

@@ -156,7 +156,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 if not isinstance(exc, (InvalidArgument, StoreError)):
                     log.exception("a creation request failed")
                 results.extend([_failed(exc)] * len(part.items))
-        return workloads_pb2.CreateWorkloadsResponse(results=results)
+        return workloads_pb2.CreateWorkloadsResponse(results=results, typed_items=True)
 
     async def CreateStream(
         self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
@@ -215,7 +215,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     if not isinstance(exc, (InvalidArgument, StoreError)):
                         log.exception("CreateStream: a request failed")
                     failed = _failed(exc)
-                    response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
+                    response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items),
+                                                                        typed_items=True)
                 if writer.done():
                     break  # the call is over (its writes fail): the writer's error ends it below
                 if not writing and answers.empty():
@@ -279,7 +280,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         records: list[AuditRecord] = []
         # The answer is built in place: a result made on its own and then put into the answer is
         # copied there, nested message by nested message (several times the cost of filling it).
-        response = workloads_pb2.CreateWorkloadsResponse()
+        response = workloads_pb2.CreateWorkloadsResponse(typed_items=True)
         add = response.results.add
         versions = self.m.versions
         for r, rec in zip(out, early, strict=True):

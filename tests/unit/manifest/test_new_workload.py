@@ -153,7 +153,7 @@ def test_an_item_decodes_as_its_document_whether_or_not_its_spec_is_known(
 def test_the_client_sends_a_plain_workload_document_as_a_typed_item() -> None:
     doc = samples.workload()
     doc["metadata"]["labels"] = {"class": "small"}
-    t = _typed(json.dumps(doc), "jobs.json")
+    t = _typed(json.dumps(doc), "jobs.json", b"")
     assert t is not None
     assert (t.api_version, t.namespace, t.name, t.labels, t.source) == (
         doc["apiVersion"], "team-a", "train", {"class": "small"}, "jobs.json#1")
@@ -171,14 +171,14 @@ def test_the_client_sends_a_plain_workload_document_as_a_typed_item() -> None:
 def test_the_client_sends_anything_else_as_the_document(change: Any) -> None:
     doc = samples.workload()
     change(doc)
-    assert _typed(json.dumps(doc), "jobs.json") is None
+    assert _typed(json.dumps(doc), "jobs.json", b"") is None
 
 
 def test_the_client_sends_documents_it_cannot_read_as_they_are() -> None:
     body = json.dumps(samples.workload())
-    assert _typed(body.replace('"kind"', '"kind": "Workload", "kind"', 1), "j") is None  # a repeated key
-    assert _typed("kind: Workload\n", "j") is None  # YAML
-    assert _typed(body.replace('"train"', '"tr\\ud800ain"'), "j") is None  # a lone surrogate
+    assert _typed(body.replace('"kind"', '"kind": "Workload", "kind"', 1), "j", b"") is None  # a repeated key
+    assert _typed("kind: Workload\n", "j", b"") is None  # YAML
+    assert _typed(body.replace('"train"', '"tr\\ud800ain"'), "j", b"") is None  # a lone surrogate
 
 
 def test_a_spec_with_an_unknown_field_is_refused_every_time_as_a_document_too() -> None:
