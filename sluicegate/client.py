@@ -243,8 +243,9 @@ class _Typed:
     namespace: str
     name: str
     generate_name: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
+    # metadata.labels, metadata.annotations and spec as JSON (b"": none).
+    labels: bytes
+    annotations: bytes
     spec: bytes
     source: str
     # The document as it came, for a server that does not read typed items.
@@ -258,7 +259,7 @@ _Item = tuple[bytes, str] | _Typed
 
 _TOP_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec"})
 _META_KEYS = frozenset({"name", "namespace", "generateName", "labels", "annotations"})
-_spec_json = compact_encoder()
+_json = compact_encoder()
 
 
 def _string_map(value: object) -> bool:
@@ -290,8 +291,9 @@ def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
             or not (type(name) is str and name or name is None and generate_name)
             or not _string_map(labels) or not _string_map(annotations)):
         return None
-    return _Typed(api, namespace, name or "", generate_name, labels, annotations,
-                  _spec_json(spec).encode(), f"{source}#1", raw, source)
+    return _Typed(api, namespace, name or "", generate_name, _json(labels).encode() if labels else b"",
+                  _json(annotations).encode() if annotations else b"", _json(spec).encode(), f"{source}#1",
+                  raw, source)
 
 
 def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.CreateWorkloadsRequest:
@@ -315,11 +317,8 @@ def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.Creat
         w.namespace = item.namespace
         w.name = item.name
         w.generate_name = item.generate_name
-        for entries, pairs in ((w.labels, item.labels), (w.annotations, item.annotations)):
-            for k, v in pairs.items():
-                e = entries.add()
-                e.key = k
-                e.value = v
+        w.labels = item.labels
+        w.annotations = item.annotations
         w.spec = item.spec
         w.source = item.source
     return request

@@ -10,7 +10,8 @@ Each distinct valid spec is decoded once: the decoded spec is kept, keyed by
 the spec's exact bytes and by everything else its decoding depends on (the
 apiVersion, and whether the metadata names a kube-batch PodGroup, which makes
 spec.queueName optional).  A repeated spec then costs a dict lookup, not a
-parse and a decode.  Anything not known valid at once (a spec not seen yet,
+parse and a decode.  Label sets and annotations (JSON too) are checked once
+per distinct text the same way.  Anything not known valid at once (a spec not seen yet,
 metadata that fails a check) takes the document's path, so the problems are
 reported as for the document, by the same code, field paths included.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from sluicegate.manifest.decode import decode
 from sluicegate.manifest.decode_workload import _NO_ANNOTATIONS, SPECS_MEMO_SIZE, _kept, _Spec
 from sluicegate.manifest.dialect import _ANNOTATIONS_MAX_BYTES, DEFAULT_NAMESPACE, SLUICEGATE_V1BETA2
-from sluicegate.manifest.errors import FieldError, ManifestError
+from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import parse_json_part
 from sluicegate.manifest.syntax import (
     dns_label_problem,
@@ -35,23 +36,22 @@ from sluicegate.manifest.syntax import (
 from sluicegate.model import Workload
 from sluicegate.model.podgroups import group_name
 from sluicegate.model.workloads import NO_STATUS
+from sluicegate.strictjson import DECODER
 
 __all__ = ["NewWorkload", "decode_new_workload"]
-
-Entries = tuple[tuple[str, str], ...]
-
 
 @dataclass(frozen=True, slots=True)
 class NewWorkload:
     """The document ``{"apiVersion", "kind": "Workload", "metadata": {name, namespace, labels, annotations},
-    "spec"}`` as fields; ``spec`` is the spec's JSON text.  Empty strings stand for absent fields."""
+    "spec"}`` as fields; ``labels``, ``annotations`` and ``spec`` are their JSON text.  Empty stands for
+    absent."""
 
     source: str
     namespace: str
     name: str
     spec: bytes
-    labels: Entries = ()
-    annotations: Entries = ()
+    labels: bytes = b""
+    annotations: bytes = b""
     api_version: str = ""
 
     @property
@@ -60,71 +60,83 @@ class NewWorkload:
         return self.namespace or DEFAULT_NAMESPACE, self.name
 
     def document(self) -> dict[str, object]:
-        """The equivalent document (the spec parsed): what the slow path decodes, and what tests compare."""
+        """The equivalent document (its JSON parts parsed): what the slow path decodes, and what tests
+        compare.  Raises ManifestError, naming the field, for a part that does not parse."""
         meta: dict[str, object] = {}
         if self.name:
             meta["name"] = self.name
         if self.namespace:
             meta["namespace"] = self.namespace
         if self.labels:
-            meta["labels"] = _entries(self.labels, "metadata.labels", self)
+            meta["labels"] = self._parsed(self.labels, "metadata.labels")
         if self.annotations:
-            meta["annotations"] = _entries(self.annotations, "metadata.annotations", self)
+            meta["annotations"] = self._parsed(self.annotations, "metadata.annotations")
         doc: dict[str, object] = {"apiVersion": self.api_version or SLUICEGATE_V1BETA2, "kind": "Workload",
                                   "metadata": meta}
         if self.spec:
-            doc["spec"] = parse_json_part(self.spec.decode("utf-8", errors="replace"), self.source, "spec")
+            doc["spec"] = self._parsed(self.spec, "spec")
         return doc
 
-
-def _entries(entries: Entries, path: str, item: NewWorkload) -> dict[str, str]:
-    out = dict(entries)
-    if len(out) != len(entries):
-        seen: set[str] = set()
-        for key, _ in entries:
-            if key in seen:
-                raise ManifestError(item.source, [FieldError(path, f"found the key {key!r} twice; each field may "
-                                                                   "appear only once")],
-                                    kind="Workload", name="/".join(item.ref))
-            seen.add(key)
-    return out
+    def _parsed(self, text: bytes, path: str) -> object:
+        try:
+            return parse_json_part(text.decode("utf-8", errors="replace"), self.source, path)
+        except ManifestError as exc:
+            raise ManifestError(exc.source, exc.errors, kind="Workload", name="/".join(self.ref)) from None
 
 
 # (apiVersion, the spec's bytes, whether spec.queueName is required) -> the decoded spec; valid specs only.
 _specs: dict[tuple[str, bytes, bool], _Spec] = {}
-# Label sets, checked once each and shared by every workload that has them (as the decoder's labels memo).
-LABELS_MEMO_SIZE = 4096
-_labels: dict[Entries, dict[str, str]] = {}
+# Label sets and annotations by their JSON, checked once each and shared by every workload that has them
+# (as the decoder's labels memo); valid ones only.
+MAPS_MEMO_SIZE = 4096
+_labels: dict[bytes, dict[str, str]] = {}
+_annotations: dict[bytes, Mapping[str, str]] = {}
 
 
-def _valid_labels(entries: Entries) -> dict[str, str] | None:
-    """The labels as a (shared) dict when every one is valid and no key repeats, else None."""
-    if not entries:
+def _string_map(text: bytes) -> dict[str, str] | None:
+    """The JSON mapping of strings ``text`` holds, or None (it does not parse, repeats a key, holds another value)."""
+    try:
+        value = DECODER.decode(text.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    if type(value) is not dict or not all(type(v) is str for v in value.values()):
+        return None
+    return value
+
+
+def _valid_labels(text: bytes) -> dict[str, str] | None:
+    """The labels as a (shared) dict when every one is valid, else None (the document's path says why)."""
+    if not text:
         return {}
-    shared = _labels.get(entries)
+    shared = _labels.get(text)
     if shared is not None:
         return shared
-    out = dict(entries)
-    if len(out) != len(entries):
+    labels = _string_map(text)
+    if labels is None:
         return None
-    for k, v in entries:
+    for k, v in labels.items():
         if qualified_name_problem(k) is not None or label_value_problem(v) is not None:
             return None
-    return _kept(_labels, entries, out, LABELS_MEMO_SIZE)
+    return _kept(_labels, text, labels, MAPS_MEMO_SIZE)
 
 
-def _valid_annotations(entries: Entries) -> Mapping[str, str] | None:
-    if not entries:
+def _valid_annotations(text: bytes) -> Mapping[str, str] | None:
+    if not text:
         return _NO_ANNOTATIONS
-    out = dict(entries)
-    if len(out) != len(entries):
+    shared = _annotations.get(text)
+    if shared is not None:
+        return shared
+    annotations = _string_map(text)
+    if annotations is None:
         return None
     size = 0
-    for k, v in entries:
+    for k, v in annotations.items():
         if qualified_name_problem(k) is not None:
             return None
         size += len(k.encode()) + len(v.encode())
-    return out if size <= _ANNOTATIONS_MAX_BYTES else None
+    if size > _ANNOTATIONS_MAX_BYTES:
+        return None
+    return _kept(_annotations, text, annotations or _NO_ANNOTATIONS, MAPS_MEMO_SIZE)
 
 
 def decode_new_workload(item: NewWorkload) -> Workload:
@@ -135,10 +147,10 @@ def decode_new_workload(item: NewWorkload) -> Workload:
     name, namespace = item.name, item.namespace
     if (annotations is None or labels is None or not name or dns_subdomain_problem(name) is not None
             or (namespace and dns_label_problem(namespace) is not None)):
-        return _decoded(item, api, annotations)
-    spec = _specs.get((api, item.spec, not group_name(annotations)))
+        return _decoded(item, api)
+    spec = _specs.get((api, item.spec, not (annotations and group_name(annotations))))
     if spec is None:
-        return _decoded(item, api, annotations)
+        return _decoded(item, api)
     return Workload(
         namespace=sys.intern(namespace or DEFAULT_NAMESPACE),
         name=name,
@@ -157,12 +169,12 @@ def decode_new_workload(item: NewWorkload) -> Workload:
     )
 
 
-def _decoded(item: NewWorkload, api: str, annotations: Mapping[str, str] | None) -> Workload:
+def _decoded(item: NewWorkload, api: str) -> Workload:
     """The document's path: decoded in full, its spec kept for the next item when it is valid."""
     obj = decode(item.document(), source=item.source)
     assert isinstance(obj, Workload), obj  # kind is Workload: anything else failed decoding
-    if annotations is not None and item.spec:
-        _kept(_specs, (api, item.spec, not group_name(annotations)), _Spec(
+    if item.spec:
+        _kept(_specs, (api, item.spec, not group_name(obj.annotations)), _Spec(
             queue_name=obj.queue_name, pod_sets=obj.pod_sets, priority=obj.priority,
             priority_class=obj.priority_class, active=obj.active,
             maximum_execution_time_seconds=obj.maximum_execution_time_seconds), SPECS_MEMO_SIZE)

@@ -38,19 +38,11 @@ class NewWorkload(_message.Message):
     namespace: str
     name: str
     generate_name: str
-    labels: _containers.RepeatedCompositeFieldContainer[StringEntry]
-    annotations: _containers.RepeatedCompositeFieldContainer[StringEntry]
+    labels: bytes
+    annotations: bytes
     spec: bytes
     source: str
-    def __init__(self, api_version: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., generate_name: _Optional[str] = ..., labels: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., annotations: _Optional[_Iterable[_Union[StringEntry, _Mapping]]] = ..., spec: _Optional[bytes] = ..., source: _Optional[str] = ...) -> None: ...
-
-class StringEntry(_message.Message):
-    __slots__ = ("key", "value")
-    KEY_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    key: str
-    value: str
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    def __init__(self, api_version: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., generate_name: _Optional[str] = ..., labels: _Optional[bytes] = ..., annotations: _Optional[bytes] = ..., spec: _Optional[bytes] = ..., source: _Optional[str] = ...) -> None: ...
 
 class CreateWorkloadResponse(_message.Message):
     __slots__ = ("workload", "created")

@@ -336,9 +336,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             generated.add((namespace, name))
         return NewWorkload(
             source=w.source, namespace=w.namespace, name=name, spec=w.spec,
-            labels=tuple([(e.key, e.value) for e in w.labels]) if w.labels else (),
-            annotations=tuple([(e.key, e.value) for e in w.annotations]) if w.annotations else (),
-            api_version=w.api_version,
+            labels=w.labels, annotations=w.annotations, api_version=w.api_version,
         )
 
     def _named(self, doc: RawDocument, generated: set[tuple[str, str]]) -> RawDocument:

@@ -30,9 +30,13 @@ def item(doc: dict[str, Any], source: str = "bulk#1") -> NewWorkload:
     return NewWorkload(
         source=source, namespace=meta.get("namespace", ""), name=meta.get("name", ""),
         spec=json.dumps(doc["spec"]).encode() if "spec" in doc else b"",
-        labels=tuple(meta.get("labels", {}).items()), annotations=tuple(meta.get("annotations", {}).items()),
+        labels=as_json(meta.get("labels")), annotations=as_json(meta.get("annotations")),
         api_version=doc.get("apiVersion", ""),
     )
+
+
+def as_json(value: object) -> bytes:
+    return json.dumps(value).encode() if value else b""
 
 
 def outcome(fn: Any, *args: Any, **kwargs: Any) -> object:
@@ -76,17 +80,19 @@ def test_bad_metadata_with_a_known_spec_is_refused_as_the_document_is() -> None:
     decode_new_workload(item(doc))  # the spec is known now
     for meta in ({"name": "Bad_Name"}, {"name": "ok", "namespace": "no.dots"},
                  {"name": "ok", "labels": {"bad key!": "v"}}, {"name": "ok", "labels": {"k": "x" * 64}},
-                 {"name": "ok", "annotations": {"a": "x" * (256 * 1024)}}):
+                 {"name": "ok", "annotations": {"a": "x" * (256 * 1024)}}, {"name": "ok", "labels": {"k": 1}},
+                 {"name": "ok", "labels": ["k"]}, {"name": "ok", "annotations": {"a": None}}):
         doc["metadata"] = meta
         got = outcome(decode_new_workload, item(doc))
         assert isinstance(got, str) and got == document_outcome(doc), meta
 
 
-def test_a_repeated_label_key_is_an_error() -> None:
-    wl = NewWorkload(source="s", namespace="", name="a", spec=json.dumps(samples.workload()["spec"]).encode(),
-                     labels=(("k", "1"), ("k", "2")))
-    with pytest.raises(ManifestError, match=r"metadata.labels: found the key 'k' twice"):
-        decode_new_workload(wl)
+def test_labels_that_do_not_parse_or_repeat_a_key_are_an_error() -> None:
+    spec = json.dumps(samples.workload()["spec"]).encode()
+    for labels, problem in ((b'{"k": "1", "k": "2"}', "found the key 'k' twice"), (b'{"k": ', "Expecting value")):
+        wl = NewWorkload(source="s", namespace="", name="a", spec=spec, labels=labels)
+        with pytest.raises(ManifestError, match=f"Workload/default/a: metadata.labels: could not parse JSON: {problem}"):
+            decode_new_workload(wl)
 
 
 def test_spec_text_that_does_not_parse_names_the_spec() -> None:
@@ -144,7 +150,7 @@ def test_an_item_decodes_as_its_document_whether_or_not_its_spec_is_known(
     else:
         doc["apiVersion"] = "sluicegate.io/v1beta2"
     typed = NewWorkload(source="bulk#1", namespace=namespace, name=name, spec=json.dumps(doc["spec"]).encode(),
-                        labels=tuple(labels.items()), annotations=tuple(annotations.items()), api_version=api)
+                        labels=as_json(labels), annotations=as_json(annotations), api_version=api)
     expected = document_outcome(doc)
     for _ in range(2):  # the spec unknown, then (when valid) known
         assert outcome(decode_new_workload, typed) == expected
@@ -156,7 +162,7 @@ def test_the_client_sends_a_plain_workload_document_as_a_typed_item() -> None:
     t = _typed(json.dumps(doc), "jobs.json", b"")
     assert t is not None
     assert (t.api_version, t.namespace, t.name, t.labels, t.source) == (
-        doc["apiVersion"], "team-a", "train", {"class": "small"}, "jobs.json#1")
+        doc["apiVersion"], "team-a", "train", b'{"class":"small"}', "jobs.json#1")
     assert json.loads(t.spec) == doc["spec"]
 
 
