@@ -35,11 +35,11 @@ from sluicegate.controller.nodes import Command, ForgetPodCommand
 from sluicegate.controller.queueing import INADMISSIBLE, unqueued_reason
 from sluicegate.manifest.decode_job import JOB_LABELS_ANNOTATION
 from sluicegate.model.conditions import set_condition
-from sluicegate.model.copying import copy_with
+from sluicegate.model.copying import copier, copy_with
 from sluicegate.model.names import ClusterQueueName
 from sluicegate.model.objects import SYSTEM_CLUSTER_CRITICAL, SYSTEM_NODE_CRITICAL
 from sluicegate.model.pods import pods_or_last
-from sluicegate.model.workloads import PodSet, Workload
+from sluicegate.model.workloads import PodSet, Workload, WorkloadStatus
 from sluicegate.security.podsecurity import PodSecurityError, PodUserPolicies, PodUserPolicy, resolve_pod_user
 
 
@@ -128,12 +128,13 @@ def prepare_workload(c: Cache, pod_security: PodUserPolicies, wl: Workload,
             source = json.loads(job_labels)
             copied = {k: source[k] for k in c.config.label_keys_to_copy if k in source}
             labels = {**labels, **copied}
-        # One new value for everything the controller fills in: each replace builds a whole Workload.
-        wl = copy_with(wl, uid=wl.uid or new_uid(), creation_timestamp=wl.creation_timestamp or now,
-                       priority=priority, priority_class=priority_class, labels=labels)
         # A new workload starts from a clean status unless the document
-        # carries one (restoring from a backup or a simulate file).
-        return marked_inadmissible(c, wl, now), "created"
+        # carries one (restoring from a backup or a simulate file).  Why it
+        # cannot be queued yet depends on none of the fields filled in below.
+        status = _inadmissible_status(c, wl, now)
+        # One new value for everything the controller fills in: each copy builds a whole Workload.
+        return _prepared(wl, wl.uid or new_uid(), wl.creation_timestamp or now, priority, priority_class, labels,
+                         wl.status if status is None else status), "created"
     if old.pod_sets != wl.pod_sets:
         raise InvalidArgument("spec.podSets", "field is immutable once the workload exists (delete and recreate it)")
     if old.queue_name != wl.queue_name and old.has_quota_reservation:
@@ -160,17 +161,27 @@ def marked_inadmissible(c: Cache, wl: Workload, now: float, *, reason: str | Non
     usual, once that queue exists; the scheduler then replaces the condition.
     ``reason``: the message when the caller already knows it (the queue is being deleted).
     """
+    status = _inadmissible_status(c, wl, now, reason=reason)
+    return wl if status is None else copy_with(wl, status=status)
+
+
+# A new workload's copy with what prepare_workload fills in (its key, from namespace and name, kept).
+_prepared = copier(Workload, ("uid", "creation_timestamp", "priority", "priority_class", "labels", "status"))
+
+
+def _inadmissible_status(c: Cache, wl: Workload, now: float, *, reason: str | None = None) -> WorkloadStatus | None:
+    """The status marked_inadmissible gives ``wl``; None when it keeps its own."""
     if wl.has_quota_reservation or wl.is_finished or not wl.active:
-        return wl
+        return None
     message = reason or unqueued_reason(c, wl, inactive=True)
     if message is None:
-        return wl
+        return None
     old = wl.status.condition("QuotaReserved")
     if old is not None and old.status == "False" and old.reason == INADMISSIBLE and old.message == message:
-        return wl
+        return None
     conds = set_condition(wl.status.conditions, type_="QuotaReserved", status=False, reason=INADMISSIBLE,
                           message=message, now=now)
-    return copy_with(wl, status=copy_with(wl.status, conditions=conds))
+    return copy_with(wl.status, conditions=conds)
 
 
 # Pod sets shared by workloads of one shape (decode_workload) pass their
