@@ -291,9 +291,10 @@ def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
             or not (type(name) is str and name or name is None and generate_name)
             or not _string_map(labels) or not _string_map(annotations)):
         return None
+    # Named in errors as the server names the document (its first, of a text without a source "request#0").
+    named = f"{source or 'request#0'}#1"
     return _Typed(api, namespace, name or "", generate_name, _json(labels).encode() if labels else b"",
-                  _json(annotations).encode() if annotations else b"", _json(spec).encode(), f"{source}#1",
-                  raw, source)
+                  _json(annotations).encode() if annotations else b"", _json(spec).encode(), named, raw, source)
 
 
 def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.CreateWorkloadsRequest:
@@ -324,6 +325,10 @@ def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.Creat
     return request
 
 
+def _document(d: Document) -> _Item:
+    return d.body.encode(), d.source
+
+
 def _item(d: Document) -> _Item:
     raw = d.body.encode()  # text that is not UTF-8 fails here, as it always did, typed or not
     return _typed(d.body, d.source, raw) or (raw, d.source)
@@ -346,8 +351,10 @@ class _BulkCreate:
     matches answers to the batches in order and hands them to ``answers``.
     """
 
-    def __init__(self, documents: Iterable[Document] | AsyncIterable[Document], window: int) -> None:
+    def __init__(self, documents: Iterable[Document] | AsyncIterable[Document], window: int, *,
+                 typed: bool = True) -> None:
         self.documents = documents
+        self.item = _item if typed else _document
         self.window = max(1, window)
         self.waiting: collections.deque[_Item] = collections.deque()
         self.sent: collections.deque[list[_Item]] = collections.deque()
@@ -376,12 +383,12 @@ class _BulkCreate:
     async def feed(self) -> None:
         if isinstance(self.documents, AsyncIterable):
             async for d in self.documents:
-                self.waiting.append(_item(d))
+                self.waiting.append(self.item(d))
                 self.wake.set()
                 await self._hold()
         else:
             for d in self.documents:
-                self.waiting.append(_item(d))
+                self.waiting.append(self.item(d))
                 await self._hold()
         self.source_done = True
         self.wake.set()
@@ -622,6 +629,7 @@ class Client:
 
     async def create_workloads(
         self, documents: Iterable[Document] | AsyncIterable[Document], *, window: int = CREATE_WINDOW,
+        typed: bool = True,
     ) -> AsyncIterator[Created | ClientError]:
         """Create many workloads: one answer per document, in their order, as the server gives them.
 
@@ -634,8 +642,15 @@ class Client:
         ends UNAVAILABLE (a follower, a takeover) the unanswered ones go again
         to the leader: one that had committed answers created=False.  Raises
         ClientError when the stream itself fails (refused, no controller).
+
+        A JSON Workload document whose metadata holds only a name (or
+        generateName), namespace, labels and annotations, and that has no
+        status, goes as a typed item (CreateWorkloadRequest.workload) to a
+        server that reads them: created the same, with the same errors, at
+        a fraction of the server's cost, as the server decodes each distinct
+        spec once.  ``typed`` False sends every document as it is.
         """
-        bulk = _BulkCreate(documents, window)
+        bulk = _BulkCreate(documents, window, typed=typed)
         loop = asyncio.get_running_loop()
         pause = FAILOVER_PAUSE
         feeder = asyncio.create_task(bulk.feed(), name="sluicegate-bulk-feed")

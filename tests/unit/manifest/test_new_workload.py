@@ -195,3 +195,8 @@ def test_a_spec_with_an_unknown_field_is_refused_every_time_as_a_document_too() 
     for _ in range(2):
         with pytest.raises(ManifestError, match=r"spec.unknown: unknown field"):
             decode(copy.deepcopy(doc))
+
+
+def test_a_document_without_a_source_is_named_in_errors_as_the_server_names_it() -> None:
+    t = _typed(json.dumps(samples.workload()), "", b"")
+    assert t is not None and t.source == "request#0#1"
