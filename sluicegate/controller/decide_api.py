@@ -77,15 +77,13 @@ def priority_of(c: Cache, wl: Workload) -> tuple[int, tuple[str, str] | None]:
     return wl.priority, wl.priority_class
 
 
-# uuid.uuid4() as integer masks: the version nibble (4) and the RFC 4122 variant bits (10).
-_UUID_CLEAR = ~((0xF << 76) | (0x3 << 62))
-_UUID_SET = (0x4 << 76) | (0x2 << 62)
-
-
-# The OS's random bytes, fetched for 256 uids at a time (one getrandom call each, not one per uid);
-# a forked child starts with none, so parent and child never hand out the same bytes.
+# The OS's random bytes, fetched for 256 uids at a time (one getrandom call each, not one per uid) and
+# turned into hex text at once; a forked child starts with none, so parent and child never hand out the
+# same bytes.  Held as a list of 32-digit pieces, taken from its end.
 _RANDOM_CHUNK = 16 * 256
-_random = bytearray()
+_random: list[str] = []
+# uuid4's variant: the high nibble of octet 8 keeps its two low random bits under the bits 10 (RFC 4122).
+_VARIANT = {f"{n:x}": f"{8 | (n & 3):x}" for n in range(16)}
 
 
 def _forget_random() -> None:
@@ -96,13 +94,13 @@ os.register_at_fork(after_in_child=_forget_random)
 
 
 def new_uid() -> str:
-    """A random version-4 UUID in its text form, as ``str(uuid.uuid4())`` writes it, at a fifth of its cost."""
+    """A random version-4 UUID in its text form, as ``str(uuid.uuid4())`` writes it, at a tenth of its cost:
+    122 random bits, the version nibble 4 and the variant bits 10, as uuid4 sets them."""
     if not _random:
-        _random.extend(os.urandom(_RANDOM_CHUNK))
-    raw = int.from_bytes(_random[-16:], "big")
-    del _random[-16:]
-    h = ((raw & _UUID_CLEAR) | _UUID_SET).to_bytes(16, "big").hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        text = os.urandom(_RANDOM_CHUNK).hex()
+        _random.extend([text[i:i + 32] for i in range(0, len(text), 32)])
+    h = _random.pop()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 def _pod_priority(c: Cache, name: str) -> int | None:
