@@ -88,6 +88,9 @@ _specs: dict[tuple[str, bytes, bool], _Spec] = {}
 # Label sets and annotations by their JSON, checked once each and shared by every workload that has them
 # (as the decoder's labels memo); valid ones only.
 MAPS_MEMO_SIZE = 4096
+# Texts longer than this are decoded each time rather than kept: the memos are bounded in entries, and
+# what bulk submitters repeat is small (a spec of a few pod sets is 1-2 KiB).
+MEMO_MAX_TEXT = 64 * 1024
 _labels: dict[bytes, dict[str, str]] = {}
 _annotations: dict[bytes, Mapping[str, str]] = {}
 
@@ -116,7 +119,7 @@ def _valid_labels(text: bytes) -> dict[str, str] | None:
     for k, v in labels.items():
         if qualified_name_problem(k) is not None or label_value_problem(v) is not None:
             return None
-    return _kept(_labels, text, labels, MAPS_MEMO_SIZE)
+    return _kept(_labels, text, labels, MAPS_MEMO_SIZE) if len(text) <= MEMO_MAX_TEXT else labels
 
 
 def _valid_annotations(text: bytes) -> Mapping[str, str] | None:
@@ -135,6 +138,8 @@ def _valid_annotations(text: bytes) -> Mapping[str, str] | None:
         size += len(k.encode()) + len(v.encode())
     if size > _ANNOTATIONS_MAX_BYTES:
         return None
+    if len(text) > MEMO_MAX_TEXT:
+        return annotations or _NO_ANNOTATIONS
     return _kept(_annotations, text, annotations or _NO_ANNOTATIONS, MAPS_MEMO_SIZE)
 
 
@@ -172,7 +177,7 @@ def _decoded(item: NewWorkload, api: str) -> Workload:
     """The document's path: decoded in full, its spec kept for the next item when it is valid."""
     obj = decode(item.document(), source=item.source)
     assert isinstance(obj, Workload), obj  # kind is Workload: anything else failed decoding
-    if item.spec:
+    if item.spec and len(item.spec) <= MEMO_MAX_TEXT:
         _kept(_specs, (api, item.spec, not group_name(obj.annotations)), _Spec(
             queue_name=obj.queue_name, pod_sets=obj.pod_sets, priority=obj.priority,
             priority_class=obj.priority_class, active=obj.active,

@@ -200,3 +200,12 @@ def test_a_spec_with_an_unknown_field_is_refused_every_time_as_a_document_too() 
 def test_a_document_without_a_source_is_named_in_errors_as_the_server_names_it() -> None:
     t = _typed(json.dumps(samples.workload()), "", b"")
     assert t is not None and t.source == "request#0#1"
+
+
+def test_a_long_spec_is_decoded_each_time_and_not_kept() -> None:
+    doc = samples.workload()
+    doc["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["args"] = ["x" * 1000] * 70
+    typed = item(doc)
+    assert len(typed.spec) > nw.MEMO_MAX_TEXT
+    assert decode_new_workload(typed) == decode_new_workload(typed) == decode(copy.deepcopy(doc))
+    assert not any(key[1] == typed.spec for key in nw._specs)
