@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -235,9 +235,9 @@ class Created:
     created: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Typed:
-    """A Workload document read into the fields of a typed creation item (workloads_pb2.NewWorkload)."""
+class _Typed(NamedTuple):
+    """A Workload document read into the fields of a typed creation item (workloads_pb2.NewWorkload);
+    a tuple, made once per document of a bulk creation."""
 
     api_version: str
     namespace: str
@@ -304,11 +304,10 @@ def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.Creat
     request = workloads_pb2.CreateWorkloadsRequest(brief=True)
     add = request.items.add
     for item in batch:
-        if type(item) is tuple:
+        if not isinstance(item, _Typed):
             doc = add().document
             doc.body, doc.source = item
             continue
-        assert isinstance(item, _Typed)
         if not typed:
             doc = add().document
             doc.body, doc.source = item.body, item.document_source
@@ -316,10 +315,14 @@ def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.Creat
         w = add().workload
         w.api_version = item.api_version
         w.namespace = item.namespace
-        w.name = item.name
-        w.generate_name = item.generate_name
-        w.labels = item.labels
-        w.annotations = item.annotations
+        if item.name:
+            w.name = item.name
+        else:
+            w.generate_name = item.generate_name
+        if item.labels:
+            w.labels = item.labels
+        if item.annotations:
+            w.annotations = item.annotations
         w.spec = item.spec
         w.source = item.source
     return request
