@@ -209,3 +209,57 @@ def test_a_long_spec_is_decoded_each_time_and_not_kept() -> None:
     assert len(typed.spec) > nw.MEMO_MAX_TEXT
     assert decode_new_workload(typed) == decode_new_workload(typed) == decode(copy.deepcopy(doc))
     assert not any(key[1] == typed.spec for key in nw._specs)
+
+
+def server_item(t: Any) -> NewWorkload:
+    return NewWorkload(source=t.source, namespace=t.namespace, name=t.name, spec=t.spec, labels=t.labels,
+                       annotations=t.annotations, api_version=t.api_version)
+
+
+SPACES = st.sampled_from(["", " ", "\n  ", "\t", "\r\n"])
+
+
+@st.composite
+def written(draw: st.DrawFn) -> str:
+    """A Workload document's JSON text as people and programs write it: any spacing and key order, and
+    now and then a repeated key, NaN, a status, a second document or a cut."""
+    doc = samples.workload()
+    doc["metadata"]["labels"] = draw(st.dictionaries(st.sampled_from(["a", "b.io/c", "Bad Key"]),
+                                                     st.sampled_from(["x", "", "y", 1]), max_size=2))
+    if draw(st.booleans()):
+        doc["spec"]["podSets"][0]["count"] = draw(st.sampled_from([1, 0, 2.5, "3"]))
+
+    def text(value: object) -> str:
+        if isinstance(value, dict):
+            items = list(value.items())
+            if len(items) > 1 and draw(st.booleans()):
+                items.reverse()
+            pieces = [f"{draw(SPACES)}{json.dumps(k)}{draw(SPACES)}:{draw(SPACES)}{text(v)}" for k, v in items]
+            if items and draw(st.integers(0, 39)) == 0:
+                pieces.append(pieces[0])  # a key written twice
+            return "{" + ",".join(pieces) + draw(SPACES) + "}"
+        if isinstance(value, list):
+            return "[" + ",".join(f"{draw(SPACES)}{text(v)}" for v in value) + draw(SPACES) + "]"
+        return json.dumps(value)
+
+    body = text(doc)
+    tail = draw(st.sampled_from([" \n", "x", "{}", ']'])) if draw(st.integers(0, 5)) == 0 else ""
+    body = draw(st.sampled_from(["", "", "", " "])) + body + tail
+    if draw(st.integers(0, 9)) == 0:
+        body = body.replace('"count": 4', '"count": NaN', 1)
+    return body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=written())
+def test_a_document_the_client_sends_typed_is_created_as_the_document_is(body: str) -> None:
+    t = _typed(body, "jobs.json", body.encode())
+    if t is None:
+        return  # it goes as the document
+    try:
+        (doc,) = parse_text(body, "jobs.json", fmt="json")
+    except ManifestError as exc:
+        raise AssertionError(f"the client sent a document the server cannot read as typed: {exc}") from None
+    expected = outcome(decode, doc)
+    for _ in range(2):
+        assert outcome(decode_new_workload, server_item(t)) == expected
