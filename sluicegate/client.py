@@ -262,6 +262,57 @@ _META_KEYS = frozenset({"name", "namespace", "generateName", "labels", "annotati
 _json = compact_encoder()
 
 
+_SPACE = " \t\n\r"
+# Spec texts read valid (no repeated key, no NaN: a mapping), with their bytes: bulk-submitted documents
+# share a few, which are then neither read nor written again.
+_SPECS_SEEN_SIZE = 4096
+_SPEC_SEEN_MAX = 64 * 1024
+# Places where "spec" is written that are tried as the spec member's.
+_SPEC_CUTS = 3
+_specs_seen: dict[str, bytes] = {}
+
+
+def _spec_last(body: str) -> tuple[object, bytes] | None:
+    """For a document whose last member is the spec (as Kubernetes and most programs write one): its
+    other members (read as the server reads documents) with the spec's own text as the typed item's spec.
+    None when the text is not so cut (the caller reads it whole).
+
+    The cut is checked, not guessed: the text before the spec's member, closed, must read as an object
+    without a spec, and the spec's text must read on its own as a mapping, so the document is exactly
+    those members plus the spec.  A spec text read valid once is not read again."""
+    end = len(body.rstrip(_SPACE)) - 1
+    if body[end] != "}":
+        return None
+    key = -1
+    for _ in range(_SPEC_CUTS):  # "spec" may also be written before the member (a label's value)
+        key = body.find('"spec"', key + 1)
+        if key < 0:
+            return None
+        comma = len(body[:key].rstrip(_SPACE)) - 1
+        after = body[key + 6:].lstrip(_SPACE)
+        if body[comma] != "," or not after.startswith(":"):
+            continue
+        text = after[1:end - len(body) + len(after)].strip(_SPACE)
+        spec = _specs_seen.get(text)
+        try:
+            if spec is None:
+                if type(DECODER.decode(text)) is not dict:
+                    continue
+                spec = text.encode()
+                if len(text) <= _SPEC_SEEN_MAX:
+                    if len(_specs_seen) >= _SPECS_SEEN_SIZE:
+                        del _specs_seen[next(iter(_specs_seen))]
+                    _specs_seen[text] = spec
+            rest = DECODER.decode(body[:comma] + "}")
+        except (ValueError, RecursionError):
+            continue  # not cut there (or not JSON: reading it whole says)
+        if type(rest) is not dict or "spec" in rest:
+            return None
+        rest["spec"] = {}  # (read by the caller for its type only: the item carries the text)
+        return rest, spec
+    return None
+
+
 def _string_map(value: object) -> bool:
     return type(value) is dict and all(type(v) is str for v in value.values())
 
@@ -276,7 +327,12 @@ def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
     if not body.startswith("{") or "\\ud" in body or "\\uD" in body:
         return None  # YAML, or a lone surrogate escape (not sendable as a proto string): as a document
     try:
-        doc = DECODER.decode(body)
+        split = _spec_last(body)
+        if split is not None:
+            doc, spec_bytes = split
+        else:
+            doc = DECODER.decode(body)
+            spec_bytes = b""
     except (ValueError, RecursionError):
         return None
     if type(doc) is not dict or doc.get("kind") != "Workload" or not doc.keys() <= _TOP_KEYS:
@@ -284,6 +340,7 @@ def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
     api, meta, spec = doc.get("apiVersion"), doc.get("metadata"), doc.get("spec")
     if type(api) is not str or type(meta) is not dict or type(spec) is not dict or not meta.keys() <= _META_KEYS:
         return None
+    spec_bytes = spec_bytes or _json(spec).encode()
     name, namespace = meta.get("name"), meta.get("namespace", "")
     generate_name = meta.get("generateName", "")
     labels, annotations = meta.get("labels", {}), meta.get("annotations", {})
@@ -294,7 +351,7 @@ def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
     # Named in errors as the server names the document (its first, of a text without a source "request#0").
     named = f"{source or 'request#0'}#1"
     return _Typed(api, namespace, name or "", generate_name, _json(labels).encode() if labels else b"",
-                  _json(annotations).encode() if annotations else b"", _json(spec).encode(), named, raw, source)
+                  _json(annotations).encode() if annotations else b"", spec_bytes, named, raw, source)
 
 
 def _bulk_request(batch: Iterable[_Item], *, typed: bool) -> workloads_pb2.CreateWorkloadsRequest:

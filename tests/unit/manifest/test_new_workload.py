@@ -225,7 +225,7 @@ def written(draw: st.DrawFn) -> str:
     now and then a repeated key, NaN, a status, a second document or a cut."""
     doc = samples.workload()
     doc["metadata"]["labels"] = draw(st.dictionaries(st.sampled_from(["a", "b.io/c", "Bad Key"]),
-                                                     st.sampled_from(["x", "", "y", 1]), max_size=2))
+                                                     st.sampled_from(["x", "", "spec", 1]), max_size=2))
     if draw(st.booleans()):
         doc["spec"]["podSets"][0]["count"] = draw(st.sampled_from([1, 0, 2.5, "3"]))
 
@@ -263,3 +263,16 @@ def test_a_document_the_client_sends_typed_is_created_as_the_document_is(body: s
     expected = outcome(decode, doc)
     for _ in range(2):
         assert outcome(decode_new_workload, server_item(t)) == expected
+
+
+def test_the_client_sends_the_document_s_own_spec_text_when_the_spec_comes_last() -> None:
+    doc = samples.workload()
+    doc["metadata"]["labels"] = {"role": "spec"}  # "spec" before the spec's key: the cut is checked
+    body = json.dumps(doc, indent=2)
+    t = _typed(body, "j", b"")
+    assert t is not None and t.spec == json.dumps(doc["spec"], indent=2).replace("\n", "\n  ").encode()
+    assert outcome(decode_new_workload, server_item(t)) == outcome(decode, copy.deepcopy(doc))
+    again = _typed(json.dumps({**doc, "metadata": {"name": "other"}}, indent=2), "j", b"")
+    assert again is not None and again.spec == t.spec  # a spec text seen valid is not read again
+    twice = body.replace('"kind"', '"spec": {}, "kind"', 1)
+    assert _typed(twice, "j", b"") is None  # two specs: as the document
