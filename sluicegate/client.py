@@ -260,8 +260,6 @@ _Item = tuple[bytes, str] | _Typed
 _TOP_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec"})
 _META_KEYS = frozenset({"name", "namespace", "generateName", "labels", "annotations"})
 _json = compact_encoder()
-
-
 _SPACE = " \t\n\r"
 # Spec texts read valid (no repeated key, no NaN: a mapping), with their bytes: bulk-submitted documents
 # share a few, which are then neither read nor written again.
@@ -323,7 +321,8 @@ def _typed(body: str, source: str, raw: bytes) -> _Typed | None:
 
     The server decodes each distinct spec of typed items once, and so skips parsing and checking
     the spec that bulk-submitted workloads share.  The document is read with the decoder the server
-    reads documents with, so a repeated key still fails (as the document, where the server says so)."""
+    reads documents with, so a repeated key or NaN still fails (as the document, where the server says
+    so); a spec that comes last goes as its own text (see _spec_last), another one written compactly."""
     if not body.startswith("{") or "\\ud" in body or "\\uD" in body:
         return None  # YAML, or a lone surrogate escape (not sendable as a proto string): as a document
     try:
