@@ -264,7 +264,7 @@ _SPACE = " \t\n\r"
 # Spec texts read valid (no repeated key, no NaN: a mapping), with their bytes: bulk-submitted documents
 # share a few, which are then neither read nor written again.
 _SPECS_SEEN_SIZE = 4096
-_SPEC_SEEN_MAX = 64 * 1024
+_SPEC_SEEN_MAX = 16 * 1024
 # Places where "spec" is written that are tried as the spec member's.
 _SPEC_CUTS = 3
 _specs_seen: dict[str, bytes] = {}
@@ -299,7 +299,7 @@ def _spec_last(body: str) -> tuple[object, bytes] | None:
                 spec = text.encode()
                 if len(text) <= _SPEC_SEEN_MAX:
                     if len(_specs_seen) >= _SPECS_SEEN_SIZE:
-                        del _specs_seen[next(iter(_specs_seen))]
+                        _specs_seen.clear()  # (whole: safe where several threads create)
                     _specs_seen[text] = spec
             rest = DECODER.decode(body[:comma] + "}")
         except (ValueError, RecursionError):

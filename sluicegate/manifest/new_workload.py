@@ -88,9 +88,9 @@ _specs: dict[tuple[str, bytes, bool], _Spec] = {}
 # Label sets and annotations by their JSON, checked once each and shared by every workload that has them
 # (as the decoder's labels memo); valid ones only.
 MAPS_MEMO_SIZE = 4096
-# Texts longer than this are decoded each time rather than kept: the memos are bounded in entries, and
-# what bulk submitters repeat is small (a spec of a few pod sets is 1-2 KiB).
-MEMO_MAX_TEXT = 64 * 1024
+# Texts longer than this are decoded each time rather than kept: the memos are bounded in entries (at
+# most 4096 x 16 KiB each), and what bulk submitters repeat is small (a spec of a few pod sets is 1-2 KiB).
+MEMO_MAX_TEXT = 16 * 1024
 _labels: dict[bytes, dict[str, str]] = {}
 _annotations: dict[bytes, Mapping[str, str]] = {}
 

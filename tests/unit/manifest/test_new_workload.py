@@ -204,7 +204,7 @@ def test_a_document_without_a_source_is_named_in_errors_as_the_server_names_it()
 
 def test_a_long_spec_is_decoded_each_time_and_not_kept() -> None:
     doc = samples.workload()
-    doc["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["args"] = ["x" * 1000] * 70
+    doc["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["args"] = ["x" * 1000] * 20
     typed = item(doc)
     assert len(typed.spec) > nw.MEMO_MAX_TEXT
     assert decode_new_workload(typed) == decode_new_workload(typed) == decode(copy.deepcopy(doc))
