@@ -11,9 +11,10 @@ the spec's exact bytes and by everything else its decoding depends on (the
 apiVersion, and whether the metadata names a kube-batch PodGroup, which makes
 spec.queueName optional).  A repeated spec then costs a dict lookup, not a
 parse and a decode.  Label sets and annotations (JSON too) are checked once
-per distinct text the same way.  Anything not known valid at once (a spec not seen yet,
-metadata that fails a check) takes the document's path, so the problems are
-reported as for the document, by the same code, field paths included.
+per distinct text the same way.  Anything not known valid at once (a spec
+not seen yet, metadata that fails a check) takes the document's path, so
+the problems are reported as for the document, by the same code, field
+paths included.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sluicegate.model.workloads import NO_STATUS
 from sluicegate.strictjson import DECODER
 
 __all__ = ["NewWorkload", "decode_new_workload"]
+
 
 class NewWorkload(NamedTuple):
     """The document ``{"apiVersion", "kind": "Workload", "metadata": {name, namespace, labels, annotations},
