@@ -6,8 +6,9 @@ the large-scale replay's queue objects with every ClusterQueue on
 ``stopPolicy: Hold`` (so no scheduling cycle admits anything and the
 controller's CPU is the submission path's), then creates the replay's
 workload documents as fast as the client lets it, ``--concurrency`` in
-flight, through :meth:`sluicegate.client.Client.create_workloads` (or, with
-``--one-by-one``, ``create_workload`` per document as sluicectl does).
+flight, through :meth:`sluicegate.client.Client.create_workloads`, which sends
+them as typed items (``--documents``: as the documents; ``--one-by-one``:
+``create_workload`` per document as sluicectl does).
 Prints one JSON line: creations/s, controller and bench CPU per creation
 (µs, from /proc via psutil), controller RSS before and after.  Not a test.
 
@@ -79,7 +80,7 @@ def finish(spies: list[subprocess.Popen[bytes]]) -> None:
 
 
 async def drive(address: str, queues: list[Document], bodies: list[str], *, concurrency: int,
-                one_by_one: bool, ctl: psutil.Process, profile: Path | None) -> dict[str, Any]:
+                one_by_one: bool, documents: bool, ctl: psutil.Process, profile: Path | None) -> dict[str, Any]:
     me = psutil.Process()
     async with Client(address, timeout=600) as client:
         await client.apply(queues)
@@ -105,7 +106,7 @@ async def drive(address: str, queues: list[Document], bodies: list[str], *, conc
 
             await asyncio.gather(*(one(d) for d in rest))
         else:
-            async for result in client.create_workloads(rest, window=concurrency):
+            async for result in client.create_workloads(rest, window=concurrency, typed=not documents):
                 if isinstance(result, Exception):
                     raise result
                 created += result.created
@@ -117,7 +118,8 @@ async def drive(address: str, queues: list[Document], bodies: list[str], *, conc
             "controllerCpuUsPerCreation": round((c1 - c0) / n * 1e6, 1),
             "benchCpuUsPerCreation": round((b1 - b0) / n * 1e6, 1),
             "controllerRssMiB": {"before": round(rss0 / 2**20, 1), "after": round(ctl.memory_info().rss / 2**20, 1)},
-            "mode": "create_workload" if one_by_one else "create_workloads", "concurrency": concurrency}
+            "mode": "create_workload" if one_by_one else "create_workloads" + (" (documents)" if documents else ""),
+            "concurrency": concurrency}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queue-scale", type=float, default=0.1, help="ClusterQueues x this (of the replay's 1,000)")
     p.add_argument("--concurrency", type=int, default=4096, help="creations in flight at once")
     p.add_argument("--one-by-one", action="store_true", help="one create_workload call per document")
+    p.add_argument("--documents", action="store_true",
+                   help="create_workloads sends the documents as they are (typed=False), not as typed items")
     p.add_argument("--profile", type=Path, help="py-spy both processes during the creations; raw files and top-10 here")
     p.add_argument("--controller-src", type=Path, default=ROOT, help="source tree the controller runs from")
     ns = p.parse_args(argv)
@@ -149,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"controller pid {ctl.popen.pid}; {len(plan.queues)} ClusterQueues, {len(bodies)} workloads",
                   file=sys.stderr, flush=True)
             result = asyncio.run(drive(ctl.info["grpc"], queues, bodies, concurrency=ns.concurrency,
-                                       one_by_one=ns.one_by_one, ctl=psutil.Process(ctl.popen.pid),
+                                       one_by_one=ns.one_by_one, documents=ns.documents,
+                                       ctl=psutil.Process(ctl.popen.pid),
                                        profile=ns.profile))
         finally:
             stop(ctl, timeout=30)

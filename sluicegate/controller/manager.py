@@ -98,6 +98,7 @@ from sluicegate.manifest.decode import decode
 from sluicegate.manifest.encode import EncodedObject
 from sluicegate.manifest.errors import ManifestError
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.manifest.new_workload import NewWorkload, decode_new_workload
 from sluicegate.model.config import ControllerConfig
 from sluicegate.model.names import ClusterQueueName, CohortName, FlavorName, WorkloadKey, workload_key
 from sluicegate.model.objects import (
@@ -359,14 +360,19 @@ class Manager:
     def _prepare_workload(self, wl: Workload) -> tuple[Workload, str]:
         return prepare_workload(self.cache, self.pod_security, wl, self.clock)
 
-    def create_workload(self, doc: RawDocument) -> tuple[Workload, bool]:
+    def create_workload(self, doc: RawDocument | NewWorkload) -> tuple[Workload, bool]:
         (result,) = self.create_workloads([doc])
         if isinstance(result, ControllerError):
             raise result
         return result
 
-    def create_workloads(self, docs: Sequence[RawDocument]) -> list[tuple[Workload, bool] | ControllerError]:
+    def create_workloads(
+        self, docs: Sequence[RawDocument | NewWorkload],
+    ) -> list[tuple[Workload, bool] | ControllerError]:
         """Create each document's workload; one result per document, in order.
+
+        A :class:`NewWorkload` (the typed creation item) is created as its
+        equivalent document would be, its spec decoded once per distinct spec.
 
         Idempotent by name and spec: a name that exists with the same spec
         answers the existing workload (created False); with another spec,
@@ -381,7 +387,7 @@ class Manager:
         new: dict[WorkloadKey, Workload] = {}
         for doc in docs:
             try:
-                obj = decode(doc, source=doc.source)
+                obj = decode_new_workload(doc) if isinstance(doc, NewWorkload) else decode(doc, source=doc.source)
             except ManifestError as exc:
                 results.append(InvalidArgument("", str(exc)))
                 continue

@@ -214,6 +214,8 @@ def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
     key = (repr(raw), needs_queue) if isinstance(raw, dict) else None
     read = _specs_memo.get(key) if key is not None else None
     if read is None:
+        # Counted before the spec is read: reading it reports its unknown fields at once.
+        before = len(doc.problems)
         spec = doc.mapping("spec", known=WORKLOAD_SPEC_FIELDS, required=True)
         if spec is None:
             return Workload(
@@ -224,7 +226,6 @@ def read_workload(doc: Fields, meta: Meta, dialect: Dialect) -> Workload:
                 queue_name="",
                 pod_sets=(),
             )
-        before = len(spec.problems)
         queue_name = spec.string("queueName", required=needs_queue, check=dns_subdomain_problem)
         pod_sets = _shared_pod_sets(spec)
         spec_problems = len(spec.problems)

@@ -56,6 +56,7 @@ from sluicegate.model.queues import FlavorFungibility, Preemption
 from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import format_canonical
+from sluicegate.strictjson import compact_encoder
 
 # object_ref is re-exported: callers that encode usually need the identity too.
 __all__ = ["EncodedObject", "encode", "encode_json", "object_ref"]
@@ -101,29 +102,8 @@ class EncodedObject:
         return b"".join((body[:end], key, str(version).encode(), b'"', body[end:]))
 
 
-def _compact_encoder() -> Callable[[object], str]:
-    """``json.JSONEncoder(separators=(",", ":")).encode``, the same text, without its per-call set-up.
-
-    ``encode`` builds a new C encoder (and a dict to detect cycles) at every call, and most calls here
-    encode a small value; this makes the C encoder once, with the very arguments ``encode`` passes it
-    (no cycle detection: model values hold no cycles).  Where the C accelerator is missing, ``encode``.
-    """
-    base = json.JSONEncoder(separators=(",", ":"))
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return base.encode
-    encoder = make(None, base.default, json.encoder.encode_basestring_ascii, None, base.key_separator,
-                   base.item_separator, base.sort_keys, base.skipkeys, base.allow_nan)
-    join = "".join
-
-    def to_json(value: object) -> str:
-        return join(encoder(value, 0))
-
-    return to_json
-
-
 # Compact separators, ASCII only: the output's byte offsets are its character offsets.
-_to_json = _compact_encoder()
+_to_json = compact_encoder()
 _str_json: Callable[[str], str] = json.encoder.encode_basestring_ascii  # what _to_json writes for a str
 
 
@@ -218,8 +198,7 @@ def _workload_json(wl: Workload) -> EncodedObject:
     if hit is not None and _same_head(hit[0], key):
         head, metadata_end = hit[1], hit[2]
     else:
-        doc = _workload(wl, share=True, with_status=False)
-        head, metadata_end = _json_text(doc, wl.pod_sets, close=False)
+        head, metadata_end = _workload_head(wl)
         if not finished:
             _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
             _workload_heads[ref] = (key, head, metadata_end)
@@ -232,6 +211,54 @@ def _workload_json(wl: Workload) -> EncodedObject:
         _pod_lists.pop(ref, None)
         return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
     return EncodedObject(f'{head},"status":{_status_json(status, ref)}}}'.encode("ascii"), metadata_end)
+
+
+# The JSON of a new workload's head is written from pieces that workloads share: the spec (workloads
+# submitted in bulk share a few specs, their pod sets one value each) and the label set (shared by the
+# decoder) are kept by value and identity; only the names, uid and time are written per workload.
+_SPECS_JSON_SIZE = 4096
+_specs_json: OrderedDict[tuple[object, ...], tuple[tuple[PodSet, ...], str]] = OrderedDict()
+_LABELS_JSON_SIZE = 4096
+_labels_json: OrderedDict[int, tuple[object, str]] = OrderedDict()
+_WORKLOAD_HEAD_START = f'{{"apiVersion":{_str_json(SLUICEGATE_V1BETA2)},"kind":"Workload","metadata":{{"name":'
+
+
+def _spec_json(wl: Workload) -> str:
+    key = (wl.queue_name, id(wl.pod_sets), wl.priority_class, wl.priority, wl.active,
+           wl.maximum_execution_time_seconds)
+    hit = _specs_json.get(key)
+    if hit is not None and hit[0] is wl.pod_sets:
+        return hit[1]
+    spec = _workload(wl, share=True, with_status=False)["spec"]
+    text = _to_json(spec).replace(_POD_SETS_MARK_JSON, _pod_sets_text(wl.pod_sets), 1)
+    if len(_specs_json) >= _SPECS_JSON_SIZE:
+        _specs_json.popitem(last=False)
+    _specs_json[key] = (wl.pod_sets, text)
+    return text
+
+
+def _map_json(value: Mapping[str, str]) -> str:
+    return _to_json(dict(value))
+
+
+def _workload_head(wl: Workload) -> tuple[str, int]:
+    """``_json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)``, the same text,
+    from the kept JSON of its spec and labels."""
+    if wl.priority_class is not None and wl.priority_class[0] not in _GROUP_FOR_KIND:
+        return _json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)  # raises
+    s = _str_json
+    parts = [_WORKLOAD_HEAD_START, s(wl.name), ',"namespace":', s(wl.namespace)]
+    if wl.uid:
+        parts += [',"uid":', s(wl.uid)]
+    if wl.creation_timestamp:
+        parts += [',"creationTimestamp":"', format_rfc3339(wl.creation_timestamp), '"']
+    if wl.labels:
+        parts += [',"labels":', _piece_json(wl.labels, _map_json, _labels_json, _LABELS_JSON_SIZE)]
+    if wl.annotations:
+        parts += [',"annotations":', _to_json(dict(wl.annotations))]
+    parts += [',"generation":', _num_json(wl.generation), "}"]
+    meta = "".join(parts)
+    return f'{meta},"spec":{_spec_json(wl)}', len(meta) - 1
 
 
 # The parts of a workload's status that most writes leave as they were (its

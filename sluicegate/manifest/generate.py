@@ -56,9 +56,18 @@ def generate_name(
         return replace(doc, body={**doc.body, "metadata": rest})
     ns = meta.get("namespace")
     namespace = ns if isinstance(ns, str) and ns else "default"
+    name = draw_name(namespace, prefix, taken, suffix=suffix)
+    return replace(doc, body={**doc.body, "metadata": {**rest, "name": name}})
+
+
+def draw_name(
+    namespace: str, prefix: str, taken: Callable[[str, str], bool], *, suffix: Callable[[], str] = random_suffix,
+) -> str:
+    """A name from the prefix (cut to leave room for the suffix) that ``taken`` says is free; NameTaken
+    after ATTEMPTS draws.  Also the typed creation item's generate_name."""
     prefix = prefix[:MAX_PREFIX]
     for _ in range(ATTEMPTS):
         name = prefix + suffix()
         if not taken(namespace, name):
-            return replace(doc, body={**doc.body, "metadata": {**rest, "name": name}})
+            return name
     raise NameTaken(namespace, prefix)

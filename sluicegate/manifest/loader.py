@@ -27,8 +27,9 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from sluicegate.manifest.errors import FieldError, ManifestError
 from sluicegate.manifest.syntax import show
+from sluicegate.strictjson import DECODER
 
-__all__ = ["RawDocument", "load_documents", "parse_text", "MANIFEST_SUFFIXES"]
+__all__ = ["RawDocument", "load_documents", "parse_json_part", "parse_text", "MANIFEST_SUFFIXES"]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -162,28 +163,8 @@ def _parse_yaml(text: str, source: str) -> list[RawDocument]:
     return docs
 
 
-def _reject_duplicate_json_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out = dict(pairs)
-    if len(out) == len(pairs):
-        # The common case stays in C: only a document that really repeats a
-        # key pays for finding which one.
-        return out
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"found the key {key!r} twice; each field may appear only once")
-        seen.add(key)
-    raise AssertionError("unreachable: a shorter dict means a repeated key")
-
-
-def _reject_non_json_constant(name: str) -> object:
-    # Python's json reads NaN and Infinity, which JSON itself does not have.
-    raise ValueError(f"{name} is not a JSON value")
-
-
-# Built once: json.loads with options builds a new decoder for every call.
-_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_reject_duplicate_json_keys,
-                                 parse_constant=_reject_non_json_constant)
+# The decoder of JSON manifests (a repeated key or NaN is an error), shared with the client library.
+_JSON_DECODER = DECODER
 
 
 def _parse_json(text: str, source: str) -> list[RawDocument]:
@@ -200,6 +181,27 @@ def _parse_json(text: str, source: str) -> list[RawDocument]:
     except ValueError as exc:
         raise ManifestError(source, [FieldError("", f"could not parse JSON: {exc}")]) from None
     return _documents_of(data, f"{source}#1", 1, bounded=_within_bounds(text))
+
+
+def parse_json_part(text: str, source: str, path: str) -> object:
+    """One field's value given as JSON text on its own (a typed creation's spec), read as a JSON
+    document's would be: a repeated key, NaN, or a tree beyond the bounds is an error naming ``path``."""
+    try:
+        data = _JSON_DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(source, [FieldError(path, f"could not parse JSON: {exc.msg}")]) from None
+    except RecursionError:
+        raise ManifestError(
+            source, [FieldError(path, f"could not parse JSON: nested deeper than {MAX_DEPTH} levels")]
+        ) from None
+    except ValueError as exc:
+        raise ManifestError(source, [FieldError(path, f"could not parse JSON: {exc}")]) from None
+    if not _within_bounds(text):
+        try:
+            _measure(data, path, 1, {}, set())
+        except _TreeProblem as exc:
+            raise ManifestError(source, [FieldError(exc.path, exc.message)]) from None
+    return data
 
 
 def _within_bounds(text: str) -> bool:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from sluicegate.v1 import objects_pb2 as sluicegate_dot_v1_dot_objects__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluicegate/v1/workloads.proto\x12\rsluicegate.v1\x1a\x1bsluicegate/v1/objects.proto\".\n\x0bWorkloadRef\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"B\n\x15\x43reateWorkloadRequest\x12)\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x17.sluicegate.v1.Document\"R\n\x16\x43reateWorkloadResponse\x12\'\n\x08workload\x18\x01 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\\\n\x16\x43reateWorkloadsRequest\x12\x33\n\x05items\x18\x01 \x03(\x0b\x32$.sluicegate.v1.CreateWorkloadRequest\x12\r\n\x05\x62rief\x18\x02 \x01(\x08\"n\n\x14\x43reateWorkloadResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x37\n\x08response\x18\x03 \x01(\x0b\x32%.sluicegate.v1.CreateWorkloadResponse\"O\n\x17\x43reateWorkloadsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.sluicegate.v1.CreateWorkloadResult\"\x8b\x01\n\x14ListWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x13\n\x0blocal_queue\x18\x02 \x01(\t\x12\x15\n\rcluster_queue\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x16\n\x0elabel_selector\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\"a\n\x15WatchWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0csend_initial\x18\x03 \x01(\x08\x12\x11\n\tmax_batch\x18\x04 \x01(\x05\"\xe7\x01\n\rWorkloadEvent\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.sluicegate.v1.WorkloadEvent.Type\x12\'\n\x08workload\x18\x02 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12*\n\x04more\x18\x03 \x03(\x0b\x32\x1c.sluicegate.v1.WorkloadEvent\x12\x0c\n\x04time\x18\x04 \x01(\x01\"B\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\"C\n\x10SetActiveRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\"w\n\x17PendingWorkloadsRequest\x12\x15\n\rcluster_queue\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x13\n\x0blocal_queue\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\r\n\x05limit\x18\x05 \x01(\x03\"\xf6\x01\n\x0fPendingWorkload\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x18\n\x10local_queue_name\x18\x03 \x01(\t\x12\x15\n\rcluster_queue\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12!\n\x19position_in_cluster_queue\x18\x06 \x01(\x03\x12\x1f\n\x17position_in_local_queue\x18\x07 \x01(\x03\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0f\n\x07message\x18\t \x01(\t\x12\x1a\n\x12\x63reation_timestamp\x18\n \x01(\t\"I\n\x18PendingWorkloadsResponse\x12-\n\x05items\x18\x01 \x03(\x0b\x32\x1e.sluicegate.v1.PendingWorkload\"U\n\x10PositionResponse\x12\x0f\n\x07pending\x18\x01 \x01(\x08\x12\x30\n\x08workload\x18\x02 \x01(\x0b\x32\x1e.sluicegate.v1.PendingWorkload2\xa4\x06\n\tWorkloads\x12U\n\x06\x43reate\x12$.sluicegate.v1.CreateWorkloadRequest\x1a%.sluicegate.v1.CreateWorkloadResponse\x12[\n\nCreateMany\x12%.sluicegate.v1.CreateWorkloadsRequest\x1a&.sluicegate.v1.CreateWorkloadsResponse\x12\x61\n\x0c\x43reateStream\x12%.sluicegate.v1.CreateWorkloadsRequest\x1a&.sluicegate.v1.CreateWorkloadsResponse(\x01\x30\x01\x12\x38\n\x03Get\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x15.sluicegate.v1.Object\x12H\n\x04List\x12#.sluicegate.v1.ListWorkloadsRequest\x1a\x1b.sluicegate.v1.ListResponse\x12M\n\x05Watch\x12$.sluicegate.v1.WatchWorkloadsRequest\x1a\x1c.sluicegate.v1.WorkloadEvent0\x01\x12\x43\n\x06\x44\x65lete\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x1d.sluicegate.v1.DeleteResponse\x12\x43\n\tSetActive\x12\x1f.sluicegate.v1.SetActiveRequest\x1a\x15.sluicegate.v1.Object\x12Z\n\x07Pending\x12&.sluicegate.v1.PendingWorkloadsRequest\x1a\'.sluicegate.v1.PendingWorkloadsResponse\x12G\n\x08Position\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x1f.sluicegate.v1.PositionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsluicegate/v1/workloads.proto\x12\rsluicegate.v1\x1a\x1bsluicegate/v1/objects.proto\".\n\x0bWorkloadRef\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"|\n\x15\x43reateWorkloadRequest\x12+\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x17.sluicegate.v1.DocumentH\x00\x12.\n\x08workload\x18\x02 \x01(\x0b\x32\x1a.sluicegate.v1.NewWorkloadH\x00\x42\x06\n\x04item\"\x9d\x01\n\x0bNewWorkload\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x15\n\rgenerate_name\x18\x04 \x01(\t\x12\x0e\n\x06labels\x18\x05 \x01(\x0c\x12\x13\n\x0b\x61nnotations\x18\x06 \x01(\x0c\x12\x0c\n\x04spec\x18\x07 \x01(\x0c\x12\x0e\n\x06source\x18\x08 \x01(\t\"R\n\x16\x43reateWorkloadResponse\x12\'\n\x08workload\x18\x01 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\\\n\x16\x43reateWorkloadsRequest\x12\x33\n\x05items\x18\x01 \x03(\x0b\x32$.sluicegate.v1.CreateWorkloadRequest\x12\r\n\x05\x62rief\x18\x02 \x01(\x08\"n\n\x14\x43reateWorkloadResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x37\n\x08response\x18\x03 \x01(\x0b\x32%.sluicegate.v1.CreateWorkloadResponse\"d\n\x17\x43reateWorkloadsResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.sluicegate.v1.CreateWorkloadResult\x12\x13\n\x0btyped_items\x18\x02 \x01(\x08\"\x8b\x01\n\x14ListWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x13\n\x0blocal_queue\x18\x02 \x01(\t\x12\x15\n\rcluster_queue\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x16\n\x0elabel_selector\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\"a\n\x15WatchWorkloadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x0csend_initial\x18\x03 \x01(\x08\x12\x11\n\tmax_batch\x18\x04 \x01(\x05\"\xe7\x01\n\rWorkloadEvent\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.sluicegate.v1.WorkloadEvent.Type\x12\'\n\x08workload\x18\x02 \x01(\x0b\x32\x15.sluicegate.v1.Object\x12*\n\x04more\x18\x03 \x03(\x0b\x32\x1c.sluicegate.v1.WorkloadEvent\x12\x0c\n\x04time\x18\x04 \x01(\x01\"B\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0c\n\x08MODIFIED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\"C\n\x10SetActiveRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\"w\n\x17PendingWorkloadsRequest\x12\x15\n\rcluster_queue\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x13\n\x0blocal_queue\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\r\n\x05limit\x18\x05 \x01(\x03\"\xf6\x01\n\x0fPendingWorkload\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x18\n\x10local_queue_name\x18\x03 \x01(\t\x12\x15\n\rcluster_queue\x18\x04 \x01(\t\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12!\n\x19position_in_cluster_queue\x18\x06 \x01(\x03\x12\x1f\n\x17position_in_local_queue\x18\x07 \x01(\x03\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0f\n\x07message\x18\t \x01(\t\x12\x1a\n\x12\x63reation_timestamp\x18\n \x01(\t\"I\n\x18PendingWorkloadsResponse\x12-\n\x05items\x18\x01 \x03(\x0b\x32\x1e.sluicegate.v1.PendingWorkload\"U\n\x10PositionResponse\x12\x0f\n\x07pending\x18\x01 \x01(\x08\x12\x30\n\x08workload\x18\x02 \x01(\x0b\x32\x1e.sluicegate.v1.PendingWorkload2\xa4\x06\n\tWorkloads\x12U\n\x06\x43reate\x12$.sluicegate.v1.CreateWorkloadRequest\x1a%.sluicegate.v1.CreateWorkloadResponse\x12[\n\nCreateMany\x12%.sluicegate.v1.CreateWorkloadsRequest\x1a&.sluicegate.v1.CreateWorkloadsResponse\x12\x61\n\x0c\x43reateStream\x12%.sluicegate.v1.CreateWorkloadsRequest\x1a&.sluicegate.v1.CreateWorkloadsResponse(\x01\x30\x01\x12\x38\n\x03Get\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x15.sluicegate.v1.Object\x12H\n\x04List\x12#.sluicegate.v1.ListWorkloadsRequest\x1a\x1b.sluicegate.v1.ListResponse\x12M\n\x05Watch\x12$.sluicegate.v1.WatchWorkloadsRequest\x1a\x1c.sluicegate.v1.WorkloadEvent0\x01\x12\x43\n\x06\x44\x65lete\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x1d.sluicegate.v1.DeleteResponse\x12\x43\n\tSetActive\x12\x1f.sluicegate.v1.SetActiveRequest\x1a\x15.sluicegate.v1.Object\x12Z\n\x07Pending\x12&.sluicegate.v1.PendingWorkloadsRequest\x1a\'.sluicegate.v1.PendingWorkloadsResponse\x12G\n\x08Position\x12\x1a.sluicegate.v1.WorkloadRef\x1a\x1f.sluicegate.v1.PositionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,33 +35,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WORKLOADREF']._serialized_start=77
   _globals['_WORKLOADREF']._serialized_end=123
   _globals['_CREATEWORKLOADREQUEST']._serialized_start=125
-  _globals['_CREATEWORKLOADREQUEST']._serialized_end=191
-  _globals['_CREATEWORKLOADRESPONSE']._serialized_start=193
-  _globals['_CREATEWORKLOADRESPONSE']._serialized_end=275
-  _globals['_CREATEWORKLOADSREQUEST']._serialized_start=277
-  _globals['_CREATEWORKLOADSREQUEST']._serialized_end=369
-  _globals['_CREATEWORKLOADRESULT']._serialized_start=371
-  _globals['_CREATEWORKLOADRESULT']._serialized_end=481
-  _globals['_CREATEWORKLOADSRESPONSE']._serialized_start=483
-  _globals['_CREATEWORKLOADSRESPONSE']._serialized_end=562
-  _globals['_LISTWORKLOADSREQUEST']._serialized_start=565
-  _globals['_LISTWORKLOADSREQUEST']._serialized_end=704
-  _globals['_WATCHWORKLOADSREQUEST']._serialized_start=706
-  _globals['_WATCHWORKLOADSREQUEST']._serialized_end=803
-  _globals['_WORKLOADEVENT']._serialized_start=806
-  _globals['_WORKLOADEVENT']._serialized_end=1037
-  _globals['_WORKLOADEVENT_TYPE']._serialized_start=971
-  _globals['_WORKLOADEVENT_TYPE']._serialized_end=1037
-  _globals['_SETACTIVEREQUEST']._serialized_start=1039
-  _globals['_SETACTIVEREQUEST']._serialized_end=1106
-  _globals['_PENDINGWORKLOADSREQUEST']._serialized_start=1108
-  _globals['_PENDINGWORKLOADSREQUEST']._serialized_end=1227
-  _globals['_PENDINGWORKLOAD']._serialized_start=1230
-  _globals['_PENDINGWORKLOAD']._serialized_end=1476
-  _globals['_PENDINGWORKLOADSRESPONSE']._serialized_start=1478
-  _globals['_PENDINGWORKLOADSRESPONSE']._serialized_end=1551
-  _globals['_POSITIONRESPONSE']._serialized_start=1553
-  _globals['_POSITIONRESPONSE']._serialized_end=1638
-  _globals['_WORKLOADS']._serialized_start=1641
-  _globals['_WORKLOADS']._serialized_end=2445
+  _globals['_CREATEWORKLOADREQUEST']._serialized_end=249
+  _globals['_NEWWORKLOAD']._serialized_start=252
+  _globals['_NEWWORKLOAD']._serialized_end=409
+  _globals['_CREATEWORKLOADRESPONSE']._serialized_start=411
+  _globals['_CREATEWORKLOADRESPONSE']._serialized_end=493
+  _globals['_CREATEWORKLOADSREQUEST']._serialized_start=495
+  _globals['_CREATEWORKLOADSREQUEST']._serialized_end=587
+  _globals['_CREATEWORKLOADRESULT']._serialized_start=589
+  _globals['_CREATEWORKLOADRESULT']._serialized_end=699
+  _globals['_CREATEWORKLOADSRESPONSE']._serialized_start=701
+  _globals['_CREATEWORKLOADSRESPONSE']._serialized_end=801
+  _globals['_LISTWORKLOADSREQUEST']._serialized_start=804
+  _globals['_LISTWORKLOADSREQUEST']._serialized_end=943
+  _globals['_WATCHWORKLOADSREQUEST']._serialized_start=945
+  _globals['_WATCHWORKLOADSREQUEST']._serialized_end=1042
+  _globals['_WORKLOADEVENT']._serialized_start=1045
+  _globals['_WORKLOADEVENT']._serialized_end=1276
+  _globals['_WORKLOADEVENT_TYPE']._serialized_start=1210
+  _globals['_WORKLOADEVENT_TYPE']._serialized_end=1276
+  _globals['_SETACTIVEREQUEST']._serialized_start=1278
+  _globals['_SETACTIVEREQUEST']._serialized_end=1345
+  _globals['_PENDINGWORKLOADSREQUEST']._serialized_start=1347
+  _globals['_PENDINGWORKLOADSREQUEST']._serialized_end=1466
+  _globals['_PENDINGWORKLOAD']._serialized_start=1469
+  _globals['_PENDINGWORKLOAD']._serialized_end=1715
+  _globals['_PENDINGWORKLOADSRESPONSE']._serialized_start=1717
+  _globals['_PENDINGWORKLOADSRESPONSE']._serialized_end=1790
+  _globals['_POSITIONRESPONSE']._serialized_start=1792
+  _globals['_POSITIONRESPONSE']._serialized_end=1877
+  _globals['_WORKLOADS']._serialized_start=1880
+  _globals['_WORKLOADS']._serialized_end=2684
 # @@protoc_insertion_point(module_scope)

@@ -17,10 +17,32 @@ class WorkloadRef(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class CreateWorkloadRequest(_message.Message):
-    __slots__ = ("document",)
+    __slots__ = ("document", "workload")
     DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     document: _objects_pb2.Document
-    def __init__(self, document: _Optional[_Union[_objects_pb2.Document, _Mapping]] = ...) -> None: ...
+    workload: NewWorkload
+    def __init__(self, document: _Optional[_Union[_objects_pb2.Document, _Mapping]] = ..., workload: _Optional[_Union[NewWorkload, _Mapping]] = ...) -> None: ...
+
+class NewWorkload(_message.Message):
+    __slots__ = ("api_version", "namespace", "name", "generate_name", "labels", "annotations", "spec", "source")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    namespace: str
+    name: str
+    generate_name: str
+    labels: bytes
+    annotations: bytes
+    spec: bytes
+    source: str
+    def __init__(self, api_version: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., generate_name: _Optional[str] = ..., labels: _Optional[bytes] = ..., annotations: _Optional[bytes] = ..., spec: _Optional[bytes] = ..., source: _Optional[str] = ...) -> None: ...
 
 class CreateWorkloadResponse(_message.Message):
     __slots__ = ("workload", "created")
@@ -49,10 +71,12 @@ class CreateWorkloadResult(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., response: _Optional[_Union[CreateWorkloadResponse, _Mapping]] = ...) -> None: ...
 
 class CreateWorkloadsResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "typed_items")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TYPED_ITEMS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CreateWorkloadResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[CreateWorkloadResult, _Mapping]]] = ...) -> None: ...
+    typed_items: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateWorkloadResult, _Mapping]]] = ..., typed_items: _Optional[bool] = ...) -> None: ...
 
 class ListWorkloadsRequest(_message.Message):
     __slots__ = ("namespace", "local_queue", "cluster_queue", "state", "label_selector", "limit")

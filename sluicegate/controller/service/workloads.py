@@ -25,8 +25,9 @@ from sluicegate.controller.service.gate import Gate
 from sluicegate.controller.service.watchwire import batch_bytes, batch_message
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.watch import WatchExpired
-from sluicegate.manifest.generate import NameTaken, generate_name
+from sluicegate.manifest.generate import NameTaken, draw_name, generate_name
 from sluicegate.manifest.loader import RawDocument
+from sluicegate.manifest.new_workload import NewWorkload
 from sluicegate.manifest.selectors import Selector, SelectorError, parse_selector
 from sluicegate.manifest.timefmt import format_rfc3339
 from sluicegate.model.names import workload_key
@@ -59,6 +60,10 @@ def workload_ref(doc: RawDocument) -> tuple[str, str]:
         return "default", ""
     ns, name = meta.get("namespace"), meta.get("name")
     return (ns if isinstance(ns, str) and ns else "default"), (name if isinstance(name, str) else "")
+
+
+def _ref(item: RawDocument | NewWorkload) -> tuple[str, str]:
+    return item.ref if isinstance(item, NewWorkload) else workload_ref(item)
 
 
 SERVICE = "sluicegate.v1.Workloads"
@@ -109,15 +114,12 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
     ) -> workloads_pb2.CreateWorkloadResponse:
         p = self.gate.authenticate(context)
         try:
-            docs = documents_from_proto([request.document])
-            if len(docs) != 1:
-                raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
-            docs = [self._named(docs[0], set())]
+            item = self._item(request, set())
         except InvalidArgument as exc:
             self.gate.audit(p, "create", "Workload", "", "", context, exc=exc)
             raise
-        with self.gate.mutation(p, "create", "Workload", *workload_ref(docs[0]), context) as mut:
-            wl, created = self.m.create_workload(docs[0])
+        with self.gate.mutation(p, "create", "Workload", *_ref(item), context) as mut:
+            wl, created = self.m.create_workload(item)
             mut.detail = "created" if created else "existing"
         return workloads_pb2.CreateWorkloadResponse(workload=object_to_proto(self.m, wl), created=created)
 
@@ -154,7 +156,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 if not isinstance(exc, (InvalidArgument, StoreError)):
                     log.exception("a creation request failed")
                 results.extend([_failed(exc)] * len(part.items))
-        return workloads_pb2.CreateWorkloadsResponse(results=results)
+        return workloads_pb2.CreateWorkloadsResponse(results=results, typed_items=True)
 
     async def CreateStream(
         self, request_iterator: AsyncIterator[workloads_pb2.CreateWorkloadsRequest], context: Context
@@ -213,7 +215,8 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     if not isinstance(exc, (InvalidArgument, StoreError)):
                         log.exception("CreateStream: a request failed")
                     failed = _failed(exc)
-                    response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items))
+                    response = workloads_pb2.CreateWorkloadsResponse(results=[failed] * len(request.items),
+                                                                        typed_items=True)
                 if writer.done():
                     break  # the call is over (its writes fail): the writer's error ends it below
                 if not writing and answers.empty():
@@ -243,7 +246,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         peer = _KnownPeer(context)
         # Per item: its result when it failed before reaching the manager, else None.
         out: list[workloads_pb2.CreateWorkloadResult | None] = []
-        docs: list[RawDocument] = []
+        docs: list[RawDocument | NewWorkload] = []
         refs: list[tuple[str, str]] = []
         # One audit line per item, written together once the outcome is known.
         early: list[AuditRecord | None] = []
@@ -251,15 +254,12 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         generated: set[tuple[str, str]] = set()
         for item in request.items:
             try:
-                parsed = documents_from_proto([item.document])
-                if len(parsed) != 1:
-                    raise InvalidArgument("document", f"expected exactly one Workload document, got {len(parsed)}")
-                parsed = [self._named(parsed[0], generated)]
+                parsed = self._item(item, generated)
             except InvalidArgument as exc:
                 out.append(_failed(exc))
                 early.append(gate.record(p, "create", "Workload", "", "", peer, exc=exc))
                 continue
-            ns, name = workload_ref(parsed[0])
+            ns, name = _ref(parsed)
             if not grants.allows("create", "Workload", ns):
                 denied = gate.denied_error(p, "create", "Workload", ns)
                 out.append(_failed(denied))
@@ -267,7 +267,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                 continue
             out.append(None)
             early.append(None)
-            docs.append(parsed[0])
+            docs.append(parsed)
             refs.append((ns, name))
         try:
             # A store failure raises here and fails the whole request: nothing was stored.
@@ -280,7 +280,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         records: list[AuditRecord] = []
         # The answer is built in place: a result made on its own and then put into the answer is
         # copied there, nested message by nested message (several times the cost of filling it).
-        response = workloads_pb2.CreateWorkloadsResponse()
+        response = workloads_pb2.CreateWorkloadsResponse(typed_items=True)
         add = response.results.add
         versions = self.m.versions
         for r, rec in zip(out, early, strict=True):
@@ -311,6 +311,33 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
             records.append(rec)
         gate.audit_many(records)
         return response
+
+    def _item(self, item: workloads_pb2.CreateWorkloadRequest,
+              generated: set[tuple[str, str]]) -> RawDocument | NewWorkload:
+        """A creation item as the manager takes it: its one document, or the typed item (a name drawn for each
+        that asks for one)."""
+        if item.HasField("workload"):
+            return self._new_workload(item.workload, generated)
+        docs = documents_from_proto([item.document])
+        if len(docs) != 1:
+            raise InvalidArgument("document", f"expected exactly one Workload document, got {len(docs)}")
+        return self._named(docs[0], generated)
+
+    def _new_workload(self, w: workloads_pb2.NewWorkload, generated: set[tuple[str, str]]) -> NewWorkload:
+        name = w.name
+        if not name and w.generate_name:
+            workloads = self.m.cache.workloads
+            namespace = w.namespace or "default"
+            try:
+                name = draw_name(namespace, w.generate_name, lambda ns, n: (ns, n) in generated
+                                 or workload_key(ns, n) in workloads)
+            except NameTaken as exc:
+                raise FailedPrecondition(str(exc)) from None
+            generated.add((namespace, name))
+        return NewWorkload(
+            source=w.source, namespace=w.namespace, name=name, spec=w.spec,
+            labels=w.labels, annotations=w.annotations, api_version=w.api_version,
+        )
 
     def _named(self, doc: RawDocument, generated: set[tuple[str, str]]) -> RawDocument:
         """The document with metadata.generateName turned into a name no workload has (Kubernetes' way)."""

@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -326,8 +327,11 @@ async def test_create_workloads_sends_the_unanswered_again_when_the_stream_break
     class Flaky(WorkloadsServicer):
         async def CreateStream(self, request_iterator, context):  # type: ignore[no-untyped-def]
             async for request in request_iterator:
-                sent.append(len(request.items))
                 response = self._create_many(request, self.gate.authenticate(context), context)
+                if not request.items:
+                    yield response  # the client's question whether typed items are read
+                    continue
+                sent.append(len(request.items))
                 if len(sent) == 1:
                     # Stored, then the call breaks before the answer leaves.
                     await context.abort(grpc.StatusCode.UNAVAILABLE, "controller going away")
@@ -459,3 +463,92 @@ async def test_a_large_request_is_created_in_parts_with_the_loop_free_between_th
         assert "disk full" in response.results[9].message
         assert sorted(wl.name for wl in served.manager.cache.workloads.values() if wl.name.startswith("m")) == [
             f"m{i}" for i in range(8)]
+
+
+async def test_the_client_sends_plain_workload_documents_as_typed_items_created_as_the_documents_are(
+        tmp_path: Path) -> None:
+    """The same documents, once as documents (CreateMany) and once through the client's stream (typed
+    items): the same answers, errors naming the same fields, and the same stored JSON but for the uid and
+    the creation time."""
+    bodies = [workload_body(f"t{i}", "1") for i in range(6)]
+    bodies[2] = workload_body("t2", "-1")
+    bodies[4] = bodies[4].replace('"labels": {"team": "a"}', '"labels": {"team": "a", "Bad Key": "x"}')
+    bodies.append(bodies[0])  # again: found (created=False)
+    kinds: list[str] = []
+
+    class Watching(WorkloadsServicer):
+        def _create_many(self, request, p, context):  # type: ignore[no-untyped-def]
+            kinds.extend(item.WhichOneof("item") for item in request.items)
+            return super()._create_many(request, p, context)
+
+    outcomes: list[list[str]] = []
+    stored_json: list[dict[str, Any]] = []
+    for typed in (False, True):
+        async with serve(tmp_path / str(typed), workloads=Watching) as served:
+            async with Client(served.address) as client, asyncio.timeout(CREATE_DEADLINE):
+                if typed:
+                    answers = [a async for a in client.create_workloads(
+                        [Document(b, f"t{i}") for i, b in enumerate(bodies)])]
+                else:
+                    async with grpc.aio.insecure_channel(served.address) as channel:
+                        resp = await workloads_pb2_grpc.WorkloadsStub(channel).CreateMany(
+                            workloads_pb2.CreateWorkloadsRequest(items=[workloads_pb2.CreateWorkloadRequest(
+                                document=objects_pb2.Document(body=b.encode(), source=f"t{i}"))
+                                for i, b in enumerate(bodies)]))
+                    answers = [ClientError(grpc.StatusCode.INVALID_ARGUMENT, r.message) if r.code else r.response
+                               for r in resp.results]
+            outcomes.append([f"{a.code.name}: {a.message}" if isinstance(a, ClientError)
+                             else f"{a.created}" for a in answers])
+            docs = [json.loads(o.body) for o in served.store.load() if o.kind == "Workload"]
+            for d in docs:
+                del d["metadata"]["uid"], d["metadata"]["creationTimestamp"]
+            stored_json.append(sorted(docs, key=lambda d: d["metadata"]["name"]))
+    assert kinds[:len(bodies)] == ["document"] * len(bodies)
+    assert kinds[len(bodies):] == ["workload"] * len(bodies)
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][2].startswith("INVALID_ARGUMENT: t2#1 Workload/default/t2: spec.podSets[0].template.spec")
+    assert "metadata.labels[Bad Key]" in outcomes[1][4]
+    assert (outcomes[1][0], outcomes[1][-1]) == ("True", "False")
+    assert stored_json[0] == stored_json[1] and len(stored_json[0]) == 4
+
+
+async def test_a_server_that_does_not_read_typed_items_gets_documents(tmp_path: Path) -> None:
+    """Against an older server (its answers do not say typed_items) the client sends the documents."""
+
+    class Older(WorkloadsServicer):
+        def _create_many(self, request, p, context):  # type: ignore[no-untyped-def]
+            assert not any(item.HasField("workload") for item in request.items)
+            response = super()._create_many(request, p, context)
+            response.typed_items = False
+            return response
+
+    async with serve(tmp_path, workloads=Older) as served:
+        async with Client(served.address) as client, asyncio.timeout(CREATE_DEADLINE):
+            answers = [a async for a in client.create_workloads(
+                [Document(workload_body(f"o{i}", "1"), f"o{i}") for i in range(300)])]
+    assert [(a.name, a.created) for a in answers if not isinstance(a, ClientError)] == [
+        (f"o{i}", True) for i in range(300)]
+
+
+async def test_typed_items_draw_generated_names_and_create_and_create_many_take_them(served: Served) -> None:
+    spec = json.loads(workload_body("x", "1"))["spec"]
+    item = workloads_pb2.NewWorkload(namespace="default", generate_name="gen-", spec=json.dumps(spec).encode(),
+                                     labels=b'{"team": "a"}', source="typed")
+    async with grpc.aio.insecure_channel(served.address) as channel:
+        stub = workloads_pb2_grpc.WorkloadsStub(channel)
+        resp = await stub.CreateMany(workloads_pb2.CreateWorkloadsRequest(
+            items=[workloads_pb2.CreateWorkloadRequest(workload=item)] * 3, brief=True))
+        one = await stub.Create(workloads_pb2.CreateWorkloadRequest(workload=workloads_pb2.NewWorkload(
+            name="single", spec=json.dumps(spec).encode())))
+        bad = await stub.CreateMany(workloads_pb2.CreateWorkloadsRequest(items=[workloads_pb2.CreateWorkloadRequest(
+            workload=workloads_pb2.NewWorkload(name="bad", spec=b'{"queueName": "lq", "podSets": []}',
+                                               source="bad-item"))]))
+    names = [r.response.workload.name for r in resp.results]
+    assert all(r.code == 0 and r.response.created for r in resp.results)
+    assert len(set(names)) == 3 and all(n.startswith("gen-") and len(n) == 9 for n in names)
+    assert json.loads(one.workload.json)["metadata"]["name"] == "single" and one.created
+    (b,) = bad.results
+    assert (b.code, b.message) == (grpc.StatusCode.INVALID_ARGUMENT.value[0],
+                                   "bad-item Workload/default/bad: spec.podSets: must list at least 1 item(s), got 0")
+    assert ("Workload", "default", "bad") not in served.manager.versions
+    assert sorted(served.manager.cache.workloads) == sorted([f"default/{n}" for n in names] + ["default/single"])

@@ -56,3 +56,21 @@ def test_appends_to_an_existing_file_and_follows_rotation(tmp_path: Path) -> Non
 
 def test_rfc3339() -> None:
     assert rfc3339(0.5) == "1970-01-01T00:00:00.500Z"
+
+
+def test_a_line_is_what_json_dumps_writes_for_the_record() -> None:
+    """Lines are written from their strings (a bulk creation writes one per workload); the text is
+    json.dumps's, whatever the strings hold."""
+    odd = ['say "no"', "back\\slash", "line\nbreak\ttab\x00nul\x1f", "é ☃ 𝄞", "", "</script>", "\u2028"]
+    for i, text in enumerate(odd):
+        who = Principal(text or "u", frozenset(odd[:i]), "token")
+        rec = AuditRecord(who, "create", "Workload", text, text[::-1], "error", text, code=text and "INTERNAL",
+                          message=text, detail=text)
+        expected: dict[str, object] = {"time": "2025-11-24T22:41:07.123Z", "user": who.user,
+                                       "groups": sorted(who.groups), "verb": "create", "kind": "Workload",
+                                       "namespace": text, "name": text[::-1], "outcome": "error"}
+        for key in ("code", "message", "detail"):
+            if getattr(rec, key):
+                expected[key] = getattr(rec, key)
+        expected["source"] = text
+        assert rec.line(1764024067.123) == json.dumps(expected, separators=(",", ":"), ensure_ascii=False) + "\n"
