@@ -239,8 +239,8 @@ class Committer:
                 agents.send(node, command)
         if e.wake:
             self.woken.set()
-        for type_, wl in e.events:
-            self.publish(type_, wl)
+        if e.events and self.watchers:
+            self.watchers.publish_all(e.events, self.event)
         return requeued
 
     # ------------------------------------------------------------- store
@@ -254,9 +254,10 @@ class Committer:
             enc = encode_json(obj)
             changes.append(Put(ref[0], ref[1], ref[2], enc.body))
             written.append((ref, obj, enc))
-        deletes = list(deletes)
-        for kind, ns, name in deletes:
-            changes.append(Delete(kind, ns, name))
+        if deletes:
+            deletes = list(deletes)
+            for kind, ns, name in deletes:
+                changes.append(Delete(kind, ns, name))
         try:
             version = self.store.write(changes)
         except StoreError as exc:
@@ -266,14 +267,22 @@ class Committer:
             self._group_wrote = True  # known durable only once the group commits
         elif self.store_problem is not None:
             self._store_recovered()
-        versions, observer = self.versions, self.observer
+        # Versions, the JSON remembered (see encoded) and the metrics, per object, in one pass: every
+        # workload is written about four times in its life, so this loop runs for each of those writes.
+        versions, encoded, observer = self.versions, self._encoded, self.observer
+        known = self.cache.workloads
         for ref, obj, enc in written:
             versions[ref] = version
-            self._remember(ref, obj, enc)
-            if observer is not None and isinstance(obj, Workload):
-                observer.workload_stored(self.cache.workloads.get(obj.key), obj)
-        for r in deletes:
-            self.versions.pop(r, None)
+            encoded.pop(ref, None)  # re-inserted last: the oldest entry goes first
+            encoded[ref] = (obj, enc)
+            if observer is not None and ref[0] == "Workload":
+                observer.workload_stored(known.get(obj.key), obj)
+        # Trimmed once for the write (the same entries go as if trimmed after each object: the oldest).
+        while len(encoded) > ENCODED_CACHE_SIZE:
+            encoded.popitem(last=False)  # O(1); del d[next(iter(d))] walks the emptied front slots
+        if deletes:
+            for r in deletes:
+                versions.pop(r, None)
         self.last_version = version
         return version
 
@@ -356,11 +365,14 @@ class Committer:
     # ---------------------------------------------------------- watchers
 
     def event(self, type_: str, wl: Workload) -> WatchEvent:
-        version = self.versions.get(("Workload", wl.namespace, wl.name), 0)
+        ref = ("Workload", wl.namespace, wl.name)
+        version = self.versions.get(ref, 0)
         if type_ == "DELETED":
             # Its version left with it: the deletion is the write just made.
             version = max(version, self.last_version)
-        return WatchEvent(type_, wl, version, self.encoded(wl))
+        # Committer.encoded, its lookup done here with the ref at hand (an event follows each write).
+        hit = self._encoded.get(ref)
+        return WatchEvent(type_, wl, version, hit[1] if hit is not None and hit[0] is wl else self.encoded(wl))
 
     def listed(self, workloads: list[Workload]) -> Iterator[WatchEvent]:
         """ADDED events for a new watch's initial state: versions as they are now, JSON made as
