@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -64,9 +63,14 @@ Ref = tuple[str, str, str]
 # A write and the replies/events about it come within one synchronous call,
 # so this must cover the largest batch one write holds (a cycle's heads: at
 # most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
-# it only saves re-encoding for Get and List.  A running workload's JSON is
-# 2-4 KiB, so this holds at most ~16 MiB.
-ENCODED_CACHE_SIZE = 4_096
+# it only saves re-encoding for Get and List.  They are kept in two
+# generations of this many objects: writes go into the current one, which
+# once full becomes the previous one (the one before is dropped).  So the
+# last ENCODED_GENERATION objects written are always there, at most twice
+# that many are held (a running workload's JSON is 2-4 KiB: at most ~16
+# MiB), and remembering costs one dict store per object, where keeping them
+# in the order of their last write (an LRU) cost a move and an eviction each.
+ENCODED_GENERATION = 2_048
 
 
 class Agents(Protocol):
@@ -122,8 +126,10 @@ class Committer:
         # The version of the last write (a deletion's watch event carries it).
         self.last_version = 0
         # ref -> (object, its JSON): valid only while the object is that very
-        # instance (model objects are immutable, so identity means "unchanged").
-        self._encoded: OrderedDict[Ref, tuple[Obj, EncodedObject]] = OrderedDict()
+        # instance (model objects are immutable, so identity means "unchanged");
+        # the current generation and the previous one (see ENCODED_GENERATION).
+        self._encoded: dict[Ref, tuple[Obj, EncodedObject]] = {}
+        self._encoded_before: dict[Ref, tuple[Obj, EncodedObject]] = {}
         self.watchers = Watchers()
         # Set when something happened that may let the scheduler admit more.
         self.woken = asyncio.Event()
@@ -273,13 +279,12 @@ class Committer:
         known = self.cache.workloads
         for ref, obj, enc in written:
             versions[ref] = version
-            encoded.pop(ref, None)  # re-inserted last: the oldest entry goes first
             encoded[ref] = (obj, enc)
+            if len(encoded) >= ENCODED_GENERATION:
+                self._encoded_before, encoded = encoded, {}
+                self._encoded = encoded
             if observer is not None and ref[0] == "Workload":
                 observer.workload_stored(known.get(obj.key), obj)
-        # Trimmed once for the write (the same entries go as if trimmed after each object: the oldest).
-        while len(encoded) > ENCODED_CACHE_SIZE:
-            encoded.popitem(last=False)  # O(1); del d[next(iter(d))] walks the emptied front slots
         if deletes:
             for r in deletes:
                 versions.pop(r, None)
@@ -343,10 +348,16 @@ class Committer:
 
     def _remember(self, ref: Ref, obj: Obj, enc: EncodedObject) -> None:
         cache = self._encoded
-        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
         cache[ref] = (obj, enc)
-        if len(cache) > ENCODED_CACHE_SIZE:
-            cache.popitem(last=False)  # O(1); del d[next(iter(d))] walks the emptied front slots
+        if len(cache) >= ENCODED_GENERATION:
+            self._encoded_before, self._encoded = cache, {}
+
+    def _recalled(self, ref: Ref, obj: Obj) -> EncodedObject | None:
+        """The JSON remembered for ``obj`` (that very instance), or None."""
+        hit = self._encoded.get(ref)
+        if hit is None:
+            hit = self._encoded_before.get(ref)
+        return hit[1] if hit is not None and hit[0] is obj else None
 
     def encoded(self, obj: Obj) -> EncodedObject:
         """The object's JSON as stored: the bytes its last write encoded, or encoded now.
@@ -355,9 +366,9 @@ class Committer:
         store and everyone who reads it right after.
         """
         ref = ref_of(obj)
-        hit = self._encoded.get(ref)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
+        enc = self._recalled(ref, obj)
+        if enc is not None:
+            return enc
         enc = encode_json(obj)
         self._remember(ref, obj, enc)
         return enc
@@ -372,7 +383,9 @@ class Committer:
             version = max(version, self.last_version)
         # Committer.encoded, its lookup done here with the ref at hand (an event follows each write).
         hit = self._encoded.get(ref)
-        return WatchEvent(type_, wl, version, hit[1] if hit is not None and hit[0] is wl else self.encoded(wl))
+        if hit is not None and hit[0] is wl:
+            return WatchEvent(type_, wl, version, hit[1])
+        return WatchEvent(type_, wl, version, self.encoded(wl))
 
     def listed(self, workloads: list[Workload]) -> Iterator[WatchEvent]:
         """ADDED events for a new watch's initial state: versions as they are now, JSON made as
@@ -380,8 +393,9 @@ class Committer:
         at = time.time()
         versions = [self.versions.get(("Workload", wl.namespace, wl.name), 0) for wl in workloads]
         for wl, version in zip(workloads, versions, strict=True):
-            hit = self._encoded.get(("Workload", wl.namespace, wl.name))
-            enc = hit[1] if hit is not None and hit[0] is wl else encode_json(wl)
+            enc = self._recalled(("Workload", wl.namespace, wl.name), wl)
+            if enc is None:
+                enc = encode_json(wl)
             yield WatchEvent("ADDED", wl, version, enc, at)
 
     def publish(self, type_: str, wl: Workload) -> None:

@@ -391,19 +391,20 @@ class SqliteStore:
             # One write of puts only (a scheduling cycle's): upserted in order, the last put of an
             # object wins, which is what collapsing would keep; every row carries the newest version.
             version, changes = batches[0]
-            rows = [(*ch, version) for ch in changes if type(ch) is Put]
+            rows = [ch + (version,) for ch in changes if type(ch) is Put]
             if len(rows) == len(changes):
                 db.executemany(_PUT, rows)
                 return
         # Rows hold only an object's latest state, so the batches collapse to
         # the last change of each object: one row per object, puts and deletes
         # each as one executemany (the rows are bound in C).  A change is a
-        # tuple (kind, namespace, name[, body]): its first three are its key.
+        # tuple (kind, namespace, name[, body]): its first three are its key,
+        # and a put's row is the put and its version.
         last: dict[tuple[str, ...], tuple[int, Change]] = {}
         for version, changes in batches:
             for ch in changes:
                 last[ch[:3]] = (version, ch)
-        rows = [(ch[0], ch[1], ch[2], ch[3], v) for v, ch in last.values() if isinstance(ch, Put)]
+        rows = [ch + (v,) for v, ch in last.values() if isinstance(ch, Put)]
         deletes = [k for k, (_, ch) in last.items() if not isinstance(ch, Put)]
         if rows:
             db.executemany(_PUT, rows)
