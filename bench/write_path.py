@@ -113,7 +113,14 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
     committer = commit_module.Committer
     real_write = committer.write
 
+    recorded: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+
     def timed_write(self: Any, *args: Any, **kwargs: Any) -> Any:
+        puts, deletes = (list(args) + [(), ()])[:2] if args else (kwargs.get("puts", ()), kwargs.get("deletes", ()))
+        puts, deletes = tuple(puts), tuple(deletes)
+        recorded.append((puts, deletes))
+        args = (puts, deletes)
+        kwargs = {}
         t0 = thread_time()
         inside[0] += 1
         try:
@@ -151,6 +158,9 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
         t[0] += 0.0001
         return t[0]
 
+    from sluicegate.common.heapgc import HEAP_GC
+
+    HEAP_GC.install()  # the controller's collector settings (server.py)
     metrics = ControllerMetrics()
     m = Manager(open_store(str(Path(tmp.name) / "bench.db")), clock=clock, observer=metrics)
     metrics.attach(m)
@@ -293,9 +303,92 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
     committer.write = real_write  # type: ignore[method-assign]
     for name, real in real_publishes.items():
         setattr(watchers_class, name, real)
+    out.update(_replay(recorded, ns.repeat))
     m.store.close()
     tmp.cleanup()
     return out
+
+
+def _replay(recorded: list[tuple[tuple[Any, ...], tuple[Any, ...]]], repeat: int) -> dict[str, float]:
+    """The run's writes again, alone, through Committer.commit (each Workload written reported MODIFIED to one
+    watcher of everything, which reads each event as it comes), on a store that only checks and counts:
+    the committer's own cost per write (versions, remembered JSON, metrics, the event), its encoding taken
+    out (each object's JSON made beforehand), and then the watcher's (``batch_bytes``) per event."""
+    import sluicegate.controller.commit as commit_module
+    from sluicegate.controller.cache import Cache
+    from sluicegate.controller.effects import Effects
+    from sluicegate.controller.metrics import ControllerMetrics
+    from sluicegate.controller.service.watchwire import batch_bytes
+    from sluicegate.controller.store.base import check_changes
+    from sluicegate.controller.watch import Watcher
+    from sluicegate.model.workloads import Workload
+
+    class CheckingStore:
+        """What a store does with a write inside a group before its commit: check it and give it a version."""
+
+        def __init__(self) -> None:
+            self.version = 0
+
+        def write(self, changes: Any) -> int:
+            check_changes(changes)
+            self.version += 1
+            return self.version
+
+    import gc
+
+    encodings = {id(obj): commit_module.encode_json(obj) for puts, _ in recorded for obj in puts}
+    real_encode = commit_module.encode_json
+    commit_module.encode_json = lambda obj: encodings[id(obj)]  # type: ignore[assignment]
+    best_write = best_watch = best_publish = float("inf")
+    writes = sum(len(puts) + len(deletes) for puts, deletes in recorded)
+    try:
+        for _ in range(repeat):
+            c = commit_module.Committer(CheckingStore(), Cache(), observer=ControllerMetrics())  # type: ignore[arg-type]
+            w = Watcher("", "", None)
+            c.watchers._all.append(w)
+            c.watchers._everything += 1
+            # Each write, then its events in a commit of their own: the write's cost and the events' apart.
+            effects = [(Effects(puts=puts, deletes=deletes),
+                        Effects(events=tuple(("MODIFIED", o) for o in puts if type(o) is Workload)))
+                       for puts, deletes in recorded]
+            known = c.cache.workloads
+            batches = []
+            spent = published = 0.0
+            # Without the collector: where its pauses fall is chance, and would decide these figures.
+            gc.collect()
+            gc.disable()
+            for write, told in effects:
+                t0 = time.perf_counter()
+                c.commit(write)
+                t1 = time.perf_counter()
+                if told.events:
+                    c.commit(told)
+                t2 = time.perf_counter()
+                spent += t1 - t0
+                published += t2 - t1
+                log = c.watchers._log
+                batches.append(log[w.cursor - c.watchers._first:])
+                w.cursor = c.watchers._next  # read: the log keeps nothing for it
+                for o in write.puts:
+                    if type(o) is Workload:
+                        known[o.key] = o  # as the cache holds it when the next write of it comes
+            best_write = min(best_write, spent)
+            best_publish = min(best_publish, published)
+            gc.enable()
+            events = sum(len(b) for b in batches)
+            gc.disable()
+            t0 = time.perf_counter()
+            for b in batches:
+                if b:
+                    batch_bytes(b)
+            best_watch = min(best_watch, time.perf_counter() - t0)
+            gc.enable()
+    finally:
+        gc.enable()
+        commit_module.encode_json = real_encode  # type: ignore[assignment]
+    return {"replay_us_per_write": round(best_write / writes * 1e6, 3),
+            "replay_publish_us_per_event": round(best_publish / events * 1e6, 3),
+            "replay_watch_us_per_event": round(best_watch / events * 1e6, 3)}
 
 
 if __name__ == "__main__":

@@ -314,20 +314,16 @@ class ControllerMetrics:
         queued_at = _queued_at_in(was if old is not None else now, (old if old is not None else new).creation_timestamp)
         if "QuotaReserved" in gained:
             wait = max(0.0, now["QuotaReserved"].last_transition_time - queued_at)
-            self.quota_reserved.inc(cq)
-            self.quota_reserved_wait.observe(cq, wait)
-            self.local_quota_reserved.inc(lq)
-            self.local_quota_reserved_wait.observe(lq, wait)
+            self.quota_reserved_wait.observe_counting(cq, wait, self.quota_reserved)
+            self.local_quota_reserved_wait.observe_counting(lq, wait, self.local_quota_reserved)
         if "Admitted" in gained:
             admitted_at = now["Admitted"].last_transition_time
             wait = max(0.0, admitted_at - queued_at)
-            self.admitted.inc(cq)
-            self.admission_wait.observe(cq, wait)
+            self.admission_wait.observe_counting(cq, wait, self.admitted)
             if status.pods:
                 # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
                 self._not_ready_yet[new.key] = (queued_at, admitted_at)
-            self.local_admitted.inc(lq)
-            self.local_admission_wait.observe(lq, wait)
+            self.local_admission_wait.observe_counting(lq, wait, self.local_admitted)
         if "PodsReady" in gained and "Admitted" in now and now["Admitted"].status == "True":
             times = self._not_ready_yet.pop(new.key, None)
             if times is not None:
