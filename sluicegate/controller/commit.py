@@ -167,8 +167,15 @@ class Committer:
         c = self.cache
         agents = self._agents
         requeued = 0
+        # Most frequent first (a workload's life: SetWorkload and Track three times each, then one each
+        # of Admit, Enqueue, UpdateAdmitted, Unbind, Release, NodeCapacityFreed): the op types are
+        # unrelated classes, so the order of the tests decides nothing but how many are made.
         for op in e.cache:
-            if type(op) is Admit:
+            if isinstance(op, SetWorkload):
+                c.workloads[op.workload.key] = op.workload
+            elif isinstance(op, Track):
+                self._track(op.workload)
+            elif type(op) is Admit:
                 wl = op.workload
                 c.workloads[wl.key] = wl
                 c.add_admitted(wl, op.now)
@@ -177,33 +184,10 @@ class Committer:
                 c.queues.admitted(op.entry)
                 assert agents is not None
                 agents.track(wl)
-            elif isinstance(op, SetWorkload):
-                c.workloads[op.workload.key] = op.workload
-            elif isinstance(op, Requeue):
-                entry = op.entry
-                if entry.workload is not op.workload:
-                    entry.head = replace(entry.head, workload=op.workload)
-                if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
-                    requeued += 1
-            elif isinstance(op, SetLocalQueues):
-                for lq in op.local_queues:
-                    c.local_queues[(lq.namespace, lq.name)] = lq
-                    if lq.admission_fair_sharing_status is not None:
-                        c.afs[(lq.namespace, lq.name)] = lq.admission_fair_sharing_status
-            elif isinstance(op, Evict):
-                self._evict(op.workload, op.now)
-            elif isinstance(op, PutBack):
-                op.entry.status = EntryStatus.SKIPPED
-                c.queues.requeue(op.entry)
-            elif isinstance(op, UpdateAdmitted):
-                c.update_admitted(op.workload)
-            elif isinstance(op, Track):
-                self._track(op.workload)
             elif isinstance(op, Enqueue):
                 self._enqueue(op.workload)
-            elif isinstance(op, Bind):
-                assert agents is not None
-                agents.bind(op.key, op.pod, op.now)
+            elif isinstance(op, UpdateAdmitted):
+                c.update_admitted(op.workload)
             elif isinstance(op, Unbind):
                 assert agents is not None
                 agents.unbind(op.pod)
@@ -214,18 +198,37 @@ class Committer:
                         c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
                     else:
                         c.queues.queue_inadmissible(c.tree_members(cq))
+            elif isinstance(op, NodeCapacityFreed):
+                c.queues.node_capacity_freed()
+            elif isinstance(op, Bind):
+                assert agents is not None
+                agents.bind(op.key, op.pod, op.now)
+            elif isinstance(op, Requeue):
+                entry = op.entry
+                if entry.workload is not op.workload:
+                    entry.head = replace(entry.head, workload=op.workload)
+                if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
+                    requeued += 1
             elif isinstance(op, RefreshUsage):
                 c.workloads[op.workload.key] = op.workload
                 cq = c.refresh_usage(op.workload)
                 if cq is not None:
                     c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-            elif isinstance(op, NodeCapacityFreed):
-                c.queues.node_capacity_freed()
+            elif isinstance(op, Settle):
+                self._settle(op.workload)
             elif isinstance(op, DropWorkload):
                 c.workloads.pop(op.key, None)
                 c.queues.delete(op.key)
-            elif isinstance(op, Settle):
-                self._settle(op.workload)
+            elif isinstance(op, Evict):
+                self._evict(op.workload, op.now)
+            elif isinstance(op, PutBack):
+                op.entry.status = EntryStatus.SKIPPED
+                c.queues.requeue(op.entry)
+            elif isinstance(op, SetLocalQueues):
+                for lq in op.local_queues:
+                    c.local_queues[(lq.namespace, lq.name)] = lq
+                    if lq.admission_fair_sharing_status is not None:
+                        c.afs[(lq.namespace, lq.name)] = lq.admission_fair_sharing_status
             elif isinstance(op, ApplyObject):
                 self._apply_object(op.obj)
             elif isinstance(op, RemoveObject):
