@@ -150,7 +150,9 @@ def batch_bytes(batch: Sequence[WatchEvent]) -> bytes:
     first = event_bytes(batch[0])
     if len(batch) == 1:
         return first[_prefix_len(first):]
-    return b"".join([memoryview(first)[_prefix_len(first):], *map(event_bytes, islice(batch, 1, None))])
+    # Every watcher but the first to send an event finds its bytes made: read them without a call.
+    return b"".join([memoryview(first)[_prefix_len(first):],
+                     *[w if type(w := ev.wire) is bytes else event_bytes(ev) for ev in islice(batch, 1, None)]])
 
 
 def batch_message(batch: Sequence[WatchEvent]) -> workloads_pb2.WorkloadEvent:
