@@ -87,10 +87,6 @@ def _base_unit(resource: str, amount: int) -> float:
     return amount / 1000 if resource in MILLI_RESOURCES else float(amount)
 
 
-def _priority_class(wl: Workload) -> str:
-    return wl.priority_class[1] if wl.priority_class is not None else ""
-
-
 def _queued_at_in(conditions: Mapping[str, Condition], created: float) -> float:
     """When the workload last started waiting: created (at ``created``), or requeued after an eviction or a
     backoff; ``conditions``: its conditions by type."""
@@ -308,7 +304,7 @@ class ControllerMetrics:
         if not gained:
             return
         role = self._role
-        pc = _priority_class(new)
+        pc = new.priority_class[1] if new.priority_class is not None else ""
         lq = (new.queue_name, new.namespace, pc, role)
         cq = (admission.cluster_queue, pc, role)
         queued_at = _queued_at_in(was if old is not None else now, (old if old is not None else new).creation_timestamp)

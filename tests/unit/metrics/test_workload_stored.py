@@ -128,3 +128,19 @@ def test_a_rewrite_with_the_same_conditions_counts_nothing() -> None:
     m.workload_stored(admitted, replace(admitted, status=replace(admitted.status, pods=_PODS)))
     assert render(m.registry) == before
     assert m.admitted.value(("cq", "", "standalone")) == 1
+
+
+def test_observe_counting_is_observe_and_inc() -> None:
+    from sluicegate.common.metrics import CounterFamily, HistogramFamily
+
+    def families() -> tuple[HistogramFamily, CounterFamily]:
+        return (HistogramFamily("wait_seconds", "Waits.", ["cq"], buckets=[1.0, 5.0]),
+                CounterFamily("admitted_total", "Admitted.", ["cq"]))
+
+    (h1, c1), (h2, c2) = families(), families()
+    for cq, wait in (("a", 0.5), ("b", 7.0), ("a", 3.0), ("a", 1.0), ("c", 0.0)):
+        h1.observe_counting((cq,), wait, c1)
+        h2.observe((cq,), wait)
+        c2.inc((cq,))
+    assert (h1.text(), c1.text()) == (h2.text(), c2.text())
+    assert c1.value(("a",)) == 3
