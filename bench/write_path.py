@@ -11,10 +11,17 @@ group each, as the controller gathers the reports of one turn of its loop).
 The watcher takes every event as the Watch RPC does (``batch_bytes``) once a
 phase is done.
 
-Prints, per write, the process CPU of the writes (encoding timed apart and
-taken out, so what is left is the write path's own cost), the SQLite store's
-share of it, and per watch event the CPU of streaming it.  The best of
-``--repeat`` runs.  Not a test: it prints figures.
+Prints, per write and phase, the time of the writes with their callers
+(``*_us_per_write``, encoding taken out), the SQLite store's commits
+(``*_store_us_per_write``) and the committer's write and publishing
+(``*_path_us_per_write``); per event, the watcher's (``watch_us_per_event``).  All
+in wall-clock time of the one thread that does everything (CPU clocks are
+system calls, which would cost more than much of what they time): on a loaded
+machine, compare runs made one after another and prefer the replay's figures.
+Then the run's writes are replayed alone (``replay_*``, see ``_replay``): the
+committer per write and, per event, publishing and sending it, without
+encoding, the store's commits or the collector -- the steadiest figures on a
+shared machine.  The best of ``--repeat`` runs.  Not a test: it prints figures.
 
     .venv/bin/python bench/write_path.py
     .venv/bin/python bench/write_path.py --src /work/wt/base7      # another checkout, same figures
@@ -74,20 +81,21 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
         def supersede(self, reason: str) -> None:
             pass
 
-    # Encoding belongs to the writes' callers' share elsewhere: timed apart here and taken out.
+    # Encoding is timed apart and taken out (it is not the write path's own cost).  Wall clock: the CPU
+    # clocks are system calls, which would cost more than much of what they time.
     encode_s = [0.0]
     real_encode = commit_module.encode_json
-    thread_time = time.perf_counter  # (process-wide CPU clocks are system calls: they would cost more than the path)
+    now = time.perf_counter
 
     # Encoding and the store's commits made inside Committer.write (taken out of the path's figure).
     inside = [0, 0.0]
 
     def timed_encode(obj: object) -> Any:
-        t0 = thread_time()
+        t0 = now()
         try:
             return real_encode(obj)
         finally:
-            spent = thread_time() - t0
+            spent = now() - t0
             encode_s[0] += spent
             if inside[0]:
                 inside[1] += spent
@@ -98,11 +106,11 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
     real_commit = SqliteStore._commit
 
     def timed_commit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        t0 = thread_time()
+        t0 = now()
         try:
             return real_commit(self, *args, **kwargs)
         finally:
-            spent = thread_time() - t0
+            spent = now() - t0
             store_s[0] += spent
             if inside[0]:
                 inside[1] += spent
@@ -115,19 +123,16 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
 
     recorded: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
 
-    def timed_write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        puts, deletes = (list(args) + [(), ()])[:2] if args else (kwargs.get("puts", ()), kwargs.get("deletes", ()))
+    def timed_write(self: Any, puts: Any = (), deletes: Any = ()) -> Any:
         puts, deletes = tuple(puts), tuple(deletes)
-        recorded.append((puts, deletes))
-        args = (puts, deletes)
-        kwargs = {}
-        t0 = thread_time()
+        recorded.append((puts, deletes))  # replayed alone at the end (see _replay)
+        t0 = now()
         inside[0] += 1
         try:
-            return real_write(self, *args, **kwargs)
+            return real_write(self, puts, deletes)
         finally:
             inside[0] -= 1
-            path_s[0] += thread_time() - t0
+            path_s[0] += now() - t0
 
     watchers_class = sys.modules["sluicegate.controller.watch"].Watchers
     publishing = [0]
@@ -136,13 +141,13 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
         def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
             if publishing[0]:
                 return real(self, *args, **kwargs)
-            t0 = thread_time()
+            t0 = now()
             publishing[0] += 1
             try:
                 return real(self, *args, **kwargs)
             finally:
                 publishing[0] -= 1
-                path_s[0] += thread_time() - t0
+                path_s[0] += now() - t0
         return timed
 
     # Events are published by the watchers' publish (one event) or, where it exists, publish_all.
@@ -204,12 +209,12 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
 
     async def drain(expected: int) -> float:
         """CPU of streaming what the phase published (the writes themselves are done)."""
-        c0 = time.process_time()
+        c0 = now()
         deadline = time.monotonic() + 60
         while events[0] < expected:
             assert time.monotonic() < deadline, (events[0], expected)
             await asyncio.sleep(0)
-        return time.process_time() - c0
+        return now() - c0
 
     profiler = cProfile.Profile() if ns.profile else None
     out: dict[str, Any] = {"src": str(ns.src), "workloads": ns.workloads}
@@ -223,11 +228,11 @@ async def _run(ns: argparse.Namespace) -> dict[str, Any]:
         encode_s[0] = store_s[0] = path_s[0] = inside[1] = 0.0
         if profiler is not None:
             profiler.enable()
-        return time.process_time()
+        return now()
 
     def end(c0: float, phase: str) -> float:
         nonlocal write_cpu
-        cpu = time.process_time() - c0
+        cpu = now() - c0
         if profiler is not None:
             profiler.disable()
         own = cpu - encode_s[0]
