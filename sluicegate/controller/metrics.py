@@ -324,7 +324,7 @@ class ControllerMetrics:
             times = self._not_ready_yet.pop(new.key, None)
             if times is not None:
                 ready_at = now["PodsReady"].last_transition_time
-                since_queued, since_admitted = (max(0.0, ready_at - at) for at in times)
+                since_queued, since_admitted = max(0.0, ready_at - times[0]), max(0.0, ready_at - times[1])
                 self.ready_wait.observe(cq, since_queued)
                 self.local_ready_wait.observe(lq, since_queued)
                 self.admitted_until_ready.observe(cq, since_admitted)
