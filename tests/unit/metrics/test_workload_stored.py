@@ -83,6 +83,11 @@ def reference(self: ControllerMetrics, old: Workload | None, new: Workload) -> N
         self._not_ready_yet.pop(new.key, None)
 
 
+def _counted(m: ControllerMetrics) -> list[bytes]:
+    """The scrape's kueue_* families (the process_* ones before them change from one scrape to the next)."""
+    return render(m.registry).split(b"\n# HELP kueue_")[1:]
+
+
 _TYPES = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Finished", "Requeued", "Other")
 _PODS = (PodRecord(uid="u", name="p", pod_set="main", index=0, node="n"),)
 
@@ -114,7 +119,7 @@ def test_the_same_counts_as_reading_each_condition_again(steps: list, created: f
         fast.workload_stored(old, new)
         reference(slow, old, new)
         stored[name] = new
-    assert render(fast.registry).split(b"\n# HELP kueue_")[1:] == render(slow.registry).split(b"\n# HELP kueue_")[1:]
+    assert _counted(fast) == _counted(slow)
     assert fast._not_ready_yet == slow._not_ready_yet
 
 
@@ -124,9 +129,9 @@ def test_a_rewrite_with_the_same_conditions_counts_nothing() -> None:
     admitted = replace(wl, status=replace(wl.status, admission=Admission(ClusterQueueName("cq"), ()), conditions=(
         Condition("QuotaReserved", "True", "", "", 2.0), Condition("Admitted", "True", "", "", 3.0))))
     m.workload_stored(wl, admitted)
-    before = render(m.registry)
+    before = _counted(m)
     m.workload_stored(admitted, replace(admitted, status=replace(admitted.status, pods=_PODS)))
-    assert render(m.registry) == before
+    assert _counted(m) == before
     assert m.admitted.value(("cq", "", "standalone")) == 1
 
 
