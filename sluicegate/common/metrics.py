@@ -298,6 +298,23 @@ class HistogramFamily(_Labelled):
         state[-1] += value
         self._dirty.add(labels)
 
+    def observe_counting(self, labels: tuple[str, ...], value: float, counter: CounterFamily) -> None:
+        """:meth:`observe`, and ``counter.inc(labels)``: a counter of what this histogram observes (the
+        controller counts each admission and observes its wait with the same labels) in one call."""
+        state = self._state.get(labels)
+        if state is None:
+            self.observe(labels, value)
+        else:  # observe's body, without a second call
+            state[bisect_left(self._bounds, value)] += 1
+            state[-1] += value
+            self._dirty.add(labels)
+        values = counter._values
+        if labels in values:
+            values[labels] += 1.0
+            counter._dirty.add(labels)
+        else:
+            counter.inc(labels)
+
     def _render(self, key: tuple[str, ...]) -> str:
         state = self._state[key]
         before, after = self._bucket_labels.around(key)

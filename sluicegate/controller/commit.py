@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -64,9 +63,14 @@ Ref = tuple[str, str, str]
 # A write and the replies/events about it come within one synchronous call,
 # so this must cover the largest batch one write holds (a cycle's heads: at
 # most one per ClusterQueue, 1,000 in Kueue's large-scale test); beyond that
-# it only saves re-encoding for Get and List.  A running workload's JSON is
-# 2-4 KiB, so this holds at most ~16 MiB.
-ENCODED_CACHE_SIZE = 4_096
+# it only saves re-encoding for Get and List.  They are kept in two
+# generations of this many objects: writes go into the current one, which
+# once full becomes the previous one (the one before is dropped).  So the
+# last ENCODED_GENERATION objects written are always there, at most twice
+# that many are held (a running workload's JSON is 2-4 KiB: at most ~16
+# MiB), and remembering costs one dict store per object, where keeping them
+# in the order of their last write (an LRU) cost a move and an eviction each.
+ENCODED_GENERATION = 2_048
 
 
 class Agents(Protocol):
@@ -122,8 +126,10 @@ class Committer:
         # The version of the last write (a deletion's watch event carries it).
         self.last_version = 0
         # ref -> (object, its JSON): valid only while the object is that very
-        # instance (model objects are immutable, so identity means "unchanged").
-        self._encoded: OrderedDict[Ref, tuple[Obj, EncodedObject]] = OrderedDict()
+        # instance (model objects are immutable, so identity means "unchanged");
+        # the current generation and the previous one (see ENCODED_GENERATION).
+        self._encoded: dict[Ref, tuple[Obj, EncodedObject]] = {}
+        self._encoded_before: dict[Ref, tuple[Obj, EncodedObject]] = {}
         self.watchers = Watchers()
         # Set when something happened that may let the scheduler admit more.
         self.woken = asyncio.Event()
@@ -161,8 +167,15 @@ class Committer:
         c = self.cache
         agents = self._agents
         requeued = 0
+        # Most frequent first (a workload's life: SetWorkload and Track three times each, then one each
+        # of Admit, Enqueue, UpdateAdmitted, Unbind, Release, NodeCapacityFreed): the op types are
+        # unrelated classes, so the order of the tests decides nothing but how many are made.
         for op in e.cache:
-            if type(op) is Admit:
+            if isinstance(op, SetWorkload):
+                c.workloads[op.workload.key] = op.workload
+            elif isinstance(op, Track):
+                self._track(op.workload)
+            elif type(op) is Admit:
                 wl = op.workload
                 c.workloads[wl.key] = wl
                 c.add_admitted(wl, op.now)
@@ -171,33 +184,10 @@ class Committer:
                 c.queues.admitted(op.entry)
                 assert agents is not None
                 agents.track(wl)
-            elif isinstance(op, SetWorkload):
-                c.workloads[op.workload.key] = op.workload
-            elif isinstance(op, Requeue):
-                entry = op.entry
-                if entry.workload is not op.workload:
-                    entry.head = replace(entry.head, workload=op.workload)
-                if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
-                    requeued += 1
-            elif isinstance(op, SetLocalQueues):
-                for lq in op.local_queues:
-                    c.local_queues[(lq.namespace, lq.name)] = lq
-                    if lq.admission_fair_sharing_status is not None:
-                        c.afs[(lq.namespace, lq.name)] = lq.admission_fair_sharing_status
-            elif isinstance(op, Evict):
-                self._evict(op.workload, op.now)
-            elif isinstance(op, PutBack):
-                op.entry.status = EntryStatus.SKIPPED
-                c.queues.requeue(op.entry)
-            elif isinstance(op, UpdateAdmitted):
-                c.update_admitted(op.workload)
-            elif isinstance(op, Track):
-                self._track(op.workload)
             elif isinstance(op, Enqueue):
                 self._enqueue(op.workload)
-            elif isinstance(op, Bind):
-                assert agents is not None
-                agents.bind(op.key, op.pod, op.now)
+            elif isinstance(op, UpdateAdmitted):
+                c.update_admitted(op.workload)
             elif isinstance(op, Unbind):
                 assert agents is not None
                 agents.unbind(op.pod)
@@ -208,18 +198,37 @@ class Committer:
                         c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
                     else:
                         c.queues.queue_inadmissible(c.tree_members(cq))
+            elif isinstance(op, NodeCapacityFreed):
+                c.queues.node_capacity_freed()
+            elif isinstance(op, Bind):
+                assert agents is not None
+                agents.bind(op.key, op.pod, op.now)
+            elif isinstance(op, Requeue):
+                entry = op.entry
+                if entry.workload is not op.workload:
+                    entry.head = replace(entry.head, workload=op.workload)
+                if c.queues.requeue(entry, quota_bound=op.quota_bound, node_bound=op.node_bound):
+                    requeued += 1
             elif isinstance(op, RefreshUsage):
                 c.workloads[op.workload.key] = op.workload
                 cq = c.refresh_usage(op.workload)
                 if cq is not None:
                     c.queues.queue_inadmissible(c.tree_members(cq), c.release_budget)
-            elif isinstance(op, NodeCapacityFreed):
-                c.queues.node_capacity_freed()
+            elif isinstance(op, Settle):
+                self._settle(op.workload)
             elif isinstance(op, DropWorkload):
                 c.workloads.pop(op.key, None)
                 c.queues.delete(op.key)
-            elif isinstance(op, Settle):
-                self._settle(op.workload)
+            elif isinstance(op, Evict):
+                self._evict(op.workload, op.now)
+            elif isinstance(op, PutBack):
+                op.entry.status = EntryStatus.SKIPPED
+                c.queues.requeue(op.entry)
+            elif isinstance(op, SetLocalQueues):
+                for lq in op.local_queues:
+                    c.local_queues[(lq.namespace, lq.name)] = lq
+                    if lq.admission_fair_sharing_status is not None:
+                        c.afs[(lq.namespace, lq.name)] = lq.admission_fair_sharing_status
             elif isinstance(op, ApplyObject):
                 self._apply_object(op.obj)
             elif isinstance(op, RemoveObject):
@@ -239,8 +248,8 @@ class Committer:
                 agents.send(node, command)
         if e.wake:
             self.woken.set()
-        for type_, wl in e.events:
-            self.publish(type_, wl)
+        if e.events and self.watchers:
+            self.watchers.publish_all(e.events, self.event)
         return requeued
 
     # ------------------------------------------------------------- store
@@ -254,9 +263,10 @@ class Committer:
             enc = encode_json(obj)
             changes.append(Put(ref[0], ref[1], ref[2], enc.body))
             written.append((ref, obj, enc))
-        deletes = list(deletes)
-        for kind, ns, name in deletes:
-            changes.append(Delete(kind, ns, name))
+        if deletes:
+            deletes = list(deletes)
+            for kind, ns, name in deletes:
+                changes.append(Delete(kind, ns, name))
         try:
             version = self.store.write(changes)
         except StoreError as exc:
@@ -266,14 +276,21 @@ class Committer:
             self._group_wrote = True  # known durable only once the group commits
         elif self.store_problem is not None:
             self._store_recovered()
-        versions, observer = self.versions, self.observer
+        # Versions, the JSON remembered (see encoded) and the metrics, per object, in one pass: every
+        # workload is written about four times in its life, so this loop runs for each of those writes.
+        versions, encoded, observer = self.versions, self._encoded, self.observer
+        known = self.cache.workloads
         for ref, obj, enc in written:
             versions[ref] = version
-            self._remember(ref, obj, enc)
-            if observer is not None and isinstance(obj, Workload):
-                observer.workload_stored(self.cache.workloads.get(obj.key), obj)
-        for r in deletes:
-            self.versions.pop(r, None)
+            encoded[ref] = (obj, enc)
+            if len(encoded) >= ENCODED_GENERATION:
+                self._encoded_before, encoded = encoded, {}
+                self._encoded = encoded
+            if observer is not None and ref[0] == "Workload":
+                observer.workload_stored(known.get(obj.key), obj)
+        if deletes:
+            for r in deletes:
+                versions.pop(r, None)
         self.last_version = version
         return version
 
@@ -334,10 +351,16 @@ class Committer:
 
     def _remember(self, ref: Ref, obj: Obj, enc: EncodedObject) -> None:
         cache = self._encoded
-        cache.pop(ref, None)  # re-inserted last: the oldest entry goes first
         cache[ref] = (obj, enc)
-        if len(cache) > ENCODED_CACHE_SIZE:
-            cache.popitem(last=False)  # O(1); del d[next(iter(d))] walks the emptied front slots
+        if len(cache) >= ENCODED_GENERATION:
+            self._encoded_before, self._encoded = cache, {}
+
+    def _recalled(self, ref: Ref, obj: Obj) -> EncodedObject | None:
+        """The JSON remembered for ``obj`` (that very instance), or None."""
+        hit = self._encoded.get(ref)
+        if hit is None:
+            hit = self._encoded_before.get(ref)
+        return hit[1] if hit is not None and hit[0] is obj else None
 
     def encoded(self, obj: Obj) -> EncodedObject:
         """The object's JSON as stored: the bytes its last write encoded, or encoded now.
@@ -346,9 +369,9 @@ class Committer:
         store and everyone who reads it right after.
         """
         ref = ref_of(obj)
-        hit = self._encoded.get(ref)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
+        enc = self._recalled(ref, obj)
+        if enc is not None:
+            return enc
         enc = encode_json(obj)
         self._remember(ref, obj, enc)
         return enc
@@ -356,10 +379,15 @@ class Committer:
     # ---------------------------------------------------------- watchers
 
     def event(self, type_: str, wl: Workload) -> WatchEvent:
-        version = self.versions.get(("Workload", wl.namespace, wl.name), 0)
+        ref = ("Workload", wl.namespace, wl.name)
+        version = self.versions.get(ref, 0)
         if type_ == "DELETED":
             # Its version left with it: the deletion is the write just made.
             version = max(version, self.last_version)
+        # Committer.encoded, its lookup done here with the ref at hand (an event follows each write).
+        hit = self._encoded.get(ref)
+        if hit is not None and hit[0] is wl:
+            return WatchEvent(type_, wl, version, hit[1])
         return WatchEvent(type_, wl, version, self.encoded(wl))
 
     def listed(self, workloads: list[Workload]) -> Iterator[WatchEvent]:
@@ -368,8 +396,9 @@ class Committer:
         at = time.time()
         versions = [self.versions.get(("Workload", wl.namespace, wl.name), 0) for wl in workloads]
         for wl, version in zip(workloads, versions, strict=True):
-            hit = self._encoded.get(("Workload", wl.namespace, wl.name))
-            enc = hit[1] if hit is not None and hit[0] is wl else encode_json(wl)
+            enc = self._recalled(("Workload", wl.namespace, wl.name), wl)
+            if enc is None:
+                enc = encode_json(wl)
             yield WatchEvent("ADDED", wl, version, enc, at)
 
     def publish(self, type_: str, wl: Workload) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Final
 
@@ -46,7 +46,7 @@ from sluicegate.controller.manager import Manager
 from sluicegate.controller.scheduling.fairsharing import dominant_resource_share
 from sluicegate.model.names import ClusterQueueName, WorkloadKey
 from sluicegate.model.resources import FlavorResource
-from sluicegate.model.workloads import Workload
+from sluicegate.model.workloads import Condition, Workload
 from sluicegate.quantity import MILLI_RESOURCES
 
 __all__ = ["ROLES", "ControllerMetrics", "wait_buckets"]
@@ -87,23 +87,19 @@ def _base_unit(resource: str, amount: int) -> float:
     return amount / 1000 if resource in MILLI_RESOURCES else float(amount)
 
 
-def _priority_class(wl: Workload) -> str:
-    return wl.priority_class[1] if wl.priority_class is not None else ""
-
-
-def _queued_at(wl: Workload) -> float:
-    """When the workload last started waiting: created, or requeued after an eviction or a backoff."""
-    at = wl.creation_timestamp
+def _queued_at_in(conditions: Mapping[str, Condition], created: float) -> float:
+    """When the workload last started waiting: created (at ``created``), or requeued after an eviction or a
+    backoff; ``conditions``: its conditions by type."""
+    at = created
     for type_ in ("Requeued", "Evicted"):
-        cond = wl.status.condition(type_)
-        if cond is not None and cond.is_true:
-            at = max(at, cond.last_transition_time)
+        cond = conditions.get(type_)
+        if cond is not None and cond.status == "True" and cond.last_transition_time > at:
+            at = cond.last_transition_time
     return at
 
 
-def _since(wl: Workload, condition: str, start: float) -> float:
-    cond = wl.status.condition(condition)
-    return max(0.0, cond.last_transition_time - start) if cond is not None else 0.0
+# The conditions whose turning true workload_stored counts.
+_COUNTED_CONDITIONS: Final = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Finished")
 
 
 class _Tally:
@@ -287,47 +283,59 @@ class ControllerMetrics:
     # ------------------------------------------------------------ hooks (the Manager's observer)
 
     def workload_stored(self, old: Workload | None, new: Workload) -> None:
-        """Count the transitions this write makes: quota reserved, admitted, evicted, finished."""
-        role = self._role
-        pc = _priority_class(new)
-        lq = (new.queue_name, new.namespace, pc, role)
-        admission = new.status.admission or (old.status.admission if old is not None else None)
+        """Count the transitions this write makes: quota reserved, admitted, evicted, finished.
+
+        Every write of a workload comes here (four or more per workload), and
+        most change no condition that is counted: each state's conditions are
+        read once, into a map, instead of scanning them again for every test.
+        """
+        status = new.status
+        admission = status.admission or (old.status.admission if old is not None else None)
         if admission is None:
             return  # only a workload that holds (or held) quota changes any of these counters
+        conditions = status.conditions
+        if old is not None and old.status.conditions is conditions:
+            return  # every counted transition is a condition turning true
+        # The condition of each type that WorkloadStatus.condition finds (the first of its type).
+        now = {c.type: c for c in reversed(conditions)}
+        was = {c.type: c for c in reversed(old.status.conditions)} if old is not None else {}
+        gained = [t for t in _COUNTED_CONDITIONS if (c := now.get(t)) is not None and c.status == "True"
+                  and ((p := was.get(t)) is None or p.status != "True")]
+        if not gained:
+            return
+        role = self._role
+        pc = new.priority_class[1] if new.priority_class is not None else ""
+        lq = (new.queue_name, new.namespace, pc, role)
         cq = (admission.cluster_queue, pc, role)
-        queued_at = _queued_at(old if old is not None else new)
-        if new.has_quota_reservation and (old is None or not old.has_quota_reservation):
-            wait = _since(new, "QuotaReserved", queued_at)
-            self.quota_reserved.inc(cq)
-            self.quota_reserved_wait.observe(cq, wait)
-            self.local_quota_reserved.inc(lq)
-            self.local_quota_reserved_wait.observe(lq, wait)
-        if new.is_admitted and (old is None or not old.is_admitted):
-            wait = _since(new, "Admitted", queued_at)
-            self.admitted.inc(cq)
-            self.admission_wait.observe(cq, wait)
-            admitted_cond = new.status.condition("Admitted")
-            if new.status.pods and admitted_cond is not None:
+        queued_at = _queued_at_in(was if old is not None else now, (old if old is not None else new).creation_timestamp)
+        if "QuotaReserved" in gained:
+            wait = max(0.0, now["QuotaReserved"].last_transition_time - queued_at)
+            self.quota_reserved_wait.observe_counting(cq, wait, self.quota_reserved)
+            self.local_quota_reserved_wait.observe_counting(lq, wait, self.local_quota_reserved)
+        if "Admitted" in gained:
+            admitted_at = now["Admitted"].last_transition_time
+            wait = max(0.0, admitted_at - queued_at)
+            self.admission_wait.observe_counting(cq, wait, self.admitted)
+            if status.pods:
                 # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
-                self._not_ready_yet[new.key] = (queued_at, admitted_cond.last_transition_time)
-            self.local_admitted.inc(lq)
-            self.local_admission_wait.observe(lq, wait)
-        became_ready = new.status.is_true("PodsReady") and not (old is not None and old.status.is_true("PodsReady"))
-        if new.is_admitted and became_ready:
+                self._not_ready_yet[new.key] = (queued_at, admitted_at)
+            self.local_admission_wait.observe_counting(lq, wait, self.local_admitted)
+        if "PodsReady" in gained and "Admitted" in now and now["Admitted"].status == "True":
             times = self._not_ready_yet.pop(new.key, None)
             if times is not None:
-                since_queued, since_admitted = (_since(new, "PodsReady", at) for at in times)
+                ready_at = now["PodsReady"].last_transition_time
+                since_queued, since_admitted = max(0.0, ready_at - times[0]), max(0.0, ready_at - times[1])
                 self.ready_wait.observe(cq, since_queued)
                 self.local_ready_wait.observe(lq, since_queued)
                 self.admitted_until_ready.observe(cq, since_admitted)
                 self.local_admitted_until_ready.observe(lq, since_admitted)
-        evicted = new.status.condition("Evicted")
-        if evicted is not None and evicted.is_true and (old is None or not old.status.is_true("Evicted")):
-            reason = _EVICTION_REASON.get(evicted.reason, evicted.reason)
+        if "Evicted" in gained:
+            reason = now["Evicted"].reason
+            reason = _EVICTION_REASON.get(reason, reason)
             self.evicted.inc((admission.cluster_queue, reason, "", pc, role))
             self.local_evicted.inc((new.queue_name, new.namespace, reason, "", pc, role))
             self._not_ready_yet.pop(new.key, None)
-        if new.is_finished and (old is None or not old.is_finished):
+        if "Finished" in gained:
             self.finished.inc(cq)
             self.local_finished.inc(lq)
             self._not_ready_yet.pop(new.key, None)

@@ -144,12 +144,26 @@ class Watchers:
 
     def publish(self, type_: str, wl: Workload, event: Callable[[str, Workload], WatchEvent]) -> None:
         """Append one event for the watchers that want it (``event`` builds it once, only if one does)."""
-        if not self._everything and not any(w.wants(wl) for w in self._all):
-            return
-        self._log.append(event(type_, wl))
-        self._notify()
-        if len(self._log) % _TRIM_EVERY == 0 or len(self._log) > self.backlog:
-            self._trim()
+        self.publish_all(((type_, wl),), event)
+
+    def publish_all(self, changes: Iterable[tuple[str, Workload]],
+                    event: Callable[[str, Workload], WatchEvent]) -> None:
+        """:meth:`publish` for each of ``changes`` in order (a decision's events: one call for all of them)."""
+        everyone, log, backlog = self._all, self._log, self.backlog
+        appended = False
+        for type_, wl in changes:
+            if not everyone:
+                break  # the last watcher went (expired by a trim below): nobody to tell
+            if not self._everything and not any(w.wants(wl) for w in everyone):
+                continue
+            log.append(event(type_, wl))
+            appended = True
+            n = len(log)
+            if n % _TRIM_EVERY == 0 or n > backlog:
+                self._notify()  # before a trim, as when each event was published on its own
+                self._trim()
+        if appended:
+            self._notify()
 
     def _notify(self) -> None:
         """Wake every watcher waiting for an event (once per wait, however many events follow)."""

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 
 class StoreError(Exception):
@@ -32,16 +32,17 @@ class StoredObject:
     resource_version: int
 
 
-@dataclass(frozen=True, slots=True)
-class Put:
+# A change is a named tuple rather than a frozen dataclass: every write makes one per object (a workload
+# is written about four times in its life), and a frozen dataclass's __init__ sets each field through
+# object.__setattr__ (1.2 us a Put, against 0.25 for the tuple).
+class Put(NamedTuple):
     kind: str
     namespace: str
     name: str
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Delete:
+class Delete(NamedTuple):
     kind: str
     namespace: str
     name: str

@@ -393,25 +393,28 @@ class SqliteStore:
             # One write of puts only (a scheduling cycle's): upserted in order, the last put of an
             # object wins, which is what collapsing would keep; every row carries the newest version.
             version, changes = batches[0]
-            puts = [ch for ch in changes if type(ch) is Put]
-            if len(puts) == len(changes):
-                db.executemany(_PUT, [(ch.kind, ch.namespace, ch.name, ch.body, version) for ch in puts])
+            rows = [ch + (version,) for ch in changes if type(ch) is Put]
+            if len(rows) == len(changes):
+                db.executemany(_PUT, rows)
                 return
         # Rows hold only an object's latest state, so the batches collapse to
         # the last change of each object: one row per object, puts and deletes
-        # each as one executemany (the rows are bound in C).
-        last: dict[tuple[str, str, str], tuple[int, bytes | None]] = {}
+        # each as one executemany (the rows are bound in C).  A change is a
+        # tuple (kind, namespace, name[, body]): its first three are its key,
+        # and a put's row is the put and its version.
+        last: dict[tuple[str, ...], tuple[int, Change]] = {}
         for version, changes in batches:
             for ch in changes:
-                last[(ch.kind, ch.namespace, ch.name)] = (version, ch.body if isinstance(ch, Put) else None)
-        rows = [(k[0], k[1], k[2], b, v) for k, (v, b) in last.items() if b is not None]
-        deletes = [k for k, (_, b) in last.items() if b is None]
+                last[ch[:3]] = (version, ch)
+        rows = [ch + (v,) for v, ch in last.values() if isinstance(ch, Put)]
+        deletes = [k for k, (_, ch) in last.items() if not isinstance(ch, Put)]
         if rows:
             db.executemany(_PUT, rows)
         if deletes:
             db.executemany(_DELETE, deletes)
-        newest = batches[-1][0]
-        if not any(row[4] == newest for row in rows):
+        newest, newest_changes = batches[-1]
+        # A row carries the newest version only if a put of the newest write is its object's last change.
+        if not any(isinstance(ch, Put) and last[ch[:3]][1] is ch for ch in newest_changes):
             # Only a version no row carries (the newest write deleted, or
             # deleted what was never stored) is recorded on the side: the
             # version is read back as the larger of MAX(resource_version) and this.

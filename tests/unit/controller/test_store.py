@@ -22,22 +22,24 @@ def delete(name: str) -> Delete:
     return Delete("Workload", "default", name)
 
 
-@pytest.mark.parametrize(
-    ("batches", "version", "kept"),
-    [
-        pytest.param([[put("a")], [put("b")]], 2, {"a": 1, "b": 2}, id="puts"),
-        pytest.param([[put("a")], [put("a", b'{"x":1}')]], 2, {"a": 2}, id="update"),
-        # The newest row is gone: the version must come from somewhere else than the rows.
-        pytest.param([[put("a")], [put("b")], [delete("b")]], 3, {"a": 1}, id="delete-of-the-newest"),
-        pytest.param([[put("a")], [delete("a")]], 2, {}, id="everything-deleted"),
-        pytest.param([[put("a")], [delete("a")], [put("b")], [delete("b")], [put("c")]], 5, {"c": 5}, id="mixed"),
-        pytest.param([[put("a"), put("b")], [delete("a"), put("c")]], 2, {"b": 1, "c": 2}, id="mixed-batch"),
-        pytest.param([[put("a")], []], 1, {"a": 1}, id="empty-batch-is-no-version"),
-        # One batch naming an object twice (SQLite upserts a batch of puts in order, uncollapsed).
-        pytest.param([[put("a"), put("b"), put("a", b'{"x":2}')]], 1, {"a": 1, "b": 1}, id="one-batch-twice"),
-        pytest.param([[put("a"), delete("a"), put("b")]], 1, {"b": 1}, id="one-batch-put-then-delete"),
-    ],
-)
+_VERSION_CASES = [
+    pytest.param([[put("a")], [put("b")]], 2, {"a": 1, "b": 2}, id="puts"),
+    pytest.param([[put("a")], [put("a", b'{"x":1}')]], 2, {"a": 2}, id="update"),
+    # The newest row is gone: the version must come from somewhere else than the rows.
+    pytest.param([[put("a")], [put("b")], [delete("b")]], 3, {"a": 1}, id="delete-of-the-newest"),
+    pytest.param([[put("a")], [delete("a")]], 2, {}, id="everything-deleted"),
+    pytest.param([[put("a")], [delete("a")], [put("b")], [delete("b")], [put("c")]], 5, {"c": 5}, id="mixed"),
+    pytest.param([[put("a"), put("b")], [delete("a"), put("c")]], 2, {"b": 1, "c": 2}, id="mixed-batch"),
+    pytest.param([[put("a")], []], 1, {"a": 1}, id="empty-batch-is-no-version"),
+    # One batch naming an object twice (SQLite upserts a batch of puts in order, uncollapsed).
+    pytest.param([[put("a"), put("b"), put("a", b'{"x":2}')]], 1, {"a": 1, "b": 1}, id="one-batch-twice"),
+    pytest.param([[put("a"), delete("a"), put("b")]], 1, {"b": 1}, id="one-batch-put-then-delete"),
+    # The newest write puts an object and deletes it: no row carries its version.
+    pytest.param([[put("a")], [put("b"), delete("b")]], 2, {"a": 1}, id="newest-puts-then-deletes"),
+]
+
+
+@pytest.mark.parametrize(("batches", "version", "kept"), _VERSION_CASES)
 def test_versions_continue_after_a_reopen(store_factory: StoreFactory, batches: list[list[Change]], version: int, kept: dict[str, int]) -> None:
     store = store_factory()
     returned = [store.write(b) for b in batches]
@@ -47,6 +49,21 @@ def test_versions_continue_after_a_reopen(store_factory: StoreFactory, batches: 
     assert returned[-1] == version
     assert {o.name: o.resource_version for o in reopened.load()} == kept
     # The next write gets a version no earlier write had.
+    assert reopened.write([put("next")]) == version + 1
+
+
+@pytest.mark.parametrize(("batches", "version", "kept"), _VERSION_CASES)
+def test_versions_continue_after_a_reopen_when_written_in_one_group(
+        store_factory: StoreFactory, batches: list[list[Change]], version: int, kept: dict[str, int]) -> None:
+    """The same writes in one group: collapsed to each object's last change, the newest version kept."""
+    store = store_factory()
+    with store.group():
+        returned = [store.write(b) for b in batches]
+    store.close()
+
+    reopened = store_factory()
+    assert returned[-1] == version
+    assert {o.name: o.resource_version for o in reopened.load()} == kept
     assert reopened.write([put("next")]) == version + 1
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sluicegate.controller.manager import Manager
 from sluicegate.controller.store.memory import MemoryStore
@@ -137,3 +140,64 @@ async def test_a_reader_stuck_sending_has_its_call_cancelled_after_the_grace(mon
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
     assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
+
+
+def _reference_publish(ws: object, type_: str, wl: object, event: object) -> None:
+    """Watchers.publish as each event was published on its own before publish_all (the committer
+    checked for watchers before each)."""
+    from sluicegate.controller import watch
+
+    w: Any = ws
+    if not w._all:
+        return
+    if not w._everything and not any(x.wants(wl) for x in w._all):
+        return
+    w._log.append(event(type_, wl))  # type: ignore[operator]
+    w._notify()
+    if len(w._log) % watch._TRIM_EVERY == 0 or len(w._log) > w.backlog:
+        w._trim()
+
+
+@settings(max_examples=150, deadline=None)
+@given(backlog=st.integers(2, 60),
+       watchers=st.lists(st.tuples(st.sampled_from(["", "a", "b"]), st.integers(0, 8), st.booleans()),
+                         min_size=1, max_size=4),
+       changes=st.lists(st.sampled_from(["a", "b", "c"]), max_size=40))
+def test_publishing_a_decisions_events_together_is_publishing_each(
+        backlog: int, watchers: list[tuple[str, int, bool]], changes: list[str]) -> None:
+    """publish_all leaves the log, its trims and the expired watchers as publishing each event did."""
+    from unittest import mock
+
+    from sluicegate.controller import watch
+    from sluicegate.controller.watch import Watcher, Watchers
+    from sluicegate.manifest.encode import EncodedObject
+    from tests.builders import workload
+
+    def event(type_: str, wl: Any) -> WatchEvent:
+        return WatchEvent(type_, wl, 1, EncodedObject(b"", -1), 1.0)
+
+    warm = [workload(f"w-{i}", ns="a") for i in range(8)]
+    wls = [workload(f"x-{i}", ns=ns) for i, ns in enumerate(changes)]
+    states = []
+    with mock.patch.object(watch, "_TRIM_EVERY", 4):
+        for together in (False, True):
+            ws = Watchers(backlog=backlog)
+            mine = []
+            for ns, _, _ in watchers:
+                w = Watcher(ns, "", None)
+                ws._all.append(w)
+                ws._everything += w.everything
+                mine.append(w)
+            for wl in warm:  # a log to be behind in
+                _reference_publish(ws, "ADDED", wl, event)
+            for w, (_, behind, sending) in zip(mine, watchers, strict=True):
+                w.cursor = max(ws._first, ws._next - behind)
+                w.sending = sending
+            if together:
+                ws.publish_all([("MODIFIED", wl) for wl in wls], event)
+            else:
+                for wl in wls:
+                    _reference_publish(ws, "MODIFIED", wl, event)
+            states.append((ws._first, [e.workload.name for e in ws._log], [w.expired for w in mine],
+                           ws.expired_total, len(ws)))
+    assert states[0] == states[1]

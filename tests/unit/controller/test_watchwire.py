@@ -73,3 +73,24 @@ def test_lengths_and_versions_of_every_size(version: int) -> None:
         wl = workload(name, uid="u" * (version % 20_000))
         ev = WatchEvent("ADDED", wl, version, encode_json(wl), 2.5)
         assert batch_bytes([ev]) == _message(ev).SerializeToString()
+
+
+@pytest.mark.parametrize("version", [1, 127, 128, 16_383, 16_384, 0x1F_FFFF, 0x20_0000])
+@pytest.mark.parametrize("uid_len", [0, 200, 16_000, 16_300, 16_400])
+def test_the_fast_path_at_the_edges_of_its_sizes(version: int, uid_len: int) -> None:
+    """The common event (names under 128 bytes, a version under 2**21, the event under 16 KiB) writes its
+    varints in place: around each limit, the same bytes as protobuf writes."""
+    for ns, name in (("n", "w"), ("n" * 127, "w" * 127), ("n" * 128, "w")):
+        wl = workload(name, ns=ns, uid="u" * uid_len)
+        ev = WatchEvent("MODIFIED", wl, version, encode_json(wl), 1_764_000_000.5)
+        assert batch_bytes([ev]) == _message(ev).SerializeToString()
+        assert event_bytes(ev).endswith(_message(ev).SerializeToString())
+
+
+@pytest.mark.parametrize("n", [1, 127, 128, 129, 300, 16_383, 16_384, 0x1F_FFFF, 0x20_0000, 2**40, 2**64 - 1])
+def test_varints_as_protobuf_writes_them(n: int) -> None:
+    from sluicegate.controller.service.watchwire import _varint
+
+    # Field 5's key, then the varint (protobuf writes no zero: that one is checked by itself).
+    assert _varint(n) == objects_pb2.Object(resource_version=n if n < 2**63 else n - 2**64).SerializeToString()[1:]
+    assert _varint(0) == b"\x00"
