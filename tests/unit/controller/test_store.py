@@ -3,6 +3,7 @@ back across a reopen, and a full disk that degrades without losing a write."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -39,31 +40,21 @@ _VERSION_CASES = [
 ]
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["each-committed", "one-group"])
 @pytest.mark.parametrize(("batches", "version", "kept"), _VERSION_CASES)
-def test_versions_continue_after_a_reopen(store_factory: StoreFactory, batches: list[list[Change]], version: int, kept: dict[str, int]) -> None:
+def test_versions_continue_after_a_reopen(store_factory: StoreFactory, batches: list[list[Change]], version: int,
+                                          kept: dict[str, int], grouped: bool) -> None:
+    """Written one commit each, or in one group (collapsed to each object's last change, the newest version
+    kept): the versions go on after a reopen."""
     store = store_factory()
-    returned = [store.write(b) for b in batches]
-    store.close()
-
-    reopened = store_factory()
-    assert returned[-1] == version
-    assert {o.name: o.resource_version for o in reopened.load()} == kept
-    # The next write gets a version no earlier write had.
-    assert reopened.write([put("next")]) == version + 1
-
-
-@pytest.mark.parametrize(("batches", "version", "kept"), _VERSION_CASES)
-def test_versions_continue_after_a_reopen_when_written_in_one_group(
-        store_factory: StoreFactory, batches: list[list[Change]], version: int, kept: dict[str, int]) -> None:
-    """The same writes in one group: collapsed to each object's last change, the newest version kept."""
-    store = store_factory()
-    with store.group():
+    with store.group() if grouped else contextlib.nullcontext():
         returned = [store.write(b) for b in batches]
     store.close()
 
     reopened = store_factory()
     assert returned[-1] == version
     assert {o.name: o.resource_version for o in reopened.load()} == kept
+    # The next write gets a version no earlier write had.
     assert reopened.write([put("next")]) == version + 1
 
 
