@@ -174,7 +174,10 @@ def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: b
 _WORKLOAD_HEADS_SIZE = 262_144
 # OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
 # slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
-_workload_heads: OrderedDict[tuple[str, str], tuple[tuple[object, ...], str, int]] = OrderedDict()
+# Each entry: the head's key (_head_key), its JSON, where its metadata closes, and the status conditions
+# of the workload's last write with their JSON (comma-separated).
+_workload_heads: OrderedDict[tuple[str, str], tuple[tuple[object, ...], str, int, tuple[Condition, ...], str]] = \
+    OrderedDict()
 
 
 def _head_key(wl: Workload) -> tuple[object, ...]:
@@ -190,27 +193,50 @@ def _same_head(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
 def _workload_json(wl: Workload) -> EncodedObject:
     ref = (wl.namespace, wl.name)
     status = wl.status
+    conditions = status.conditions
     # A finished workload's write is usually its last: what was kept for it goes (and nothing is kept
     # for it from now on), or a replay of 50,000 short workloads ends holding ~40 MiB of their heads.
-    finished = bool(status.conditions) and status.is_true("Finished")
+    finished = bool(conditions) and status.is_true("Finished")
     key = _head_key(wl)
     hit = _workload_heads.pop(ref, None) if finished else _workload_heads.get(ref)
     if hit is not None and _same_head(hit[0], key):
         head, metadata_end = hit[1], hit[2]
+        kept_conditions, kept_texts = hit[3], hit[4]
     else:
         head, metadata_end = _workload_head(wl)
+        kept_conditions, kept_texts = (), ""
         if not finished:
             _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
-            _workload_heads[ref] = (key, head, metadata_end)
-            if len(_workload_heads) > _WORKLOAD_HEADS_SIZE:
+            if len(_workload_heads) >= _WORKLOAD_HEADS_SIZE:
                 _workload_heads.popitem(last=False)
     # (Conditions or an admission: not the empty status, without comparing every field.)
-    if not status.conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
+    if not conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
+        if not finished:
+            _workload_heads[ref] = (key, head, metadata_end, (), "")
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
+    # Each change of a status appends a condition or replaces one, the others the very records of the last
+    # write: their JSON is kept with the head and only the new ones are written.
+    if conditions is kept_conditions:
+        conditions_text = kept_texts
+    else:
+        conditions_text = _conditions_text(conditions, kept_conditions, kept_texts)
     if finished:
-        _pod_lists.pop(ref, None)
-        return EncodedObject(f'{head},"status":{_status_json(status)}}}'.encode("ascii"), metadata_end)
-    return EncodedObject(f'{head},"status":{_status_json(status, ref)}}}'.encode("ascii"), metadata_end)
+        # The pods' kept JSON serves this last write, then goes.
+        text = _status_json(status, ref, conditions_text, drop=True)
+        _pod_lists.pop(ref, None)  # (kept still where the status was encoded whole)
+        return EncodedObject(f'{head},"status":{text}}}'.encode("ascii"), metadata_end)
+    _workload_heads[ref] = (key, head, metadata_end, conditions, conditions_text)
+    return EncodedObject(f'{head},"status":{_status_json(status, ref, conditions_text)}}}'.encode("ascii"),
+                         metadata_end)
+
+
+def _conditions_text(conditions: tuple[Condition, ...], kept: tuple[Condition, ...], kept_text: str) -> str:
+    """The JSON of ``conditions``, comma-separated; ``kept`` (with ``kept_text``, its JSON) were the last write's."""
+    n = len(kept)
+    if n and len(conditions) > n and all(a is b for a, b in zip(conditions, kept, strict=False)):
+        # The usual change: conditions appended to the same ones.
+        return kept_text + "," + ",".join([_condition_json(c) for c in conditions[n:]])
+    return ",".join([_condition_json(c) for c in conditions])
 
 
 # The JSON of a new workload's head is written from pieces that workloads share: the spec (workloads
@@ -290,12 +316,23 @@ def _piece_json(piece: object, to_text: Callable[[Any], str],
     return text
 
 
-def _pod_json(p: PodRecord) -> str:
+_PHASE_KEY = ',"phase":'
+
+
+def _pod_json(p: PodRecord, was: PodRecord | None = None, was_text: str = "") -> str:
     """``_to_json(p.to_json())``, written directly (the same bytes): a pod report makes a new record, so
-    the JSON of a workload's changed pod is written at nearly every store of it."""
+    the JSON of a workload's changed pod is written at nearly every store of it.  ``was``: the record ``p``
+    replaces, ``was_text`` its JSON; a report changes the pod's phase and what follows, so the text up to
+    the phase is taken from it when the fields before are the very same values."""
     s = _str_json
-    text = (f'{{"uid":{s(p.uid)},"name":{s(p.name)},"podSet":{s(p.pod_set)},"index":{_num_json(p.index)},'
-            f'"node":{s(p.node)},"requests":{_requests_json(p.requests)},"phase":{s(p.phase)}')
+    if (was is not None and p.uid is was.uid and p.name is was.name and p.pod_set is was.pod_set
+            and p.index is was.index and p.node is was.node and p.requests is was.requests):
+        # The last ',"phase":' is the record's own key: one inside a string would have its quotes escaped,
+        # and the keys after it are fixed (a "phase" among the requests' keys comes before it).
+        text = was_text[:was_text.rindex(_PHASE_KEY)] + _PHASE_KEY + s(p.phase)
+    else:
+        text = (f'{{"uid":{s(p.uid)},"name":{s(p.name)},"podSet":{s(p.pod_set)},"index":{_num_json(p.index)},'
+                f'"node":{s(p.node)},"requests":{_requests_json(p.requests)},"phase":{s(p.phase)}')
     if p.reason:
         text += f',"reason":{s(p.reason)}'
     if p.message:
@@ -370,18 +407,21 @@ _POD_LISTS_SIZE = 4_096
 _pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], list[str]]] = OrderedDict()
 
 
-def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None) -> str:
-    """The JSON of ``pods``, comma-separated (without the brackets)."""
+def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop: bool = False) -> str:
+    """The JSON of ``pods``, comma-separated (without the brackets); ``drop``: the workload's last write,
+    what was kept for it goes."""
     if ref is None:
         return ",".join([_piece_json(p, _pod_json) for p in pods])
     hit = _pod_lists.pop(ref, None)  # re-inserted last: the oldest entry goes first
     if hit is not None and len(hit[0]) == len(pods):
-        texts = [text if p is o else _pod_json(p) for p, o, text in zip(pods, hit[0], hit[1], strict=True)]
+        texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, hit[0], hit[1], strict=True)]
     else:
-        texts = [_piece_json(p, _pod_json) for p in pods]
-        if hit is None and len(_pod_lists) >= _POD_LISTS_SIZE:
+        # New records (the workload's first pods) or ones dropped from memory: written, not looked up.
+        texts = [_pod_json(p) for p in pods]
+        if hit is None and len(_pod_lists) >= _POD_LISTS_SIZE and not drop:
             _pod_lists.popitem(last=False)
-    _pod_lists[ref] = (pods, texts)
+    if not drop:
+        _pod_lists[ref] = (pods, texts)
     return ",".join(texts)
 
 
@@ -389,15 +429,19 @@ def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None) -> str:
 _OWN_EXTRA_KEYS = frozenset({"pods", "lastPods", "deleting", "terminate"})
 
 
-def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None) -> str:
+def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None, conditions_text: str | None = None,
+                 *, drop: bool = False) -> str:
     """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes); ``ref``, the
-    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_text)."""
+    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_text; ``drop``:
+    used a last time); ``conditions_text``: the conditions' JSON, comma-separated, when the caller has it."""
     extra_doc = status.extra
     if extra_doc and not _OWN_EXTRA_KEYS.isdisjoint(extra_doc):
         return _to_json(_status(status, share=True))  # rare: encoded whole
     parts: list[str] = []
     if status.conditions:
-        parts.append('"conditions":[' + ",".join(_piece_json(c, _condition_json) for c in status.conditions) + "]")
+        if conditions_text is None:
+            conditions_text = ",".join([_piece_json(c, _condition_json) for c in status.conditions])
+        parts.append('"conditions":[' + conditions_text + "]")
     if status.admission is not None:
         parts.append('"admission":' + _piece_json(status.admission, _admission_json, _admission_pieces,
                                                   _ADMISSION_PIECES_SIZE))
@@ -416,7 +460,7 @@ def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None) -> 
     if extra_doc:
         extra.append(_to_json(dict(extra_doc))[1:-1])  # its entries, in their order, without the braces
     if status.pods:
-        extra.append('"pods":[' + _pods_text(status.pods, ref) + "]")
+        extra.append('"pods":[' + _pods_text(status.pods, ref, drop=drop) + "]")
     if status.last_pods:
         extra.append('"lastPods":[' + ",".join(_piece_json(p, _pod_json) for p in status.last_pods) + "]")
     if status.deleting:

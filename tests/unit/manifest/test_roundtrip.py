@@ -13,9 +13,12 @@ import random
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped, unused-ignore]
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sluicegate.manifest import Decoded, decode, encode, object_ref, parse_text
 from sluicegate.manifest.decode_workload import effective_requests
@@ -671,9 +674,9 @@ def test_encode_json_keeps_each_workloads_pods_json_between_writes_and_forgets_t
     encoded: list[PodRecord] = []
     real = encode_module._pod_json
 
-    def counting(p: PodRecord) -> str:
+    def counting(p: PodRecord, *was: Any) -> str:
         encoded.append(p)
-        return real(p)
+        return real(p, *was)
 
     monkeypatch.setattr(encode_module, "_pod_json", counting)
     base = workload(random.Random("json-Workload-1"))
@@ -738,3 +741,63 @@ def test_a_finished_workloads_write_drops_what_was_kept_for_it(monkeypatch: pyte
     # Not finished (a Finished condition that is False): kept as before.
     same(replace(running, status=replace(running.status, conditions=(cond, replace(done, status="False")))))
     assert ref in encode_module._workload_heads
+
+
+_TEXTS = st.sampled_from(["", "x", "Stopping", 'naïve "quoted"\n', ',"phase":"Running"', "\x00\u2028"])
+
+
+@st.composite
+def _write_steps(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    """A workload's writes: conditions appended or replaced, one pod reported (its phase and what follows
+    changed, or the fields before the phase too), the workload finished or not."""
+    step = st.one_of(
+        st.tuples(st.just("append"), st.tuples(st.sampled_from(["Admitted", "PodsReady", "Finished", "Evicted"]),
+                                               st.sampled_from(["True", "False"]), _TEXTS,
+                                               st.sampled_from([1_700_000_000.0, 1_700_000_000.25, 0.1 + 0.2]))),
+        st.tuples(st.just("replace"), st.tuples(st.integers(0, 3), _TEXTS)),
+        st.tuples(st.just("report"), st.tuples(st.integers(0, 3), st.sampled_from(["Running", "Succeeded", "Failed"]),
+                                               _TEXTS, st.sampled_from([None, 1_700_000_001.5, 7]))),
+        st.tuples(st.just("move"), st.tuples(st.integers(0, 3), st.sampled_from([
+            {"cpu": 500}, {"cpu": 1, "phase": 2}, {'a,"phase":': 3}]), st.sampled_from(["n1", "n2"]))),
+    )
+    return draw(st.lists(step, min_size=1, max_size=12))
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=_write_steps(), name=st.sampled_from(["hyp-a", "hyp-b"]))
+def test_encode_json_of_successive_writes_is_json_dumps_whatever_changed(steps: list[tuple[str, Any]],
+                                                                         name: str) -> None:
+    """Each write reuses the JSON of the conditions and the pods' leading fields kept from the last write of
+    the workload (compared by identity); whatever the sequence of changes, the bytes are json.dumps's."""
+    base = workload(random.Random("json-Workload-3"))
+    pods = tuple(PodRecord(uid=f"u{i}", name=f"p{i}", pod_set="main", index=i, node="n1", requests={"cpu": 1000})
+                 for i in range(2))
+    first = Condition("QuotaReserved", "True", "QuotaReserved", "ok", 1_700_000_000.0)
+    obj = replace(base, name=name, status=replace(base.status, conditions=(first,), pods=pods, extra={}))
+
+    def same(o: Workload) -> None:
+        assert encode_json(o).body == json.dumps(encode(o), separators=(",", ":")).encode()
+
+    same(obj)
+    for kind, args in steps:
+        status = obj.status
+        if kind == "append":
+            type_, truth, message, at = args
+            status = replace(status, conditions=status.conditions + (Condition(type_, truth, "R", message, at),))
+        elif kind == "replace":
+            i, message = args
+            conditions = status.conditions
+            if conditions:
+                i %= len(conditions)
+                conditions = conditions[:i] + (replace(conditions[i], message=message),) + conditions[i + 1:]
+            status = replace(status, conditions=conditions)
+        else:
+            i = args[0] % len(status.pods)
+            was = status.pods[i]
+            if kind == "report":
+                new = replace(was, phase=args[1], message=args[2], started_at=args[3])
+            else:
+                new = replace(was, requests=args[1], node=args[2])
+            status = replace(status, pods=status.pods[:i] + (new,) + status.pods[i + 1:])
+        obj = replace(obj, status=status)
+        same(obj)
