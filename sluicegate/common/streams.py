@@ -110,7 +110,8 @@ def unbatched(msg: M, messages_of: Callable[[M], Sequence[M]]) -> Sequence[M]:
     return inner
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Protobuf's varint of a non-negative int."""
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)
@@ -121,12 +122,12 @@ def _varint(n: int) -> bytes:
 
 # A repeated message field number 1 (a batch's ``messages``): its tag and length
 # prefix for each length under 16 KiB, looked up instead of encoded per message.
-_ELEMENT_HEADS = [b"\x0a" + _varint(n) for n in range(0x4000)]
+_ELEMENT_HEADS = [b"\x0a" + varint(n) for n in range(0x4000)]
 
 
 def length_delimited(tag: bytes, payload: bytes) -> bytes:
     """``payload`` as the length-delimited field whose (already encoded) key is ``tag``."""
-    return b"".join((tag, _varint(len(payload)), payload))
+    return b"".join((tag, varint(len(payload)), payload))
 
 
 def drain_encoded(
@@ -169,8 +170,8 @@ def drain_encoded(
             break
         if parts is None:
             m = len(first)
-            parts = [heads[m] if m < 0x4000 else b"\x0a" + _varint(m), first]
-        parts.append(heads[n] if n < 0x4000 else b"\x0a" + _varint(n))
+            parts = [heads[m] if m < 0x4000 else b"\x0a" + varint(m), first]
+        parts.append(heads[n] if n < 0x4000 else b"\x0a" + varint(n))
         parts.append(nxt)
         size += n
         count += 1

@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from sluicegate.common.streams import drain_encoded, unbatched
+from sluicegate.common.streams import drain_encoded, unbatched, varint
 from sluicegate.controller.errors import InvalidArgument, Unauthenticated
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import job_of
@@ -295,14 +295,8 @@ _EPOCH_TAG = b"\x48"
 
 
 def _epoch_suffix(epoch: int) -> bytes:
-    if not epoch:
-        return b""
-    out = bytearray(_EPOCH_TAG)
-    while epoch >= 0x80:
-        out.append(epoch & 0x7F | 0x80)
-        epoch >>= 7
-    out.append(epoch)
-    return bytes(out)
+    """What a message's bytes end with for ``epoch`` (nothing for 0, proto3's default)."""
+    return _EPOCH_TAG + varint(epoch) if epoch else b""
 
 
 def _controller_bytes(message: bytes | agent_pb2.ControllerMessage) -> bytes:
