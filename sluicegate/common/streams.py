@@ -108,3 +108,73 @@ def unbatched(msg: M, messages_of: Callable[[M], Sequence[M]]) -> Sequence[M]:
         log.warning("dropping nested batch messages from a peer; a batch must not contain a batch")
         return [m for m in inner if m.WhichOneof("kind") != "batch"]
     return inner
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's varint of a non-negative int."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+# A repeated message field number 1 (a batch's ``messages``): its tag and length
+# prefix for each length under 16 KiB, looked up instead of encoded per message.
+_ELEMENT_HEADS = [b"\x0a" + varint(n) for n in range(0x4000)]
+
+
+def length_delimited(tag: bytes, payload: bytes) -> bytes:
+    """``payload`` as the length-delimited field whose (already encoded) key is ``tag``."""
+    return b"".join((tag, varint(len(payload)), payload))
+
+
+def drain_encoded(
+    first: bytes,
+    queue: asyncio.Queue[bytes | None],
+    *,
+    batch_tag: bytes,
+    max_messages: int = MAX_BATCH_MESSAGES,
+    max_bytes: int = MAX_BATCH_BYTES,
+) -> tuple[bytes, bytes | None, bool]:
+    """What :func:`coalesced` does, for a queue of encoded messages, in one synchronous step.
+
+    ``first`` was taken off the queue; what else is waiting joins it, up to
+    the caps (counted as coalesced counts them: the messages' own sizes).
+    Returns (the encoded message to send: ``first`` itself when nothing
+    joined it, else a batch, field ``batch_tag`` holding the messages as its
+    field 1; the message taken but left for the next batch, or None; whether
+    the queue ended).  The bytes are those the generated serializer writes
+    for the message coalesced would build: a message's fields are written in
+    field-number order, and its one field here is the batch, so no
+    serialization or ``ByteSize`` is needed per message.
+    """
+    size = len(first)
+    parts: list[bytes] | None = None
+    count = 1
+    carried: bytes | None = None
+    closing = False
+    heads = _ELEMENT_HEADS
+    while count < max_messages:
+        try:
+            nxt = queue.get_nowait()
+        except asyncio.QueueEmpty:
+            break
+        if nxt is None:
+            closing = True
+            break
+        n = len(nxt)
+        if size + n > max_bytes:
+            carried = nxt
+            break
+        if parts is None:
+            m = len(first)
+            parts = [heads[m] if m < 0x4000 else b"\x0a" + varint(m), first]
+        parts.append(heads[n] if n < 0x4000 else b"\x0a" + varint(n))
+        parts.append(nxt)
+        size += n
+        count += 1
+    if parts is None:
+        return first, carried, closing
+    return length_delimited(batch_tag, b"".join(parts)), carried, closing

@@ -46,7 +46,7 @@ from sluicegate.controller.manager import Manager
 from sluicegate.controller.metrics import ControllerMetrics
 from sluicegate.controller.mirror import Mirror
 from sluicegate.controller.service.admin import AdminServicer
-from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer
+from sluicegate.controller.service.agents import AgentLinkServicer, NodesServicer, add_agent_link_servicer
 from sluicegate.controller.service.gate import Gate, gate_from_settings, install_sighup
 from sluicegate.controller.service.security import SecurityServicer
 from sluicegate.controller.service.workloads import WorkloadsServicer, add_workloads_servicer
@@ -415,7 +415,7 @@ class _Controller:
             objects_pb2_grpc.add_AdminServicer_to_server(AdminServicer(manager, gate), srv)
             add_workloads_servicer(WorkloadsServicer(manager, gate), srv)
             if agents:
-                agent_pb2_grpc.add_AgentLinkServicer_to_server(
+                add_agent_link_servicer(
                     AgentLinkServicer(
                         manager,
                         heartbeat_interval=s.agent_heartbeat_interval,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import grpc
 
-from sluicegate.common.streams import coalesced, unbatched
+from sluicegate.common.streams import drain_encoded, unbatched, varint
 from sluicegate.controller.errors import InvalidArgument, Unauthenticated
 from sluicegate.controller.fleet import Fleet
 from sluicegate.controller.lifecycle import job_of
@@ -286,21 +287,64 @@ def command_to_proto(cmd: Command) -> agent_pb2.ControllerMessage:
     return msg
 
 
-def _controller_batch(messages: list[agent_pb2.ControllerMessage]) -> agent_pb2.ControllerMessage:
-    return agent_pb2.ControllerMessage(batch=agent_pb2.ControllerBatch(messages=messages))
+# ControllerMessage's keys: its batch (field 7, length-delimited) and its epoch (field 9, a varint).
+# The epoch is the last field, so appending it to a message's bytes writes what the generated
+# serializer would write for the message with its epoch set.
+_BATCH_TAG = b"\x3a"
+_EPOCH_TAG = b"\x48"
+
+
+def _epoch_suffix(epoch: int) -> bytes:
+    """What a message's bytes end with for ``epoch`` (nothing for 0, proto3's default)."""
+    return _EPOCH_TAG + varint(epoch) if epoch else b""
+
+
+def _controller_bytes(message: bytes | agent_pb2.ControllerMessage) -> bytes:
+    """Connect's serializer under :func:`add_agent_link_servicer`: the writer's bytes go as they are."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+class _Handlers:
+    """Stands in for a server to the generated registration, to keep the handlers it makes."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        self.handlers = dict(handlers)
+
+
+AGENT_LINK = "sluicegate.v1.AgentLink"
+
+
+def add_agent_link_servicer(servicer: AgentLinkServicer, server: grpc.aio.Server) -> None:
+    """Register the AgentLink service as the generated code does, except that Connect's messages
+    are handed to the transport as the bytes the writer joined: each command is serialized once,
+    when queued, and a batch is its messages' bytes framed (no ByteSize, copy into a batch message
+    and serialization again per message)."""
+    made = _Handlers()
+    agent_pb2_grpc.add_AgentLinkServicer_to_server(servicer, made)
+    handlers = made.handlers
+    handlers["Connect"] = handlers["Connect"]._replace(response_serializer=_controller_bytes)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(AGENT_LINK, handlers),))
+    server.add_registered_method_handlers(AGENT_LINK, handlers)
+    servicer.raw = True
 
 
 class _StreamSession:
-    """Commands for one agent, queued until the stream writer sends them."""
+    """Commands for one agent, queued (each serialized once, as it is queued) until the stream writer sends them."""
 
     def __init__(self, node: str) -> None:
         self.node = node
-        self.queue: asyncio.Queue[agent_pb2.ControllerMessage | None] = asyncio.Queue(maxsize=SEND_BUFFER)
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=SEND_BUFFER)
         self.broken = False
         # Set when the controller ends the stream on purpose (the node was revoked): the status the agent gets.
         self.ended: tuple[grpc.StatusCode, str] | None = None
         # ForgetPods held back (FORGET_DELAY), and the timer that sends them.
-        self._later: list[agent_pb2.ControllerMessage] = []
+        self._later: list[bytes] = []
         self._later_timer: asyncio.TimerHandle | None = None
         # Backpressure (SEND_HIGH_WATER): whether the stream is behind, and who is told when that changes.
         self.behind = False
@@ -311,7 +355,7 @@ class _StreamSession:
     def send(self, command: Command) -> None:
         if self.broken:
             return
-        msg = command_to_proto(command)
+        msg = command_to_proto(command).SerializeToString()
         if isinstance(command, ForgetPodCommand) and not command.purge:
             self._later.append(msg)
             if self._later_timer is None:
@@ -324,7 +368,7 @@ class _StreamSession:
     def ack(self, seq: int) -> None:
         """The agent's heartbeat ``seq`` was processed: its self-fencing clock restarts from when it sent it."""
         self.send_held()
-        self._put(agent_pb2.ControllerMessage(heartbeat_ack=agent_pb2.HeartbeatAck(seq=seq)))
+        self._put(agent_pb2.ControllerMessage(heartbeat_ack=agent_pb2.HeartbeatAck(seq=seq)).SerializeToString())
 
     def supersede(self, reason: str) -> None:
         self.end(grpc.StatusCode.ABORTED, reason)
@@ -365,14 +409,14 @@ class _StreamSession:
         if self.on_behind is not None:
             self.on_behind(behind)
 
-    def _take_held(self) -> list[agent_pb2.ControllerMessage]:
+    def _take_held(self) -> list[bytes]:
         if self._later_timer is not None:
             self._later_timer.cancel()
             self._later_timer = None
         held, self._later = self._later, []
         return held
 
-    def _put(self, msg: agent_pb2.ControllerMessage) -> None:
+    def _put(self, msg: bytes) -> None:
         if self.broken:
             return
         try:
@@ -403,6 +447,8 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
         self.epoch = epoch
         self.heartbeat_interval = heartbeat_interval
         self.auth: Authenticator = authenticator or OpenAuthenticator()
+        # Set by add_agent_link_servicer: Connect yields bytes (else messages, for the generated serializer).
+        self.raw = False
 
     def _node_identity(self, context: Context) -> tuple[str | None, tuple[grpc.StatusCode, str] | None]:
         """(the node the caller is, or None where authentication is off; or the status refusing it)."""
@@ -436,7 +482,7 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
 
     async def Connect(
         self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: Context
-    ) -> AsyncIterator[agent_pb2.ControllerMessage]:
+    ) -> AsyncIterator[agent_pb2.ControllerMessage | bytes]:
         node, refused = self._node_identity(context)
         if refused is not None:
             log.warning("agent stream from %s refused: %s", context.peer(), refused[1])
@@ -493,7 +539,8 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
             pods=[reported_pod(p) for p in first.register.pods],
             session=session,
         )
-        yield self._registered(info.name)
+        registered = self._registered(info.name)
+        yield registered.SerializeToString() if self.raw else registered
 
         async def reader() -> None:
             async for received in request_iterator:
@@ -538,12 +585,22 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
 
         read_task = asyncio.create_task(reader(), name=f"agent-reader-{info.name}")
         try:
-            epoch = self.epoch
-            async for out in coalesced(session.queue, batch=_controller_batch):
-                if epoch:
-                    out.epoch = epoch
-                yield out
+            # The queue drained in one synchronous step per message sent (see drain_encoded).
+            suffix = _epoch_suffix(self.epoch)
+            raw = self.raw
+            queue = session.queue
+            carried: bytes | None = None
+            while True:
+                head = carried if carried is not None else await queue.get()
+                if head is None:
+                    break
+                out, carried, closing = drain_encoded(head, queue, batch_tag=_BATCH_TAG)
+                if suffix:
+                    out += suffix
+                yield out if raw else agent_pb2.ControllerMessage.FromString(out)
                 session.sent()
+                if closing:
+                    break
         finally:
             read_task.cancel()
             session.close()

@@ -6,6 +6,7 @@ import asyncio
 
 from sluicegate.controller.nodes import ForgetPodCommand, StopPodCommand
 from sluicegate.controller.service.agents import FORGET_DELAY, _StreamSession
+from sluicegate.v1 import agent_pb2
 
 DEADLINE = 5.0
 
@@ -13,8 +14,9 @@ DEADLINE = 5.0
 def queued(session: _StreamSession) -> list[str]:
     out = []
     while not session.queue.empty():
-        msg = session.queue.get_nowait()
-        assert msg is not None
+        raw = session.queue.get_nowait()
+        assert raw is not None
+        msg = agent_pb2.ControllerMessage.FromString(raw)
         kind = msg.WhichOneof("kind")
         sub = getattr(msg, kind)
         out.append(f"{kind} {sub.uid}" + (" purge" if kind == "forget_pod" and sub.purge else ""))
@@ -38,7 +40,7 @@ async def test_a_lone_forget_goes_out_after_the_delay() -> None:
     s.send(ForgetPodCommand("a"))
     async with asyncio.timeout(DEADLINE):
         got = await s.queue.get()
-    assert got is not None and got.forget_pod.uid == "a"
+    assert got is not None and agent_pb2.ControllerMessage.FromString(got).forget_pod.uid == "a"
     assert loop.time() - sent_at >= FORGET_DELAY * 0.9  # the event loop's timer granularity
     assert queued(s) == []
 

@@ -11,9 +11,10 @@ parked for want of a node are tried again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
+import pytest
 
 from sluicegate.controller.manager import Manager, workload_state
 from sluicegate.controller.nodes import STREAM_BEHIND, RunPodCommand, StopPodCommand
@@ -108,10 +109,15 @@ async def _messages(first: agent_pb2.AgentMessage, more: asyncio.Queue[agent_pb2
         yield msg
 
 
-async def test_over_grpc_an_agent_that_stops_reading_falls_behind_and_catches_up_when_it_reads_again() -> None:
+# The generated registration (the writer's bytes parsed back into messages), and the controller's own
+# (the writer's bytes sent as they are): the agent reads the same.
+@pytest.mark.parametrize("add", [agent_pb2_grpc.add_AgentLinkServicer_to_server, agents.add_agent_link_servicer])
+async def test_over_grpc_an_agent_that_stops_reading_falls_behind_and_catches_up_when_it_reads_again(
+    add: Callable[[AgentLinkServicer, grpc.aio.Server], None],
+) -> None:
     m = Manager(MemoryStore(), clock=Clock())
     server = grpc.aio.server()
-    agent_pb2_grpc.add_AgentLinkServicer_to_server(AgentLinkServicer(m, heartbeat_interval=30), server)
+    add(AgentLinkServicer(m, heartbeat_interval=30, epoch=5), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     register = agent_pb2.AgentMessage(register=agent_pb2.Register(node=agent_pb2.NodeInfo(name="n1")))
@@ -122,7 +128,8 @@ async def test_over_grpc_an_agent_that_stops_reading_falls_behind_and_catches_up
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = agent_pb2_grpc.AgentLinkStub(channel).Connect(_messages(register, more))
             async with asyncio.timeout(DEADLINE):
-                assert (await call.read()).WhichOneof("kind") == "registered"
+                registered = await call.read()
+                assert registered.WhichOneof("kind") == "registered" and registered.epoch == 5
                 node = m.fleet.registry.nodes["n1"]
                 sent = 0
                 # The agent reads nothing now: send until its stream is behind (bounded: the transport's
@@ -140,7 +147,7 @@ async def test_over_grpc_an_agent_that_stops_reading_falls_behind_and_catches_up
                 received = 0
                 while received < sent:
                     msg = await call.read()
-                    assert msg is not grpc.aio.EOF
+                    assert msg is not grpc.aio.EOF and msg.epoch == 5
                     for one in (msg.batch.messages if msg.WhichOneof("kind") == "batch" else [msg]):
                         assert one.stop_pod.uid == f"pod-{received}"
                         received += 1
