@@ -400,8 +400,3 @@ class Committer:
             if enc is None:
                 enc = encode_json(wl)
             yield WatchEvent("ADDED", wl, version, enc, at)
-
-    def publish(self, type_: str, wl: Workload) -> None:
-        """Tell the watchers (last: after the store, the cache and the agents)."""
-        if self.watchers:
-            self.watchers.publish(type_, wl, self.event)
