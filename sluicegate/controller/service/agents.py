@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
 import grpc
 
@@ -27,6 +26,7 @@ from sluicegate.controller.nodes import (
 )
 from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
+from sluicegate.controller.service.rawwire import add_with_raw_responses
 from sluicegate.controller.store import StoreError
 from sluicegate.manifest.taints import read_taint_list
 from sluicegate.model.pods import PodRecord
@@ -299,24 +299,6 @@ def _epoch_suffix(epoch: int) -> bytes:
     return _EPOCH_TAG + varint(epoch) if epoch else b""
 
 
-def _controller_bytes(message: bytes | agent_pb2.ControllerMessage) -> bytes:
-    """Connect's serializer under :func:`add_agent_link_servicer`: the writer's bytes go as they are."""
-    return message if isinstance(message, bytes) else message.SerializeToString()
-
-
-class _Handlers:
-    """Stands in for a server to the generated registration, to keep the handlers it makes."""
-
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def add_generic_rpc_handlers(self, handlers: object) -> None:
-        pass
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        self.handlers = dict(handlers)
-
-
 AGENT_LINK = "sluicegate.v1.AgentLink"
 
 
@@ -325,12 +307,7 @@ def add_agent_link_servicer(servicer: AgentLinkServicer, server: grpc.aio.Server
     are handed to the transport as the bytes the writer joined: each command is serialized once,
     when queued, and a batch is its messages' bytes framed (no ByteSize, copy into a batch message
     and serialization again per message)."""
-    made = _Handlers()
-    agent_pb2_grpc.add_AgentLinkServicer_to_server(servicer, made)
-    handlers = made.handlers
-    handlers["Connect"] = handlers["Connect"]._replace(response_serializer=_controller_bytes)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(AGENT_LINK, handlers),))
-    server.add_registered_method_handlers(AGENT_LINK, handlers)
+    add_with_raw_responses(agent_pb2_grpc.add_AgentLinkServicer_to_server, servicer, server, AGENT_LINK, "Connect")
     servicer.raw = True
 
 

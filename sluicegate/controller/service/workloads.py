@@ -6,7 +6,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
 
 import grpc
 
@@ -22,6 +21,7 @@ from sluicegate.controller.queues import Position
 from sluicegate.controller.service.codec import documents_from_proto, object_to_proto
 from sluicegate.controller.service.errors import Context, handled, status_for
 from sluicegate.controller.service.gate import Gate
+from sluicegate.controller.service.rawwire import add_with_raw_responses
 from sluicegate.controller.service.watchwire import batch_bytes, batch_message
 from sluicegate.controller.store import StoreError
 from sluicegate.controller.watch import WatchExpired
@@ -69,35 +69,11 @@ def _ref(item: RawDocument | NewWorkload) -> tuple[str, str]:
 SERVICE = "sluicegate.v1.Workloads"
 
 
-def _event_bytes(message: bytes | workloads_pb2.WorkloadEvent) -> bytes:
-    """Watch's serializer under :func:`add_workloads_servicer`: watchwire's bytes go as they are."""
-    return message if isinstance(message, bytes) else message.SerializeToString()
-
-
-class _Handlers:
-    """Stands in for a server to the generated registration, to keep the handlers it makes."""
-
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def add_generic_rpc_handlers(self, handlers: object) -> None:
-        pass
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        assert service == SERVICE, service
-        self.handlers = dict(handlers)
-
-
 def add_workloads_servicer(servicer: WorkloadsServicer, server: grpc.aio.Server) -> None:
     """Register the Workloads service as the generated code does, except that Watch's messages
     are handed to the transport as the bytes watchwire joined (no message is built per batch, only
     to be serialized again: for a watch of every workload that was most of sending a batch)."""
-    made = _Handlers()
-    workloads_pb2_grpc.add_WorkloadsServicer_to_server(servicer, made)
-    handlers = made.handlers
-    handlers["Watch"] = handlers["Watch"]._replace(response_serializer=_event_bytes)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    server.add_registered_method_handlers(SERVICE, handlers)
+    add_with_raw_responses(workloads_pb2_grpc.add_WorkloadsServicer_to_server, servicer, server, SERVICE, "Watch")
     servicer.raw_watch = True
 
 

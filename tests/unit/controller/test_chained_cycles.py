@@ -22,29 +22,7 @@ from sluicegate.controller.store.sqlite import SqliteStore
 from sluicegate.manifest.loader import parse_text
 
 from .test_manager import workload
-
-QUEUES = """
-apiVersion: sluicegate.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: sluicegate.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources:
-      - {name: cpu, nominalQuota: "%(cpu)s"}
----
-apiVersion: sluicegate.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: default}
-spec: {clusterQueue: cq}
-"""
+from .test_podgroups import QUEUES  # one ClusterQueue "cq" of %(cpu)s cpus, LocalQueue default/lq
 
 
 class CountingStore(SqliteStore):
