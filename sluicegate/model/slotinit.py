@@ -14,7 +14,6 @@ test_slotinit.py`` checks each decorated class against its original
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
@@ -78,5 +77,4 @@ def slot_init(cls: T) -> T:
     init.__annotations__ = dict(getattr(original, "__annotations__", {}))
     cls.__init__ = init  # type: ignore[misc]
     cls.__dataclass_init__ = original  # type: ignore[attr-defined]  # kept for the equivalence tests
-    assert str(inspect.signature(init)) == str(inspect.signature(original)), (cls, init, original)
     return cls
