@@ -592,8 +592,10 @@ class Manager:
         key = wl.key
         wfpr = self.cache.config.wait_for_pods_ready
         holds = self.cache.holds_quota(key)
-        self.deadlines.arm(EVICTION, key, eviction_deadline(wl, wfpr) if holds else None)
-        self.deadlines.arm(RETENTION, key, retention_deadline(wl, self.finished_retention))
+        deadlines = self.deadlines
+        deadlines.arm(EVICTION, key, eviction_deadline(wl, wfpr) if holds else None)
+        retention = self.finished_retention
+        deadlines.arm(RETENTION, key, None if retention is None else retention_deadline(wl, retention))
         if holds and wfpr.block_admission:
             self.scheduler.note_readiness(wl)
 

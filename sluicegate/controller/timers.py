@@ -83,27 +83,46 @@ class Deadlines:
 
 def eviction_deadline(wl: Workload, wfpr: WaitForPodsReadyConfig) -> float | None:
     """The earliest time ``lifecycle.due_eviction`` may fire for the workload as it is (None: never)."""
-    if not wl.is_admitted or wl.is_finished or wl.status.is_true("Evicted"):
+    st = wl.status
+    # The conditions read below, in one pass (the first of each type, as WorkloadStatus.condition finds
+    # it): this runs at every write of a workload that holds quota.
+    admitted = finished = evicted = pods_ready = None
+    for c in st.conditions:
+        t = c.type
+        if t == "Admitted":
+            if admitted is None:
+                admitted = c
+        elif t == "PodsReady":
+            if pods_ready is None:
+                pods_ready = c
+        elif t == "Finished":
+            if finished is None:
+                finished = c
+        elif t == "Evicted" and evicted is None:
+            evicted = c
+    if (admitted is None or admitted.status != "True" or (finished is not None and finished.status == "True")
+            or (evicted is not None and evicted.status == "True")):
         return None
-    admitted = wl.status.condition("Admitted")
-    start = admitted.last_transition_time if admitted is not None else None
-    out: list[float] = []
-    if wl.maximum_execution_time_seconds is not None and start is not None:
-        out.append(start + wl.maximum_execution_time_seconds - wl.status.accumulated_past_execution_time_seconds)
+    start = admitted.last_transition_time
+    limit = wl.maximum_execution_time_seconds
     job = _active_deadline(wl)
-    if job is not None and start is not None and wl.status.terminate is None:
+    wait = wfpr.enabled and bool(st.pods)
+    if limit is None and job is None and not wait:
+        return None  # nearly every admitted workload: no timer
+    out: list[float] = []
+    if limit is not None:
+        out.append(start + limit - st.accumulated_past_execution_time_seconds)
+    if job is not None and st.terminate is None:
         out.append(start + job)
-    if wfpr.enabled and wl.status.pods:
-        cond = wl.status.condition("PodsReady")
+    if wait:
+        cond = pods_ready
         if cond is None or not cond.is_true:
             if cond is not None and cond.reason == "WaitForRecovery":
                 timeout = (wfpr.recovery_timeout_seconds if wfpr.recovery_timeout_seconds is not None
                            else wfpr.timeout_seconds)
                 out.append(cond.last_transition_time + timeout)
-            elif start is not None:
-                out.append(start + wfpr.timeout_seconds)
             else:
-                out.append(float("-inf"))  # due_eviction counts from "now": due at once
+                out.append(start + wfpr.timeout_seconds)
     return min(out) if out else None
 
 

@@ -188,3 +188,31 @@ def test_a_report_read_off_the_wire_has_every_field() -> None:
     static = reported_pod(agent_pb2.PodStatus(uid="s", phase=RUNNING, static=True, requests={"cpu": 250}))
     assert static.started_at is None and static.finished_at is None and static.exit_code is None
     assert static.static and dict(static.requests) == {"cpu": 250}
+
+
+def restarts_and_exit_code_before(p: agent_pb2.PodStatus) -> tuple[int, int | None]:
+    """What ``reported_pod`` read off the containers before its one-container path: every container iterated."""
+    exit_code = None
+    restarts = 0
+    for c in p.containers:
+        restarts += c.restart_count
+        if c.state == "Terminated" and (exit_code is None or c.exit_code != 0):
+            exit_code = c.exit_code
+    return restarts, exit_code
+
+
+containers = st.lists(st.builds(
+    agent_pb2.ContainerStatus, name=st.sampled_from(["a", "b"]),
+    state=st.sampled_from(["", "Waiting", "Running", "Terminated"]), exit_code=st.integers(-2, 3),
+    restart_count=st.integers(0, 3)), max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(containers=containers)
+def test_a_reports_restarts_and_exit_code_are_read_as_from_every_container(
+        containers: list[agent_pb2.ContainerStatus]) -> None:
+    # Read off the wire, as the stream reader gets it (a parsed message, not the one built here).
+    p = agent_pb2.PodStatus.FromString(agent_pb2.PodStatus(uid="u", phase=RUNNING,
+                                                           containers=containers).SerializeToString())
+    got = reported_pod(p)
+    assert (got.restarts, got.exit_code) == restarts_and_exit_code_before(p)
