@@ -40,7 +40,7 @@ from sluicegate.controller.scheduling.placement import PodPlacement, tolerations
 from sluicegate.controller.store import StoreError
 from sluicegate.model.copying import copy_with
 from sluicegate.model.names import WorkloadKey, workload_key
-from sluicegate.model.pods import FAILED, PENDING, RUNNING, PodRecord, as_reported, pods_or_last
+from sluicegate.model.pods import FAILED, PENDING, RUNNING, TERMINAL, PodRecord, as_reported, pods_or_last
 from sluicegate.model.taints import NO_EXECUTE, Taint
 from sluicegate.model.workloads import Workload
 
@@ -92,17 +92,9 @@ class Fleet:
     # ------------------------------------------------------------ bindings
 
     def pod_records(self, wl: Workload, placements: Sequence[PodPlacement]) -> list[PodRecord]:
-        return [
-            PodRecord(
-                uid=new_uid(),
-                name=f"{wl.name}-{p.pod_set}-{p.index}",
-                pod_set=p.pod_set,
-                index=p.index,
-                node=p.node,
-                requests=dict(p.requests),
-            )
-            for p in placements
-        ]
+        # PodRecord(uid, name, pod_set, index, node, requests), by position: one per pod admitted.
+        return [PodRecord(new_uid(), f"{wl.name}-{p.pod_set}-{p.index}", p.pod_set, p.index, p.node, dict(p.requests))
+                for p in placements]
 
     def track(self, wl: Workload) -> None:
         """Index a stored workload's pods (at load, or after an admission was written)."""
@@ -344,13 +336,18 @@ class Fleet:
                     self.commit.wake()
             return
         uid = rp.uid
-        wl = self._workload(self.pod_owner.get(uid))
-        rec = None
-        if wl is not None:
-            for r in wl.status.pods:
-                if r.uid == uid:
-                    rec = r
-                    break
+        # The workload as reports handled so far left it (see _workload), looked up here: every report does.
+        key = self.pod_owner.get(uid)
+        wl = rec = None
+        if key is not None:
+            batch = self._batch
+            pending = batch.get(key) if batch is not None else None
+            wl = pending.workload if pending is not None else self.cache.workloads.get(key)
+            if wl is not None:
+                for r in wl.status.pods:
+                    if r.uid == uid:
+                        rec = r
+                        break
         if wl is None or rec is None:
             if rp.phase in (FAILED, "Succeeded"):
                 # Ended: its processes are gone, so there is nothing to stop (an agent ignores a stop of a
@@ -364,7 +361,7 @@ class Fleet:
             # A node reports only its own pods: another node's pod is not its to end or mark.
             log.warning("node %s reported pod %s, which is bound to node %s; ignored", node_name, rec.name, rec.node)
             return
-        if rec.terminal:
+        if rec.phase in TERMINAL:
             if rp.phase in (FAILED, "Succeeded"):
                 self._tell(node_name, ForgetPodCommand(rp.uid))
             else:
@@ -399,13 +396,19 @@ class Fleet:
                       new_uid=new_uid, pods=pods)
 
     def _update_pod(self, wl: Workload, rec: PodRecord) -> None:
-        if rec.terminal:
+        cache = self.cache
+        if rec.phase in TERMINAL:
             # Its processes are gone: the node's capacity is free again now.
             self.registry.unbind(rec.node, rec.uid)
-            if self.cache.queues.node_capacity_freed():
+            if cache.queues.node_capacity_freed():
                 self.commit.wake()
         uid = rec.uid
-        settlement = self.settle(wl, tuple([rec if p.uid == uid else p for p in wl.status.pods]))
+        pods = wl.status.pods
+        # Fleet.settle, called directly (every report that changes a pod comes here); a one-pod
+        # workload's pods are the report's pod alone.
+        settlement = settle(wl, self.clock(), wait_for_pods_ready=cache.config.wait_for_pods_ready, new_uid=new_uid,
+                            pods=(rec,) if len(pods) == 1 and pods[0].uid == uid
+                            else tuple([rec if p.uid == uid else p for p in pods]))
         batch = self._batch
         if batch is not None:
             if not (settlement.stop or settlement.launch or settlement.release or settlement.requeue

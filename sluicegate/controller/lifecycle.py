@@ -154,7 +154,8 @@ def settle(
         return Settlement(with_pods(wl, pods) if given else wl)
     deleting = st.deleting
     terminate = st.terminate
-    job = job_of(wl)
+    # job_of is None without its annotation: looked up here first, as nearly no workload has one.
+    job = job_of(wl) if JOB_ANNOTATION in wl.annotations else None
     if given and (deleting or evicted or terminate is not None or job is not None):
         wl = with_pods(wl, pods)  # the rarer ways below read the pods from the workload
     if deleting or evicted:

@@ -543,31 +543,34 @@ class AgentLinkServicer(agent_pb2_grpc.AgentLinkServicer):
                     pass
             await session.queue.put(None)
 
+        node_name = info.name
+
         def handle(msg: agent_pb2.AgentMessage) -> None:
             kind = msg.WhichOneof("kind")
-            if kind in ("heartbeat", "pod_status") and not self.m.fleet.current(info.name, session):
-                # A newer stream took the node over: this one's reports are stale.
-                return
-            if kind == "heartbeat":
+            # Pod reports first: nearly every message is one.  A report on a stream that a newer one
+            # took the node over from is stale (see Fleet.current).
+            if kind == "pod_status":
+                if fleet.current(node_name, session):
+                    fleet.report_pods(node_name, (reported_pod(msg.pod_status),), periodic=False)
+            elif kind == "heartbeat":
+                if not fleet.current(node_name, session):
+                    return
                 hb = msg.heartbeat
                 u = hb.usage
-                fleet = self.m.fleet
                 fleet.heartbeat(
-                    info.name,
+                    node_name,
                     NodeUsage(u.memory_total, u.memory_available, u.cpu_usage_cores, u.nodefs_available, u.observed_at),
                     list(u.conditions),
                     (),
                 )
                 # Acknowledged once its pods' reports are handled (with this turn's others).
                 seq = hb.seq
-                fleet.report_pods(info.name, _heartbeat_pods(fleet, session, hb.pods), lambda: session.ack(seq))
-            elif kind == "pod_status":
-                self.m.fleet.report_pods(info.name, (reported_pod(msg.pod_status),), periodic=False)
+                fleet.report_pods(node_name, _heartbeat_pods(fleet, session, hb.pods), lambda: session.ack(seq))
             elif kind == "log_chunk":
                 ch = msg.log_chunk
-                self.m.fleet.log_chunk(info.name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)
+                fleet.log_chunk(node_name, ch.request_id, ch.container, ch.data, ch.eof, ch.error)
             elif kind == "register":
-                log.warning("node %s sent Register twice on one stream; ignoring the second", info.name)
+                log.warning("node %s sent Register twice on one stream; ignoring the second", node_name)
 
         read_task = asyncio.create_task(reader(), name=f"agent-reader-{info.name}")
         try:
