@@ -9,6 +9,7 @@ specs must never let through what the document's path would refuse.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -20,7 +21,8 @@ from sluicegate.client import _typed
 from sluicegate.manifest import ManifestError, decode
 from sluicegate.manifest import new_workload as nw
 from sluicegate.manifest.loader import parse_text
-from sluicegate.manifest.new_workload import NewWorkload, decode_new_workload
+from sluicegate.manifest.new_workload import WORKLOAD_FIELDS, NewWorkload, decode_new_workload
+from sluicegate.model.workloads import Workload
 
 from . import samples
 
@@ -276,3 +278,8 @@ def test_the_client_sends_the_document_s_own_spec_text_when_the_spec_comes_last(
     assert again is not None and again.spec == t.spec  # a spec text seen valid is not read again
     twice = body.replace('"kind"', '"spec": {}, "kind"', 1)
     assert _typed(twice, "j", b"") is None  # two specs: as the document
+
+
+def test_a_known_spec_s_workload_is_made_with_its_fields_in_the_order_workload_takes_them() -> None:
+    # decode_new_workload passes every field by position, in this order.
+    assert tuple(f.name for f in dataclasses.fields(Workload) if f.init) == WORKLOAD_FIELDS
