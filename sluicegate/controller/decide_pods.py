@@ -82,8 +82,8 @@ def settlement_effects(s: Settlement, state: State, *, now: float, block_admissi
     if s.requeue:
         cache.append(Enqueue(wl))
     cache.append(Track(wl))
-    return Effects(puts=(wl,), cache=tuple(cache), agents=tuple(agents), events=(("MODIFIED", wl),),
-                   wake=wake or block_admission)
+    # By position (puts, deletes, cache, agents, events, wake), as above: a pod's end comes this way.
+    return Effects((wl,), (), tuple(cache), tuple(agents), (("MODIFIED", wl),), wake or block_admission)
 
 
 def released_at_once(new: Workload) -> Effects:

@@ -303,6 +303,25 @@ _BATCH_TAG = b"\x3a"
 _EPOCH_TAG = b"\x48"
 
 
+# ControllerMessage.forget_pod (field 6, length-delimited) and ForgetPod.uid (field 1, length-delimited).
+_FORGET_POD_TAG = b"\x32"
+_FORGET_UID_TAG = b"\x0a"
+
+
+def forget_bytes(uid: str) -> bytes:
+    """``command_to_proto(ForgetPodCommand(uid)).SerializeToString()``, written directly: one goes out for
+    every pod that ends, and the generated message took 1.5 us to make and serialize, this 0.4."""
+    raw = uid.encode()
+    n = len(raw)
+    inner = (_FORGET_UID_TAG + (_VARINTS[n] if n < 128 else varint(n)) + raw) if n else b""
+    n = len(inner)
+    return _FORGET_POD_TAG + (_VARINTS[n] if n < 128 else varint(n)) + inner
+
+
+# The varints of the lengths under 128 (one byte each), looked up rather than encoded.
+_VARINTS = [bytes((n,)) for n in range(128)]
+
+
 def _epoch_suffix(epoch: int) -> bytes:
     """What a message's bytes end with for ``epoch`` (nothing for 0, proto3's default)."""
     return _EPOCH_TAG + varint(epoch) if epoch else b""
@@ -341,12 +360,12 @@ class _StreamSession:
     def send(self, command: Command) -> None:
         if self.broken:
             return
-        msg = command_to_proto(command).SerializeToString()
-        if isinstance(command, ForgetPodCommand) and not command.purge:
-            self._later.append(msg)
+        if type(command) is ForgetPodCommand and not command.purge:
+            self._later.append(forget_bytes(command.uid))
             if self._later_timer is None:
                 self._later_timer = asyncio.get_running_loop().call_later(FORGET_DELAY, self.send_held)
             return
+        msg = command_to_proto(command).SerializeToString()
         # Held messages go first: the agent sees commands in the order given.
         self.send_held()
         self._put(msg)

@@ -259,6 +259,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
         response = workloads_pb2.CreateWorkloadsResponse(typed_items=True)
         add = response.results.add
         versions = self.m.versions
+        brief = request.brief
         for r, rec in zip(out, early, strict=True):
             if r is not None:
                 add().CopyFrom(r)
@@ -273,7 +274,7 @@ class WorkloadsServicer(workloads_pb2_grpc.WorkloadsServicer):
                     answer = add().response
                     answer.created = was_new
                     obj = answer.workload
-                    if request.brief:
+                    if brief:
                         # The created workload's reference and version, without its JSON.
                         obj.kind = "Workload"
                         obj.namespace = wl.namespace

@@ -37,7 +37,7 @@ from sluicegate.controller.nodes import (
     ReportedPod,
     StopPodCommand,
 )
-from sluicegate.controller.service.agents import command_to_proto, reported_pod
+from sluicegate.controller.service.agents import command_to_proto, forget_bytes, reported_pod
 from sluicegate.model.conditions import set_condition
 from sluicegate.model.pods import FAILED, PENDING, RUNNING, SUCCEEDED, PodRecord, with_pods
 from sluicegate.model.workloads import Workload
@@ -216,3 +216,11 @@ def test_a_reports_restarts_and_exit_code_are_read_as_from_every_container(
                                                            containers=containers).SerializeToString())
     got = reported_pod(p)
     assert (got.restarts, got.exit_code) == restarts_and_exit_code_before(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(uid=st.one_of(st.text(max_size=200), st.sampled_from(["", "0b8f2c1e-5d0a-4e7b-9c3f-1a2b3c4d5e6f", "é" * 70])))
+def test_a_forget_pod_written_directly_is_the_generated_message_s_bytes(uid: str) -> None:
+    # Lengths past 127 bytes take a two-byte varint; an empty uid is left out, as proto3 leaves it.
+    assert forget_bytes(uid) == command_to_proto(ForgetPodCommand(uid)).SerializeToString()
+    assert agent_pb2.ControllerMessage.FromString(forget_bytes(uid)).forget_pod.uid == uid
