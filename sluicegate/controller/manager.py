@@ -395,11 +395,12 @@ class Manager:
                 got = KIND_OF.get(type(obj), type(obj).__name__)
                 results.append(InvalidArgument("kind", f"expected a Workload, got {got}"))
                 continue
-            try:
-                obj = self._grouped(obj, self.cache.pod_groups)
-            except ControllerError as exc:
-                results.append(exc)
-                continue
+            if obj.annotations:  # without annotations it names no PodGroup (see _grouped)
+                try:
+                    obj = self._grouped(obj, self.cache.pod_groups)
+                except ControllerError as exc:
+                    results.append(exc)
+                    continue
             existing = self.cache.workloads.get(obj.key) or new.get(obj.key)
             if existing is not None:
                 # Idempotent by name: a retried submission (the same spec) is

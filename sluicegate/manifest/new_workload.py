@@ -94,6 +94,8 @@ MAPS_MEMO_SIZE = 4096
 # most 4096 x 16 KiB each), and what bulk submitters repeat is small (a spec of a few pod sets is 1-2 KiB).
 MEMO_MAX_TEXT = 16 * 1024
 _labels: dict[bytes, dict[str, str]] = {}
+# Valid namespaces seen, each as its interned string.
+_namespaces: dict[str, str] = {}
 _annotations: dict[bytes, Mapping[str, str]] = {}
 
 
@@ -151,15 +153,18 @@ def decode_new_workload(item: NewWorkload) -> Workload:
     annotations = _valid_annotations(item.annotations)
     labels = _valid_labels(item.labels)
     name, namespace = item.name, item.namespace
-    if (annotations is None or labels is None or not name or dns_subdomain_problem(name) is not None
-            or (namespace and dns_label_problem(namespace) is not None)):
+    # A namespace checked before is known valid (bulk submitters use a few): its interned string, kept.
+    known = _namespaces.get(namespace) if namespace else DEFAULT_NAMESPACE
+    if known is None and dns_label_problem(namespace) is None:
+        known = _kept(_namespaces, namespace, sys.intern(namespace), MAPS_MEMO_SIZE)
+    if annotations is None or labels is None or not name or dns_subdomain_problem(name) is not None or known is None:
         return _decoded(item, api)
     spec = _specs.get((api, item.spec, not (annotations and group_name(annotations))))
     if spec is None:
         return _decoded(item, api)
     # Every field given, in WORKLOAD_FIELDS' order: passed by position, since binding fourteen keywords
     # cost as much again as making the workload (test_new_workload checks the order).
-    return Workload(sys.intern(namespace or DEFAULT_NAMESPACE), name, "", 0.0, spec.queue_name, spec.pod_sets,
+    return Workload(known, name, "", 0.0, spec.queue_name, spec.pod_sets,
                     spec.priority, spec.priority_class, spec.active, spec.maximum_execution_time_seconds, labels,
                     annotations, 1, NO_STATUS)
 
