@@ -17,6 +17,7 @@ from sluicegate.controller.scheduling.cycle import Entry
 from sluicegate.model.names import WorkloadKey
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.queues import LocalQueueSpec
+from sluicegate.model.slotinit import slot_init
 from sluicegate.model.workloads import Workload
 
 Ref = tuple[str, str, str]
@@ -25,6 +26,7 @@ Ref = tuple[str, str, str]
 # ----------------------------------------------------------- cache and queue changes, applied in order
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class SetWorkload:
     """The cache holds this state of the workload."""
@@ -32,6 +34,7 @@ class SetWorkload:
     workload: Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class DropWorkload:
     """The workload is gone: out of the cache and its queue."""
@@ -39,6 +42,7 @@ class DropWorkload:
     key: WorkloadKey
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Bind:
     """A pod now runs (or is to run) on its node: its requests count there."""
@@ -48,6 +52,7 @@ class Bind:
     now: float
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Unbind:
     """A pod's processes are gone: its node's capacity is free, and the pod no longer has an owner."""
@@ -55,6 +60,7 @@ class Unbind:
     pod: PodRecord
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class RefreshUsage:
     """Reclaimable pods grew: the admission holds less; parked workloads of its tree are offered the rest."""
@@ -62,6 +68,7 @@ class RefreshUsage:
     workload: Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Release:
     """The workload's quota goes back; parked workloads of its tree are offered it, once.
@@ -73,11 +80,13 @@ class Release:
     budget: bool = True
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class NodeCapacityFreed:
     """Workloads parked for lack of a node may fit now."""
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class UpdateAdmitted:
     """The admission record holds this state of the workload (when it holds quota)."""
@@ -85,6 +94,7 @@ class UpdateAdmitted:
     workload: Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Enqueue:
     """The workload waits for admission again (if it may)."""
@@ -92,6 +102,7 @@ class Enqueue:
     workload: Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Track:
     """Arm the workload's timers for this state."""
@@ -99,6 +110,7 @@ class Track:
     workload: Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Settle:
     """Settle the workload's pods now: a decision of its own (``decide_pods``), committed in place."""
@@ -106,6 +118,7 @@ class Settle:
     workload: Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Uncache:
     """A finished workload is gone for good: out of the cache (it waits in no queue)."""
@@ -113,6 +126,7 @@ class Uncache:
     key: WorkloadKey
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Disown:
     """The pod belongs to no workload any more."""
@@ -120,6 +134,7 @@ class Disown:
     uid: str
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Dequeue:
     """The workload leaves its queue (it stays in the cache)."""
@@ -127,6 +142,7 @@ class Dequeue:
     key: WorkloadKey
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ApplyObject:
     """A stored object of another kind than Workload goes into the cache, with what follows from it."""
@@ -134,6 +150,7 @@ class ApplyObject:
     obj: Any
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class RemoveObject:
     """An object of another kind than Workload is gone from the cache."""
@@ -141,6 +158,7 @@ class RemoveObject:
     ref: Ref
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class SetLocalQueues:
     """The cache holds these LocalQueues, with the Admission Fair Sharing usage their status records."""
@@ -148,11 +166,13 @@ class SetLocalQueues:
     local_queues: tuple[LocalQueueSpec, ...]
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class RefreshQueueActivity:
     """Which queues are active follows the objects the cache holds now."""
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Admit:
     """A scheduling cycle admitted the entry's workload, stored in this state; in order: the cache holds
@@ -165,6 +185,7 @@ class Admit:
     now: float
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Requeue:
     """The entry's head goes back to its queue, carrying this state of its workload
@@ -176,6 +197,7 @@ class Requeue:
     node_bound: bool
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class PutBack:
     """The cycle's store write was refused: the head goes back to its queue untried (SKIPPED)."""
@@ -183,6 +205,7 @@ class PutBack:
     entry: Entry
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Evict:
     """The workload was just marked Evicted (as stored here): stop its pods, or release its quota at
@@ -198,6 +221,7 @@ CacheOp = SetWorkload | DropWorkload | Bind | Unbind | RefreshUsage | Release | 
     | Admit | Requeue | PutBack | Evict
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Effects:
     # Store: objects written and references deleted, in one transaction.

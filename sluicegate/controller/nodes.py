@@ -15,10 +15,12 @@ from typing import Any, NamedTuple, Protocol
 
 from sluicegate.controller.scheduling.placement import NodeView
 from sluicegate.model.pods import PodRecord
+from sluicegate.model.slotinit import slot_init
 from sluicegate.model.taints import Taint
 from sluicegate.model.workloads import PodSet, Workload
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class RunPodCommand:
     pod: PodRecord
@@ -26,6 +28,7 @@ class RunPodCommand:
     pod_set: PodSet
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class StopPodCommand:
     uid: str
@@ -34,6 +37,7 @@ class StopPodCommand:
     message: str
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ForgetPodCommand:
     uid: str
@@ -41,6 +45,7 @@ class ForgetPodCommand:
     purge: bool = False
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class LogRequestCommand:
     request_id: str
@@ -49,6 +54,7 @@ class LogRequestCommand:
     follow: bool
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class CancelLogsCommand:
     request_id: str

@@ -8,12 +8,16 @@ import random
 
 import pytest
 
+from sluicegate.controller import effects, nodes
 from sluicegate.controller.lifecycle import Settlement
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.slotinit import slot_init
 from sluicegate.model.workloads import Admission, Condition, PodSetAssignment, RequeueState, Workload, WorkloadStatus
 
 CLASSES = [Condition, PodSetAssignment, Admission, RequeueState, WorkloadStatus, Workload, PodRecord, Settlement]
+# The effects of decisions and the agents' commands, made once or more per write.
+CLASSES += [c for m in (effects, nodes) for c in vars(m).values()
+            if isinstance(c, type) and c.__module__ == m.__name__ and "__dataclass_init__" in vars(c)]
 # Values any field accepts for this comparison (the model does not check types at construction).
 VALUES: list[object] = ["", "x", 0, 7, 1.5, None, True, (), ("a", "b"), {"cpu": 500}]
 
