@@ -53,6 +53,7 @@ from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.queues import FlavorFungibility, Preemption
+from sluicegate.model.slotinit import slot_init
 from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import format_canonical
@@ -74,6 +75,8 @@ def encode(obj: Decoded) -> Doc:
     return _encode(obj, share=False)
 
 
+# slot_init: one is made at every write of every object.
+@slot_init
 @dataclass(frozen=True, slots=True)
 class EncodedObject:
     """An object's JSON text, as the store keeps it, and where its metadata closes.
@@ -175,9 +178,11 @@ _WORKLOAD_HEADS_SIZE = 262_144
 # OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
 # slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
 # Each entry: the head's key (_head_key), its JSON, where its metadata closes, and the status conditions
-# of the workload's last write with their JSON (comma-separated).
-_workload_heads: OrderedDict[tuple[str, str], tuple[tuple[object, ...], str, int, tuple[Condition, ...], str]] = \
-    OrderedDict()
+# and admission of the workload's last write with their JSON (the conditions' comma-separated).
+_workload_heads: OrderedDict[
+    tuple[str, str],
+    tuple[tuple[object, ...], str, int, tuple[Condition, ...], str, Admission | None, str],
+] = OrderedDict()
 
 
 def _head_key(wl: Workload) -> tuple[object, ...]:
@@ -186,8 +191,10 @@ def _head_key(wl: Workload) -> tuple[object, ...]:
 
 
 def _same_head(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    # Scalars compared by value; the pod sets, labels and annotations by identity (cheap, and kept alive here).
-    return a[:8] == b[:8] and a[8] is b[8] and a[9] is b[9] and a[10] is b[10]
+    # The pod sets, labels and annotations by identity (cheap, and kept alive here; equal labels in another
+    # order are other JSON), then the whole key: the scalars by value (the tuple compares each pair by
+    # identity first, so the usual case, a workload's fields passed on by ``replace``, costs no __eq__).
+    return a[8] is b[8] and a[9] is b[9] and a[10] is b[10] and a == b
 
 
 def _workload_json(wl: Workload) -> EncodedObject:
@@ -196,38 +203,67 @@ def _workload_json(wl: Workload) -> EncodedObject:
     conditions = status.conditions
     # A finished workload's write is usually its last: what was kept for it goes (and nothing is kept
     # for it from now on), or a replay of 50,000 short workloads ends holding ~40 MiB of their heads.
-    finished = bool(conditions) and status.is_true("Finished")
-    key = _head_key(wl)
+    # Finished is the last condition a workload gets: only that one is looked at (a workload that
+    # gets another after it keeps its entries until they are the oldest, the bytes are the same).
+    if conditions:
+        last = conditions[-1]
+        finished = last.type == "Finished" and last.status == "True"
+    else:
+        finished = False
+    key = (wl.uid, wl.generation, wl.creation_timestamp, wl.queue_name, wl.priority, wl.priority_class, wl.active,
+           wl.maximum_execution_time_seconds, wl.pod_sets, wl.labels, wl.annotations)
     hit = _workload_heads.pop(ref, None) if finished else _workload_heads.get(ref)
     if hit is not None and _same_head(hit[0], key):
-        head, metadata_end = hit[1], hit[2]
-        kept_conditions, kept_texts = hit[3], hit[4]
+        _, head, metadata_end, kept_conditions, kept_texts, kept_admission, kept_admission_text = hit
     else:
         head, metadata_end = _workload_head(wl)
-        kept_conditions, kept_texts = (), ""
+        kept_conditions, kept_texts, kept_admission, kept_admission_text = (), "", None, ""
         if not finished:
             _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
             if len(_workload_heads) >= _WORKLOAD_HEADS_SIZE:
                 _workload_heads.popitem(last=False)
+    admission = status.admission
     # (Conditions or an admission: not the empty status, without comparing every field.)
-    if not conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
+    if not conditions and admission is None and (status is NO_STATUS or status == NO_STATUS):
         if not finished:
-            _workload_heads[ref] = (key, head, metadata_end, (), "")
+            _workload_heads[ref] = (key, head, metadata_end, (), "", None, "")
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
     # Each change of a status appends a condition or replaces one, the others the very records of the last
-    # write: their JSON is kept with the head and only the new ones are written.
+    # write: their JSON is kept with the head and only the new ones are written.  The admission, one
+    # value from the write that admitted the workload to the one that gives its quota back, likewise.
     if conditions is kept_conditions:
         conditions_text = kept_texts
     else:
         conditions_text = _conditions_text(conditions, kept_conditions, kept_texts)
+    if admission is None:
+        admission_text = ""
+    elif admission is kept_admission:
+        admission_text = kept_admission_text
+    else:
+        admission_text = _piece_json(admission, _admission_json, _admission_pieces, _ADMISSION_PIECES_SIZE)
+    if not finished:
+        _workload_heads[ref] = (key, head, metadata_end, conditions, conditions_text, admission, admission_text)
+    if (status.requeue_state is not None or status.reclaimable_pods or status.accumulated_past_execution_time_seconds
+            or status.extra or status.last_pods or status.deleting or status.terminate is not None):
+        text = _status_json(status, ref, conditions_text, drop=finished)  # the rarer shapes: piece by piece
+    else:
+        # The usual status, written here in one go: its conditions, its admission, its pods.
+        pods = status.pods
+        if conditions and admission is not None and pods:
+            text = (f'{{"conditions":[{conditions_text}],"admission":{admission_text},'
+                    f'"extra":{{"pods":[{_pods_text(pods, ref, drop=finished)}]}}}}')
+        else:
+            parts = []
+            if conditions:
+                parts.append(f'"conditions":[{conditions_text}]')
+            if admission is not None:
+                parts.append(f'"admission":{admission_text}')
+            if pods:
+                parts.append(f'"extra":{{"pods":[{_pods_text(pods, ref, drop=finished)}]}}')
+            text = "{" + ",".join(parts) + "}"
     if finished:
-        # The pods' kept JSON serves this last write, then goes.
-        text = _status_json(status, ref, conditions_text, drop=True)
-        _pod_lists.pop(ref, None)  # (kept still where the status was encoded whole)
-        return EncodedObject(f'{head},"status":{text}}}'.encode("ascii"), metadata_end)
-    _workload_heads[ref] = (key, head, metadata_end, conditions, conditions_text)
-    return EncodedObject(f'{head},"status":{_status_json(status, ref, conditions_text)}}}'.encode("ascii"),
-                         metadata_end)
+        _pod_lists.pop(ref, None)  # (kept still where the status had no pods)
+    return EncodedObject(f'{head},"status":{text}}}'.encode("ascii"), metadata_end)
 
 
 def _conditions_text(conditions: tuple[Condition, ...], kept: tuple[Condition, ...], kept_text: str) -> str:
