@@ -30,10 +30,14 @@ def _clear_caches(enc: Any) -> None:
     for value in vars(enc).values():
         if isinstance(value, OrderedDict):  # the caches (its constant mappings are plain dicts)
             value.clear()
-    for mod in (enc, importlib.import_module("sluicegate.manifest.timefmt")):
+    timefmt = importlib.import_module("sluicegate.manifest.timefmt")
+    for mod in (enc, timefmt):
         for value in vars(mod).values():
             if hasattr(value, "cache_clear"):
                 value.cache_clear()
+    stamps = getattr(timefmt, "_stamps", None)  # format_rfc3339's memo since round eight (a plain dict)
+    if stamps is not None:
+        stamps.clear()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,12 +78,23 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [kind(o) for o in captured]
     print(f"{len(captured)} writes", file=sys.stderr)
     best: dict[str, float] = {}
+    best_cpu = float("inf")
+    encode_json = enc.encode_json
     for _ in range(ns.repeat):
+        # A pass timed whole on the thread's CPU clock: on a machine shared with other work the wall-clock
+        # figures per kind below take in the time other processes ran; this one does not.
+        _clear_caches(enc)
+        gc.collect()
+        gc.disable()
+        t0 = time.thread_time()
+        for obj in captured:
+            encode_json(obj)
+        best_cpu = min(best_cpu, time.thread_time() - t0)
+        gc.enable()
         _clear_caches(enc)
         gc.collect()
         gc.disable()
         times: dict[str, float] = {}
-        encode_json = enc.encode_json
         clock = time.perf_counter
         for obj, k in zip(captured, kinds, strict=True):
             t0 = clock()
@@ -92,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {f"{k}_us_per_write": round(best[k] / counts[k] * 1e6, 2) for k in sorted(best)}
     wl = [k for k in best if k != "other"]
     out["workload_us_per_write"] = round(sum(best[k] for k in wl) / sum(counts[k] for k in wl) * 1e6, 2)
+    out["all_cpu_us_per_write"] = round(best_cpu / len(captured) * 1e6, 2)
     out.update({f"{k}_writes": counts[k] for k in sorted(counts)})
     print(json.dumps(out))
     return 0

@@ -269,8 +269,12 @@ def _workload_json(wl: Workload) -> EncodedObject:
 def _conditions_text(conditions: tuple[Condition, ...], kept: tuple[Condition, ...], kept_text: str) -> str:
     """The JSON of ``conditions``, comma-separated; ``kept`` (with ``kept_text``, its JSON) were the last write's."""
     n = len(kept)
-    if n and len(conditions) > n and all(a is b for a, b in zip(conditions, kept, strict=False)):
+    # (The slice compares each pair by identity first: the same records cost no __eq__; equal ones are the
+    # same JSON.)
+    if n and len(conditions) > n and conditions[:n] == kept:
         # The usual change: conditions appended to the same ones.
+        if len(conditions) == n + 1:
+            return f"{kept_text},{_condition_json(conditions[n])}"
         return kept_text + "," + ",".join([_condition_json(c) for c in conditions[n:]])
     return ",".join([_condition_json(c) for c in conditions])
 
@@ -427,11 +431,26 @@ def _admission_json(adm: Admission) -> str:
 
 
 
+# A condition's JSON up to its time, by (type, status, reason, message): conditions are made anew at each
+# change of a status, but with few distinct texts (Kueue's reasons and messages name at most the cluster
+# queue), so only the time is written per condition.
+_CONDITION_HEADS_SIZE = 4096
+_condition_heads: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+
+
 def _condition_json(c: Condition) -> str:
     """``_to_json(_condition(c))``, written directly (the same bytes): every change of a status makes new
     conditions, so their JSON is rarely kept from an earlier write."""
-    return (f'{{"type":{_str_json(c.type)},"status":{_str_json(c.status)},"reason":{_str_json(c.reason)},'
-            f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
+    key = (c.type, c.status, c.reason, c.message)
+    head = _condition_heads.get(key)
+    if head is None:
+        s = _str_json
+        head = (f'{{"type":{s(c.type)},"status":{s(c.status)},"reason":{s(c.reason)},"message":{s(c.message)},'
+                '"lastTransitionTime":"')
+        if len(_condition_heads) >= _CONDITION_HEADS_SIZE:
+            _condition_heads.popitem(last=False)
+        _condition_heads[key] = head
+    return f'{head}{format_rfc3339(c.last_transition_time)}"}}'
 
 
 # A workload's pods, as its last write held them, and their JSON: a pod report replaces one record of the
@@ -450,7 +469,13 @@ def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop
         return ",".join([_piece_json(p, _pod_json) for p in pods])
     hit = _pod_lists.pop(ref, None)  # re-inserted last: the oldest entry goes first
     if hit is not None and len(hit[0]) == len(pods):
-        texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, hit[0], hit[1], strict=True)]
+        kept = hit[0]
+        if len(pods) == 1:
+            # A workload of one pod, the usual: no zip, no comprehension.
+            p, o = pods[0], kept[0]
+            texts = hit[1] if p is o else [_pod_json(p, o, hit[1][0])]
+        else:
+            texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, kept, hit[1], strict=True)]
     else:
         # New records (the workload's first pods) or ones dropped from memory: written, not looked up.
         texts = [_pod_json(p) for p in pods]
@@ -458,7 +483,7 @@ def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop
             _pod_lists.popitem(last=False)
     if not drop:
         _pod_lists[ref] = (pods, texts)
-    return ",".join(texts)
+    return texts[0] if len(texts) == 1 else ",".join(texts)
 
 
 # status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).
