@@ -139,7 +139,7 @@ def encode_json(obj: Decoded) -> EncodedObject:
     Top-level keys keep ``encode``'s order; the metadata's closing brace is
     located while writing, so no one has to search the text for it.
     """
-    if isinstance(obj, Workload):
+    if type(obj) is Workload or isinstance(obj, Workload):  # (the exact type first: most writes are workloads')
         return _workload_json(obj)
     return _json_of(_encode(obj, share=True))
 
@@ -177,24 +177,13 @@ def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: b
 _WORKLOAD_HEADS_SIZE = 262_144
 # OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
 # slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
-# Each entry: the head's key (_head_key), its JSON, where its metadata closes, and the status conditions
-# and admission of the workload's last write with their JSON (the conditions' comma-separated).
+# Each entry: the head's key (the fields it is written from), its JSON, where its metadata closes, and
+# the status conditions and admission of the workload's last write with their JSON (the conditions'
+# comma-separated).
 _workload_heads: OrderedDict[
     tuple[str, str],
     tuple[tuple[object, ...], str, int, tuple[Condition, ...], str, Admission | None, str],
 ] = OrderedDict()
-
-
-def _head_key(wl: Workload) -> tuple[object, ...]:
-    return (wl.uid, wl.generation, wl.creation_timestamp, wl.queue_name, wl.priority, wl.priority_class, wl.active,
-            wl.maximum_execution_time_seconds, wl.pod_sets, wl.labels, wl.annotations)
-
-
-def _same_head(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    # The pod sets, labels and annotations by identity (cheap, and kept alive here; equal labels in another
-    # order are other JSON), then the whole key: the scalars by value (the tuple compares each pair by
-    # identity first, so the usual case, a workload's fields passed on by ``replace``, costs no __eq__).
-    return a[8] is b[8] and a[9] is b[9] and a[10] is b[10] and a == b
 
 
 def _workload_json(wl: Workload) -> EncodedObject:
@@ -213,13 +202,18 @@ def _workload_json(wl: Workload) -> EncodedObject:
     key = (wl.uid, wl.generation, wl.creation_timestamp, wl.queue_name, wl.priority, wl.priority_class, wl.active,
            wl.maximum_execution_time_seconds, wl.pod_sets, wl.labels, wl.annotations)
     hit = _workload_heads.pop(ref, None) if finished else _workload_heads.get(ref)
-    if hit is not None and _same_head(hit[0], key):
+    # The same head: the pod sets, labels and annotations the very same values (cheap, and kept alive
+    # here; equal labels in another order are other JSON), then the whole key, the scalars by value (the
+    # tuple compares each pair by identity first: a workload's fields passed on by ``replace`` cost no
+    # __eq__).
+    if hit is not None and (k := hit[0])[8] is key[8] and k[9] is key[9] and k[10] is key[10] and k == key:
         _, head, metadata_end, kept_conditions, kept_texts, kept_admission, kept_admission_text = hit
     else:
         head, metadata_end = _workload_head(wl)
         kept_conditions, kept_texts, kept_admission, kept_admission_text = (), "", None, ""
         if not finished:
-            _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
+            if hit is not None:
+                del _workload_heads[ref]  # re-inserted last: the oldest entry goes first
             if len(_workload_heads) >= _WORKLOAD_HEADS_SIZE:
                 _workload_heads.popitem(last=False)
     admission = status.admission
@@ -455,9 +449,10 @@ def _condition_json(c: Condition) -> str:
 
 # A workload's pods, as its last write held them, and their JSON: a pod report replaces one record of the
 # tuple and keeps the others (``replace``), so the next write compares the records by identity, position by
-# position, and encodes only the new one.  Kept for the workloads written last (a running workload is
-# written at each report of its pods; 0.2-0.4 KiB of JSON a pod, so at most a few MiB); beyond, the pods'
-# JSON comes from the status pieces.
+# position, and encodes only the new one.  Kept for the workloads whose pods were written last (a running
+# workload is written at each report of its pods; 0.2-0.4 KiB of JSON a pod, so at most a few MiB); beyond,
+# the pods' JSON is written whole.  The oldest entry is the workload admitted first: an entry is updated in
+# place (moving it last, a pop and an insert into the OrderedDict, cost more than its lookup).
 _POD_LISTS_SIZE = 4_096
 _pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], list[str]]] = OrderedDict()
 
@@ -467,15 +462,17 @@ def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop
     what was kept for it goes."""
     if ref is None:
         return ",".join([_piece_json(p, _pod_json) for p in pods])
-    hit = _pod_lists.pop(ref, None)  # re-inserted last: the oldest entry goes first
-    if hit is not None and len(hit[0]) == len(pods):
-        kept = hit[0]
+    hit = _pod_lists.pop(ref, None) if drop else _pod_lists.get(ref)
+    if hit is not None and len(kept := hit[0]) == len(pods):
         if len(pods) == 1:
             # A workload of one pod, the usual: no zip, no comprehension.
-            p, o = pods[0], kept[0]
-            texts = hit[1] if p is o else [_pod_json(p, o, hit[1][0])]
-        else:
-            texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, kept, hit[1], strict=True)]
+            if pods[0] is kept[0]:
+                return hit[1][0]
+            text = _pod_json(pods[0], kept[0], hit[1][0])
+            if not drop:
+                _pod_lists[ref] = (pods, [text])
+            return text
+        texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, kept, hit[1], strict=True)]
     else:
         # New records (the workload's first pods) or ones dropped from memory: written, not looked up.
         texts = [_pod_json(p) for p in pods]
@@ -483,7 +480,7 @@ def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop
             _pod_lists.popitem(last=False)
     if not drop:
         _pod_lists[ref] = (pods, texts)
-    return texts[0] if len(texts) == 1 else ",".join(texts)
+    return ",".join(texts)
 
 
 # status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).

@@ -99,9 +99,12 @@ def _format_rfc3339(epoch: float) -> str:
         # Fraction arithmetic.  Below 1e16 repr writes "<int>.<fraction>" and
         # the fraction ends in a zero only when it is "0" (a whole second).
         whole, _, frac = _float_repr(epoch).partition(".")
-        if frac == "0":
-            return f"{_whole_seconds(int(whole))}Z"
-        return f"{_whole_seconds(int(whole))}.{frac}Z"
+        second = _seconds.get(whole)
+        if second is None:
+            if len(_seconds) >= _SECONDS_SIZE:
+                _seconds.clear()
+            second = _seconds[whole] = _whole_seconds(int(whole))
+        return f"{second}Z" if frac == "0" else f"{second}.{frac}Z"
     if not math.isfinite(epoch):
         raise ValueError(f"timestamp {epoch!r} is not a finite number of seconds")
     if _FAST_MIN <= epoch < _FAST_MAX:
@@ -113,6 +116,10 @@ def _format_rfc3339(epoch: float) -> str:
 
 
 _float_repr = float.__repr__
+# The date and time of day of a whole second, by its decimal text (the part of repr() before the point):
+# the timestamps of a burst share a few seconds.
+_SECONDS_SIZE = 4096
+_seconds: dict[str, str] = {}
 
 
 # Seconds at which repr(epoch) is plain "<int>.<fraction>" and the date is
