@@ -307,17 +307,13 @@ def _workload_head(wl: Workload) -> tuple[str, int]:
     if wl.priority_class is not None and wl.priority_class[0] not in _GROUP_FOR_KIND:
         return _json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)  # raises
     s = _str_json
-    parts = [_WORKLOAD_HEAD_START, s(wl.name), ',"namespace":', s(wl.namespace)]
-    if wl.uid:
-        parts += [',"uid":', s(wl.uid)]
-    if wl.creation_timestamp:
-        parts += [',"creationTimestamp":"', format_rfc3339(wl.creation_timestamp), '"']
-    if wl.labels:
-        parts += [',"labels":', _piece_json(wl.labels, _map_json, _labels_json, _LABELS_JSON_SIZE)]
-    if wl.annotations:
-        parts += [',"annotations":', _to_json(dict(wl.annotations))]
-    parts += [',"generation":', _num_json(wl.generation), "}"]
-    meta = "".join(parts)
+    # One f-string, its optional members empty when absent: a head is written at every workload's creation.
+    uid = f',"uid":{s(wl.uid)}' if wl.uid else ""
+    created = f',"creationTimestamp":"{format_rfc3339(wl.creation_timestamp)}"' if wl.creation_timestamp else ""
+    labels = f',"labels":{_piece_json(wl.labels, _map_json, _labels_json, _LABELS_JSON_SIZE)}' if wl.labels else ""
+    annotations = f',"annotations":{_to_json(dict(wl.annotations))}' if wl.annotations else ""
+    meta = (f'{_WORKLOAD_HEAD_START}{s(wl.name)},"namespace":{s(wl.namespace)}{uid}{created}{labels}{annotations}'
+            f',"generation":{_num_json(wl.generation)}}}')
     return f'{meta},"spec":{_spec_json(wl)}', len(meta) - 1
 
 

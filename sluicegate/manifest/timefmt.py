@@ -70,11 +70,13 @@ def parse_rfc3339(text: str) -> float:
 
 
 # A workload's timestamps are formatted again and again (the conditions of one
-# admission share their time, a workload's creation time goes out with every
-# reply about it) while each new one is formatted once: a plain dict, emptied
-# when full, costs a lookup on a hit and next to nothing on a miss, where
-# lru_cache's bookkeeping cost a third of the conversion itself.
-_STAMPS_SIZE = 1 << 16
+# admission share their time, as do the admissions of one scheduling cycle; a
+# workload's creation time goes out with every reply about it) while each new
+# one is formatted once: a plain dict, emptied when full, costs a lookup on a
+# hit and little on a miss (lru_cache's bookkeeping cost a third of the
+# conversion itself).  Small, so that a miss's insertion stays cheap: the times
+# that repeat are recent ones.
+_STAMPS_SIZE = 4096
 _stamps: dict[float, str] = {}
 
 
@@ -82,7 +84,17 @@ def format_rfc3339(epoch: float) -> str:
     """Seconds since the epoch -> ``2024-05-01T12:00:00Z``, with the shortest exact fraction."""
     text = _stamps.get(epoch)
     if text is None:
-        text = _format_rfc3339(epoch)
+        if type(epoch) is float and _FAST_MIN <= epoch < _FAST_MAX:
+            # _format_rfc3339's own first branch, written out: every new time of this era comes here.
+            whole, _, frac = _float_repr(epoch).partition(".")
+            second = _seconds.get(whole)
+            if second is None:
+                if len(_seconds) >= _SECONDS_SIZE:
+                    _seconds.clear()
+                second = _seconds[whole] = _whole_seconds(int(whole))
+            text = f"{second}Z" if frac == "0" else f"{second}.{frac}Z"
+        else:
+            text = _format_rfc3339(epoch)
         if len(_stamps) >= _STAMPS_SIZE:
             _stamps.clear()
         _stamps[epoch] = text
@@ -108,8 +120,8 @@ def _format_rfc3339(epoch: float) -> str:
     if not math.isfinite(epoch):
         raise ValueError(f"timestamp {epoch!r} is not a finite number of seconds")
     if _FAST_MIN <= epoch < _FAST_MAX:
-        # (An int, or a float subclass.)
-        whole, _, frac = repr(epoch).partition(".")
+        # (An int, or a float subclass: written by its value, whatever its own repr says.)
+        whole, _, frac = (_float_repr(epoch) if isinstance(epoch, float) else repr(epoch)).partition(".")
         frac = frac.rstrip("0")
         return _whole_seconds(int(whole)) + ("." + frac if frac else "") + "Z"
     return _format_exact(epoch)
