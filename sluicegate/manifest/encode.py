@@ -177,13 +177,19 @@ def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: b
 _WORKLOAD_HEADS_SIZE = 262_144
 # OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
 # slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
-# Each entry: the head's key (the fields it is written from), its JSON, where its metadata closes, and
-# the status conditions and admission of the workload's last write with their JSON (the conditions'
-# comma-separated).
+# Each entry: the head's key (the fields it is written from), its JSON (without the closing brace), where
+# its metadata closes, and the status conditions and admission of the workload's last write with their
+# JSON (the conditions' as the pieces of text between the brackets, see _conditions_parts).
 _workload_heads: OrderedDict[
     tuple[str, str],
-    tuple[tuple[object, ...], str, int, tuple[Condition, ...], str, Admission | None, str],
+    tuple[tuple[object, ...], str, int, tuple[Condition, ...], tuple[str, ...], Admission | None, str],
 ] = OrderedDict()
+
+# The text a workload's document is joined from, beyond its pieces' own.
+_STATUS_CONDITIONS = ',"status":{"conditions":['
+_ADMISSION_AFTER_CONDITIONS = '],"admission":'
+_PODS_AFTER_ADMISSION = ',"extra":{"pods":['
+_PODS_CLOSE = "]}}}"  # the pods, extra, status and document closed
 
 
 def _workload_json(wl: Workload) -> EncodedObject:
@@ -207,10 +213,10 @@ def _workload_json(wl: Workload) -> EncodedObject:
     # tuple compares each pair by identity first: a workload's fields passed on by ``replace`` cost no
     # __eq__).
     if hit is not None and (k := hit[0])[8] is key[8] and k[9] is key[9] and k[10] is key[10] and k == key:
-        _, head, metadata_end, kept_conditions, kept_texts, kept_admission, kept_admission_text = hit
+        _, head, metadata_end, kept_conditions, kept_parts, kept_admission, kept_admission_text = hit
     else:
         head, metadata_end = _workload_head(wl)
-        kept_conditions, kept_texts, kept_admission, kept_admission_text = (), "", None, ""
+        kept_conditions, kept_parts, kept_admission, kept_admission_text = (), (), None, ""
         if not finished:
             if hit is not None:
                 del _workload_heads[ref]  # re-inserted last: the oldest entry goes first
@@ -220,15 +226,15 @@ def _workload_json(wl: Workload) -> EncodedObject:
     # (Conditions or an admission: not the empty status, without comparing every field.)
     if not conditions and admission is None and (status is NO_STATUS or status == NO_STATUS):
         if not finished:
-            _workload_heads[ref] = (key, head, metadata_end, (), "", None, "")
+            _workload_heads[ref] = (key, head, metadata_end, (), (), None, "")
         return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
     # Each change of a status appends a condition or replaces one, the others the very records of the last
     # write: their JSON is kept with the head and only the new ones are written.  The admission, one
     # value from the write that admitted the workload to the one that gives its quota back, likewise.
     if conditions is kept_conditions:
-        conditions_text = kept_texts
+        parts = kept_parts
     else:
-        conditions_text = _conditions_text(conditions, kept_conditions, kept_texts)
+        parts = _conditions_parts(conditions, kept_conditions, kept_parts)
     if admission is None:
         admission_text = ""
     elif admission is kept_admission:
@@ -236,41 +242,59 @@ def _workload_json(wl: Workload) -> EncodedObject:
     else:
         admission_text = _piece_json(admission, _admission_json, _admission_pieces, _ADMISSION_PIECES_SIZE)
     if not finished:
-        _workload_heads[ref] = (key, head, metadata_end, conditions, conditions_text, admission, admission_text)
+        _workload_heads[ref] = (key, head, metadata_end, conditions, parts, admission, admission_text)
+    pods = status.pods
+    # The document is joined at once from its pieces: one string as long as the document (then its bytes),
+    # nothing as long in between (each of those, beyond 512 bytes, is a malloc and a copy).
     if (status.requeue_state is not None or status.reclaimable_pods or status.accumulated_past_execution_time_seconds
             or status.extra or status.last_pods or status.deleting or status.terminate is not None):
-        text = _status_json(status, ref, conditions_text, drop=finished)  # the rarer shapes: piece by piece
+        # The rarer shapes: piece by piece.
+        text = f'{head},"status":{_status_json(status, ref, "".join(parts), drop=finished)}}}'
+    elif conditions and admission is not None and pods:
+        # The usual status: its conditions, its admission, its pods.
+        text = "".join((head, _STATUS_CONDITIONS, *parts, _ADMISSION_AFTER_CONDITIONS, admission_text,
+                        _PODS_AFTER_ADMISSION, *_pods_parts(pods, ref, drop=finished), _PODS_CLOSE))
     else:
-        # The usual status, written here in one go: its conditions, its admission, its pods.
-        pods = status.pods
-        if conditions and admission is not None and pods:
-            text = (f'{{"conditions":[{conditions_text}],"admission":{admission_text},'
-                    f'"extra":{{"pods":[{_pods_text(pods, ref, drop=finished)}]}}}}')
-        else:
-            parts = []
-            if conditions:
-                parts.append(f'"conditions":[{conditions_text}]')
-            if admission is not None:
-                parts.append(f'"admission":{admission_text}')
-            if pods:
-                parts.append(f'"extra":{{"pods":[{_pods_text(pods, ref, drop=finished)}]}}')
-            text = "{" + ",".join(parts) + "}"
+        out = [head, ',"status":{']
+        if conditions:
+            out += ('"conditions":[', *parts, "]")
+        if admission is not None:
+            out += (',"admission":' if conditions else '"admission":', admission_text)
+        if pods:
+            out += (',"extra":{"pods":[' if len(out) > 2 else '"extra":{"pods":[',
+                    *_pods_parts(pods, ref, drop=finished), "]}")
+        out.append("}}")
+        text = "".join(out)
     if finished:
         _pod_lists.pop(ref, None)  # (kept still where the status had no pods)
-    return EncodedObject(f'{head},"status":{text}}}'.encode("ascii"), metadata_end)
+    return EncodedObject(text.encode("ascii"), metadata_end)
 
 
-def _conditions_text(conditions: tuple[Condition, ...], kept: tuple[Condition, ...], kept_text: str) -> str:
-    """The JSON of ``conditions``, comma-separated; ``kept`` (with ``kept_text``, its JSON) were the last write's."""
+def _conditions_parts(conditions: tuple[Condition, ...], kept: tuple[Condition, ...],
+                      kept_parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The JSON of ``conditions`` as the pieces of text between the brackets, each condition's followed by a
+    comma but the last's; ``kept`` (with ``kept_parts``, theirs) were the last write's: the same records at
+    the same places are not written again, and no text joins them before the document does."""
     n = len(kept)
+    m = len(conditions)
     # (The slice compares each pair by identity first: the same records cost no __eq__; equal ones are the
     # same JSON.)
-    if n and len(conditions) > n and conditions[:n] == kept:
+    if n and m > n and conditions[:n] == kept:
         # The usual change: conditions appended to the same ones.
-        if len(conditions) == n + 1:
-            return f"{kept_text},{_condition_json(conditions[n])}"
-        return kept_text + "," + ",".join([_condition_json(c) for c in conditions[n:]])
-    return ",".join([_condition_json(c) for c in conditions])
+        if m == n + 1:
+            return (*kept_parts, ",", _condition_json(conditions[n]))
+        out = list(kept_parts)
+        for c in conditions[n:]:
+            out += (",", _condition_json(c))
+        return tuple(out)
+    # Otherwise (a condition replaced or dropped, or the first ones): each record the last write had at its
+    # place keeps its JSON.
+    out = []
+    for i, c in enumerate(conditions):
+        if i:
+            out.append(",")
+        out.append(kept_parts[2 * i] if i < n and c is kept[i] else _condition_json(c))
+    return tuple(out)
 
 
 # The JSON of a new workload's head is written from pieces that workloads share: the spec (workloads
@@ -450,33 +474,49 @@ def _condition_json(c: Condition) -> str:
 # the pods' JSON is written whole.  The oldest entry is the workload admitted first: an entry is updated in
 # place (moving it last, a pop and an insert into the OrderedDict, cost more than its lookup).
 _POD_LISTS_SIZE = 4_096
-_pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], list[str]]] = OrderedDict()
+# (namespace, name) -> (the pods, their JSON as _pods_parts gives it).
+_pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], tuple[str, ...]]] = OrderedDict()
 
 
-def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop: bool = False) -> str:
-    """The JSON of ``pods``, comma-separated (without the brackets); ``drop``: the workload's last write,
-    what was kept for it goes."""
+def _pods_parts(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop: bool = False) -> tuple[str, ...]:
+    """The JSON of ``pods`` as the pieces of text between the brackets, each pod's followed by a comma but the
+    last's; ``drop``: the workload's last write, what was kept for it goes."""
     if ref is None:
-        return ",".join([_piece_json(p, _pod_json) for p in pods])
+        out = []
+        for i, p in enumerate(pods):
+            if i:
+                out.append(",")
+            out.append(_piece_json(p, _pod_json, _status_pieces, _STATUS_PIECES_SIZE))
+        return tuple(out)
     hit = _pod_lists.pop(ref, None) if drop else _pod_lists.get(ref)
     if hit is not None and len(kept := hit[0]) == len(pods):
         if len(pods) == 1:
-            # A workload of one pod, the usual: no zip, no comprehension.
+            # A workload of one pod, the usual: no loop.
             if pods[0] is kept[0]:
-                return hit[1][0]
-            text = _pod_json(pods[0], kept[0], hit[1][0])
-            if not drop:
-                _pod_lists[ref] = (pods, [text])
-            return text
-        texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, kept, hit[1], strict=True)]
+                return hit[1]
+            parts: tuple[str, ...] = (_pod_json(pods[0], kept[0], hit[1][0]),)
+        else:
+            was = hit[1]
+            out = []
+            for i, p in enumerate(pods):
+                if i:
+                    out.append(",")
+                o = kept[i]
+                out.append(was[2 * i] if p is o else _pod_json(p, o, was[2 * i]))
+            parts = tuple(out)
     else:
         # New records (the workload's first pods) or ones dropped from memory: written, not looked up.
-        texts = [_pod_json(p) for p in pods]
+        out = []
+        for i, p in enumerate(pods):
+            if i:
+                out.append(",")
+            out.append(_pod_json(p))
+        parts = tuple(out)
         if hit is None and len(_pod_lists) >= _POD_LISTS_SIZE and not drop:
             _pod_lists.popitem(last=False)
     if not drop:
-        _pod_lists[ref] = (pods, texts)
-    return ",".join(texts)
+        _pod_lists[ref] = (pods, parts)
+    return parts
 
 
 # status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).
@@ -486,7 +526,7 @@ _OWN_EXTRA_KEYS = frozenset({"pods", "lastPods", "deleting", "terminate"})
 def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None, conditions_text: str | None = None,
                  *, drop: bool = False) -> str:
     """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes); ``ref``, the
-    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_text; ``drop``:
+    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_parts; ``drop``:
     used a last time); ``conditions_text``: the conditions' JSON, comma-separated, when the caller has it."""
     extra_doc = status.extra
     if extra_doc and not _OWN_EXTRA_KEYS.isdisjoint(extra_doc):
@@ -514,9 +554,9 @@ def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None, con
     if extra_doc:
         extra.append(_to_json(dict(extra_doc))[1:-1])  # its entries, in their order, without the braces
     if status.pods:
-        extra.append('"pods":[' + _pods_text(status.pods, ref, drop=drop) + "]")
+        extra.append('"pods":[' + "".join(_pods_parts(status.pods, ref, drop=drop)) + "]")
     if status.last_pods:
-        extra.append('"lastPods":[' + ",".join(_piece_json(p, _pod_json) for p in status.last_pods) + "]")
+        extra.append('"lastPods":[' + "".join(_pods_parts(status.last_pods, None)) + "]")
     if status.deleting:
         extra.append('"deleting":true')
     if status.terminate is not None:
