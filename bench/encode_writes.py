@@ -5,11 +5,15 @@ Runs ``bench/write_path.py``'s controller (``--workloads`` one-pod workloads
 created, admitted, Running, Succeeded), keeps every object it writes, in
 order, then encodes them again with the encoder's caches emptied before each
 pass: the best of ``--repeat`` passes, in µs per write (all writes, and the
-workload writes by their kind).  ``--src`` imports another checkout, for
-before/after figures on the very same writes.  Not a test: it prints figures.
+workload writes by their kind).  On a machine shared with other work prefer
+the two figures that leave out the time other processes ran:
+``*_min_us_per_write`` (each write's fastest pass, summed by kind) and
+``all_cpu_us_per_write`` (a whole pass on the thread's CPU clock).  ``--src``
+imports another checkout, for before/after figures on the very same writes
+(run the two alternately).  Not a test: it prints figures.
 
     .venv/bin/python bench/encode_writes.py
-    .venv/bin/python bench/encode_writes.py --src /work/wt/base7
+    .venv/bin/python bench/encode_writes.py --src /work/wt/base8
 """
 
 from __future__ import annotations

@@ -173,16 +173,18 @@ def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: b
 # workload while they are the very same values (model objects are immutable;
 # ``replace`` keeps the fields it does not change).  Sized for a large pending
 # population: a workload is usually admitted long after it was created, after
-# tens of thousands of others (a head is ~0.7 KiB; 50,000 pending cost ~35 MiB).
+# tens of thousands of others (a head's own metadata is ~0.3 KiB, its spec shared; 50,000 pending cost
+# ~20 MiB with their entries).
 _WORKLOAD_HEADS_SIZE = 262_144
 # OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
 # slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
-# Each entry: the head's key (the fields it is written from), its JSON (without the closing brace), where
+# Each entry: the head's key (the fields it is written from), its JSON in two pieces (the metadata's own,
+# up to the spec's value, and the spec's, shared by the workloads of one shape: see _workload_head), where
 # its metadata closes, and the status conditions and admission of the workload's last write with their
 # JSON (the conditions' as the pieces of text between the brackets, see _conditions_parts).
 _workload_heads: OrderedDict[
     tuple[str, str],
-    tuple[tuple[object, ...], str, int, tuple[Condition, ...], tuple[str, ...], Admission | None, str],
+    tuple[tuple[object, ...], str, str, int, tuple[Condition, ...], tuple[str, ...], Admission | None, str],
 ] = OrderedDict()
 
 # The text a workload's document is joined from, beyond its pieces' own.
@@ -213,9 +215,9 @@ def _workload_json(wl: Workload) -> EncodedObject:
     # tuple compares each pair by identity first: a workload's fields passed on by ``replace`` cost no
     # __eq__).
     if hit is not None and (k := hit[0])[8] is key[8] and k[9] is key[9] and k[10] is key[10] and k == key:
-        _, head, metadata_end, kept_conditions, kept_parts, kept_admission, kept_admission_text = hit
+        _, meta, spec, metadata_end, kept_conditions, kept_parts, kept_admission, kept_admission_text = hit
     else:
-        head, metadata_end = _workload_head(wl)
+        meta, spec, metadata_end = _workload_head(wl)
         kept_conditions, kept_parts, kept_admission, kept_admission_text = (), (), None, ""
         if not finished:
             if hit is not None:
@@ -226,8 +228,8 @@ def _workload_json(wl: Workload) -> EncodedObject:
     # (Conditions or an admission: not the empty status, without comparing every field.)
     if not conditions and admission is None and (status is NO_STATUS or status == NO_STATUS):
         if not finished:
-            _workload_heads[ref] = (key, head, metadata_end, (), (), None, "")
-        return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
+            _workload_heads[ref] = (key, meta, spec, metadata_end, (), (), None, "")
+        return EncodedObject(f"{meta}{spec}}}".encode("ascii"), metadata_end)
     # Each change of a status appends a condition or replaces one, the others the very records of the last
     # write: their JSON is kept with the head and only the new ones are written.  The admission, one
     # value from the write that admitted the workload to the one that gives its quota back, likewise.
@@ -242,26 +244,26 @@ def _workload_json(wl: Workload) -> EncodedObject:
     else:
         admission_text = _piece_json(admission, _admission_json, _admission_pieces, _ADMISSION_PIECES_SIZE)
     if not finished:
-        _workload_heads[ref] = (key, head, metadata_end, conditions, parts, admission, admission_text)
+        _workload_heads[ref] = (key, meta, spec, metadata_end, conditions, parts, admission, admission_text)
     pods = status.pods
     # The document is joined at once from its pieces: one string as long as the document (then its bytes),
     # nothing as long in between (each of those, beyond 512 bytes, is a malloc and a copy).
     if (status.requeue_state is not None or status.reclaimable_pods or status.accumulated_past_execution_time_seconds
             or status.extra or status.last_pods or status.deleting or status.terminate is not None):
         # The rarer shapes: piece by piece.
-        text = f'{head},"status":{_status_json(status, ref, "".join(parts), drop=finished)}}}'
+        text = f'{meta}{spec},"status":{_status_json(status, ref, "".join(parts), drop=finished)}}}'
     elif conditions and admission is not None and pods:
         # The usual status: its conditions, its admission, its pods.
-        text = "".join((head, _STATUS_CONDITIONS, *parts, _ADMISSION_AFTER_CONDITIONS, admission_text,
+        text = "".join((meta, spec, _STATUS_CONDITIONS, *parts, _ADMISSION_AFTER_CONDITIONS, admission_text,
                         _PODS_AFTER_ADMISSION, *_pods_parts(pods, ref, drop=finished), _PODS_CLOSE))
     else:
-        out = [head, ',"status":{']
+        out = [meta, spec, ',"status":{']
         if conditions:
             out += ('"conditions":[', *parts, "]")
         if admission is not None:
             out += (',"admission":' if conditions else '"admission":', admission_text)
         if pods:
-            out += (',"extra":{"pods":[' if len(out) > 2 else '"extra":{"pods":[',
+            out += (',"extra":{"pods":[' if len(out) > 3 else '"extra":{"pods":[',
                     *_pods_parts(pods, ref, drop=finished), "]}")
         out.append("}}")
         text = "".join(out)
@@ -325,11 +327,14 @@ def _map_json(value: Mapping[str, str]) -> str:
     return _to_json(dict(value))
 
 
-def _workload_head(wl: Workload) -> tuple[str, int]:
+def _workload_head(wl: Workload) -> tuple[str, str, int]:
     """``_json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)``, the same text,
-    from the kept JSON of its spec and labels."""
+    from the kept JSON of its spec and labels, in two pieces: up to the spec's value (``,"spec":`` included),
+    and the spec's (the very string every workload of that spec has: a workload kept for its next write
+    holds only its own metadata), and where its metadata closes."""
     if wl.priority_class is not None and wl.priority_class[0] not in _GROUP_FOR_KIND:
-        return _json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)  # raises
+        text, end = _json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)  # raises
+        return text[:end + 9], text[end + 9:], end  # (split after the metadata's '},"spec":')
     s = _str_json
     # One f-string, its optional members empty when absent: a head is written at every workload's creation.
     uid = f',"uid":{s(wl.uid)}' if wl.uid else ""
@@ -337,8 +342,8 @@ def _workload_head(wl: Workload) -> tuple[str, int]:
     labels = f',"labels":{_piece_json(wl.labels, _map_json, _labels_json, _LABELS_JSON_SIZE)}' if wl.labels else ""
     annotations = f',"annotations":{_to_json(dict(wl.annotations))}' if wl.annotations else ""
     meta = (f'{_WORKLOAD_HEAD_START}{s(wl.name)},"namespace":{s(wl.namespace)}{uid}{created}{labels}{annotations}'
-            f',"generation":{_num_json(wl.generation)}}}')
-    return f'{meta},"spec":{_spec_json(wl)}', len(meta) - 1
+            f',"generation":{_num_json(wl.generation)}}},"spec":')
+    return meta, _spec_json(wl), len(meta) - 9  # (the metadata's closing brace, before ',"spec":')
 
 
 # The parts of a workload's status that most writes leave as they were (its
