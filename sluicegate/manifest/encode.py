@@ -53,6 +53,7 @@ from sluicegate.model.config import FairSharingConfig, WaitForPodsReadyConfig
 from sluicegate.model.podgroups import BatchQueue, PodGroup
 from sluicegate.model.pods import PodRecord
 from sluicegate.model.queues import FlavorFungibility, Preemption
+from sluicegate.model.slotinit import slot_init
 from sluicegate.model.taints import Taint, Toleration
 from sluicegate.model.workloads import NO_STATUS, Probe, SecurityContext
 from sluicegate.quantity import format_canonical
@@ -74,6 +75,8 @@ def encode(obj: Decoded) -> Doc:
     return _encode(obj, share=False)
 
 
+# slot_init: one is made at every write of every object.
+@slot_init
 @dataclass(frozen=True, slots=True)
 class EncodedObject:
     """An object's JSON text, as the store keeps it, and where its metadata closes.
@@ -136,7 +139,7 @@ def encode_json(obj: Decoded) -> EncodedObject:
     Top-level keys keep ``encode``'s order; the metadata's closing brace is
     located while writing, so no one has to search the text for it.
     """
-    if isinstance(obj, Workload):
+    if type(obj) is Workload or isinstance(obj, Workload):  # (the exact type first: most writes are workloads')
         return _workload_json(obj)
     return _json_of(_encode(obj, share=True))
 
@@ -170,24 +173,25 @@ def _json_text(doc: Doc, pod_sets: tuple[PodSet, ...] | None = None, *, close: b
 # workload while they are the very same values (model objects are immutable;
 # ``replace`` keeps the fields it does not change).  Sized for a large pending
 # population: a workload is usually admitted long after it was created, after
-# tens of thousands of others (a head is ~0.7 KiB; 50,000 pending cost ~35 MiB).
+# tens of thousands of others (a head's own metadata is ~0.3 KiB, its spec shared; 50,000 pending cost
+# ~20 MiB with their entries).
 _WORKLOAD_HEADS_SIZE = 262_144
 # OrderedDicts: dropping the oldest is O(1) (``del d[next(iter(d))]`` on a dict walks past every
 # slot emptied at its front, which at 200,000 pending made the status pieces' eviction 9 % of a cycle).
-# Each entry: the head's key (_head_key), its JSON, where its metadata closes, and the status conditions
-# of the workload's last write with their JSON (comma-separated).
-_workload_heads: OrderedDict[tuple[str, str], tuple[tuple[object, ...], str, int, tuple[Condition, ...], str]] = \
-    OrderedDict()
+# Each entry: the head's key (the fields it is written from), its JSON in two pieces (the metadata's own,
+# up to the spec's value, and the spec's, shared by the workloads of one shape: see _workload_head), where
+# its metadata closes, and the status conditions and admission of the workload's last write with their
+# JSON (the conditions' as the pieces of text between the brackets, see _conditions_parts).
+_workload_heads: OrderedDict[
+    tuple[str, str],
+    tuple[tuple[object, ...], str, str, int, tuple[Condition, ...], tuple[str, ...], Admission | None, str],
+] = OrderedDict()
 
-
-def _head_key(wl: Workload) -> tuple[object, ...]:
-    return (wl.uid, wl.generation, wl.creation_timestamp, wl.queue_name, wl.priority, wl.priority_class, wl.active,
-            wl.maximum_execution_time_seconds, wl.pod_sets, wl.labels, wl.annotations)
-
-
-def _same_head(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    # Scalars compared by value; the pod sets, labels and annotations by identity (cheap, and kept alive here).
-    return a[:8] == b[:8] and a[8] is b[8] and a[9] is b[9] and a[10] is b[10]
+# The text a workload's document is joined from, beyond its pieces' own.
+_STATUS_CONDITIONS = ',"status":{"conditions":['
+_ADMISSION_AFTER_CONDITIONS = '],"admission":'
+_PODS_AFTER_ADMISSION = ',"extra":{"pods":['
+_PODS_CLOSE = "]}}}"  # the pods, extra, status and document closed
 
 
 def _workload_json(wl: Workload) -> EncodedObject:
@@ -196,47 +200,103 @@ def _workload_json(wl: Workload) -> EncodedObject:
     conditions = status.conditions
     # A finished workload's write is usually its last: what was kept for it goes (and nothing is kept
     # for it from now on), or a replay of 50,000 short workloads ends holding ~40 MiB of their heads.
-    finished = bool(conditions) and status.is_true("Finished")
-    key = _head_key(wl)
-    hit = _workload_heads.pop(ref, None) if finished else _workload_heads.get(ref)
-    if hit is not None and _same_head(hit[0], key):
-        head, metadata_end = hit[1], hit[2]
-        kept_conditions, kept_texts = hit[3], hit[4]
+    # Finished is the last condition a workload gets: only that one is looked at (a workload that
+    # gets another after it keeps its entries until they are the oldest, the bytes are the same).
+    if conditions:
+        last = conditions[-1]
+        finished = last.type == "Finished" and last.status == "True"
     else:
-        head, metadata_end = _workload_head(wl)
-        kept_conditions, kept_texts = (), ""
+        finished = False
+    key = (wl.uid, wl.generation, wl.creation_timestamp, wl.queue_name, wl.priority, wl.priority_class, wl.active,
+           wl.maximum_execution_time_seconds, wl.pod_sets, wl.labels, wl.annotations)
+    hit = _workload_heads.pop(ref, None) if finished else _workload_heads.get(ref)
+    # The same head: the pod sets, labels and annotations the very same values (cheap, and kept alive
+    # here; equal labels in another order are other JSON), then the whole key, the scalars by value (the
+    # tuple compares each pair by identity first: a workload's fields passed on by ``replace`` cost no
+    # __eq__).
+    if hit is not None and (k := hit[0])[8] is key[8] and k[9] is key[9] and k[10] is key[10] and k == key:
+        _, meta, spec, metadata_end, kept_conditions, kept_parts, kept_admission, kept_admission_text = hit
+    else:
+        meta, spec, metadata_end = _workload_head(wl)
+        kept_conditions, kept_parts, kept_admission, kept_admission_text = (), (), None, ""
         if not finished:
-            _workload_heads.pop(ref, None)  # re-inserted last: the oldest entry goes first
+            if hit is not None:
+                del _workload_heads[ref]  # re-inserted last: the oldest entry goes first
             if len(_workload_heads) >= _WORKLOAD_HEADS_SIZE:
                 _workload_heads.popitem(last=False)
+    admission = status.admission
     # (Conditions or an admission: not the empty status, without comparing every field.)
-    if not conditions and status.admission is None and (status is NO_STATUS or status == NO_STATUS):
+    if not conditions and admission is None and (status is NO_STATUS or status == NO_STATUS):
         if not finished:
-            _workload_heads[ref] = (key, head, metadata_end, (), "")
-        return EncodedObject(f"{head}}}".encode("ascii"), metadata_end)
+            _workload_heads[ref] = (key, meta, spec, metadata_end, (), (), None, "")
+        return EncodedObject(f"{meta}{spec}}}".encode("ascii"), metadata_end)
     # Each change of a status appends a condition or replaces one, the others the very records of the last
-    # write: their JSON is kept with the head and only the new ones are written.
+    # write: their JSON is kept with the head and only the new ones are written.  The admission, one
+    # value from the write that admitted the workload to the one that gives its quota back, likewise.
     if conditions is kept_conditions:
-        conditions_text = kept_texts
+        parts = kept_parts
     else:
-        conditions_text = _conditions_text(conditions, kept_conditions, kept_texts)
+        parts = _conditions_parts(conditions, kept_conditions, kept_parts)
+    if admission is None:
+        admission_text = ""
+    elif admission is kept_admission:
+        admission_text = kept_admission_text
+    else:
+        admission_text = _piece_json(admission, _admission_json, _admission_pieces, _ADMISSION_PIECES_SIZE)
+    if not finished:
+        _workload_heads[ref] = (key, meta, spec, metadata_end, conditions, parts, admission, admission_text)
+    pods = status.pods
+    # The document is joined at once from its pieces: one string as long as the document (then its bytes),
+    # nothing as long in between (each of those, beyond 512 bytes, is a malloc and a copy).
+    if (status.requeue_state is not None or status.reclaimable_pods or status.accumulated_past_execution_time_seconds
+            or status.extra or status.last_pods or status.deleting or status.terminate is not None):
+        # The rarer shapes: piece by piece.
+        text = f'{meta}{spec},"status":{_status_json(status, ref, "".join(parts), drop=finished)}}}'
+    elif conditions and admission is not None and pods:
+        # The usual status: its conditions, its admission, its pods.
+        text = "".join((meta, spec, _STATUS_CONDITIONS, *parts, _ADMISSION_AFTER_CONDITIONS, admission_text,
+                        _PODS_AFTER_ADMISSION, *_pods_parts(pods, ref, drop=finished), _PODS_CLOSE))
+    else:
+        out = [meta, spec, ',"status":{']
+        if conditions:
+            out += ('"conditions":[', *parts, "]")
+        if admission is not None:
+            out += (',"admission":' if conditions else '"admission":', admission_text)
+        if pods:
+            out += (',"extra":{"pods":[' if len(out) > 3 else '"extra":{"pods":[',
+                    *_pods_parts(pods, ref, drop=finished), "]}")
+        out.append("}}")
+        text = "".join(out)
     if finished:
-        # The pods' kept JSON serves this last write, then goes.
-        text = _status_json(status, ref, conditions_text, drop=True)
-        _pod_lists.pop(ref, None)  # (kept still where the status was encoded whole)
-        return EncodedObject(f'{head},"status":{text}}}'.encode("ascii"), metadata_end)
-    _workload_heads[ref] = (key, head, metadata_end, conditions, conditions_text)
-    return EncodedObject(f'{head},"status":{_status_json(status, ref, conditions_text)}}}'.encode("ascii"),
-                         metadata_end)
+        _pod_lists.pop(ref, None)  # (kept still where the status had no pods)
+    return EncodedObject(text.encode("ascii"), metadata_end)
 
 
-def _conditions_text(conditions: tuple[Condition, ...], kept: tuple[Condition, ...], kept_text: str) -> str:
-    """The JSON of ``conditions``, comma-separated; ``kept`` (with ``kept_text``, its JSON) were the last write's."""
+def _conditions_parts(conditions: tuple[Condition, ...], kept: tuple[Condition, ...],
+                      kept_parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The JSON of ``conditions`` as the pieces of text between the brackets, each condition's followed by a
+    comma but the last's; ``kept`` (with ``kept_parts``, theirs) were the last write's: the same records at
+    the same places are not written again, and no text joins them before the document does."""
     n = len(kept)
-    if n and len(conditions) > n and all(a is b for a, b in zip(conditions, kept, strict=False)):
+    m = len(conditions)
+    # (The slice compares each pair by identity first: the same records cost no __eq__; equal ones are the
+    # same JSON.)
+    if n and m > n and conditions[:n] == kept:
         # The usual change: conditions appended to the same ones.
-        return kept_text + "," + ",".join([_condition_json(c) for c in conditions[n:]])
-    return ",".join([_condition_json(c) for c in conditions])
+        if m == n + 1:
+            return (*kept_parts, ",", _condition_json(conditions[n]))
+        out = list(kept_parts)
+        for c in conditions[n:]:
+            out += (",", _condition_json(c))
+        return tuple(out)
+    # Otherwise (a condition replaced or dropped, or the first ones): each record the last write had at its
+    # place keeps its JSON.
+    out = []
+    for i, c in enumerate(conditions):
+        if i:
+            out.append(",")
+        out.append(kept_parts[2 * i] if i < n and c is kept[i] else _condition_json(c))
+    return tuple(out)
 
 
 # The JSON of a new workload's head is written from pieces that workloads share: the spec (workloads
@@ -267,24 +327,23 @@ def _map_json(value: Mapping[str, str]) -> str:
     return _to_json(dict(value))
 
 
-def _workload_head(wl: Workload) -> tuple[str, int]:
+def _workload_head(wl: Workload) -> tuple[str, str, int]:
     """``_json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)``, the same text,
-    from the kept JSON of its spec and labels."""
+    from the kept JSON of its spec and labels, in two pieces: up to the spec's value (``,"spec":`` included),
+    and the spec's (the very string every workload of that spec has: a workload kept for its next write
+    holds only its own metadata), and where its metadata closes."""
     if wl.priority_class is not None and wl.priority_class[0] not in _GROUP_FOR_KIND:
-        return _json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)  # raises
+        text, end = _json_text(_workload(wl, share=True, with_status=False), wl.pod_sets, close=False)  # raises
+        return text[:end + 9], text[end + 9:], end  # (split after the metadata's '},"spec":')
     s = _str_json
-    parts = [_WORKLOAD_HEAD_START, s(wl.name), ',"namespace":', s(wl.namespace)]
-    if wl.uid:
-        parts += [',"uid":', s(wl.uid)]
-    if wl.creation_timestamp:
-        parts += [',"creationTimestamp":"', format_rfc3339(wl.creation_timestamp), '"']
-    if wl.labels:
-        parts += [',"labels":', _piece_json(wl.labels, _map_json, _labels_json, _LABELS_JSON_SIZE)]
-    if wl.annotations:
-        parts += [',"annotations":', _to_json(dict(wl.annotations))]
-    parts += [',"generation":', _num_json(wl.generation), "}"]
-    meta = "".join(parts)
-    return f'{meta},"spec":{_spec_json(wl)}', len(meta) - 1
+    # One f-string, its optional members empty when absent: a head is written at every workload's creation.
+    uid = f',"uid":{s(wl.uid)}' if wl.uid else ""
+    created = f',"creationTimestamp":"{format_rfc3339(wl.creation_timestamp)}"' if wl.creation_timestamp else ""
+    labels = f',"labels":{_piece_json(wl.labels, _map_json, _labels_json, _LABELS_JSON_SIZE)}' if wl.labels else ""
+    annotations = f',"annotations":{_to_json(dict(wl.annotations))}' if wl.annotations else ""
+    meta = (f'{_WORKLOAD_HEAD_START}{s(wl.name)},"namespace":{s(wl.namespace)}{uid}{created}{labels}{annotations}'
+            f',"generation":{_num_json(wl.generation)}}},"spec":')
+    return meta, _spec_json(wl), len(meta) - 9  # (the metadata's closing brace, before ',"spec":')
 
 
 # The parts of a workload's status that most writes leave as they were (its
@@ -391,38 +450,78 @@ def _admission_json(adm: Admission) -> str:
 
 
 
+# A condition's JSON up to its time, by (type, status, reason, message): conditions are made anew at each
+# change of a status, but with few distinct texts (Kueue's reasons and messages name at most the cluster
+# queue), so only the time is written per condition.
+_CONDITION_HEADS_SIZE = 4096
+_condition_heads: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+
+
 def _condition_json(c: Condition) -> str:
     """``_to_json(_condition(c))``, written directly (the same bytes): every change of a status makes new
     conditions, so their JSON is rarely kept from an earlier write."""
-    return (f'{{"type":{_str_json(c.type)},"status":{_str_json(c.status)},"reason":{_str_json(c.reason)},'
-            f'"message":{_str_json(c.message)},"lastTransitionTime":"{format_rfc3339(c.last_transition_time)}"}}')
+    key = (c.type, c.status, c.reason, c.message)
+    head = _condition_heads.get(key)
+    if head is None:
+        s = _str_json
+        head = (f'{{"type":{s(c.type)},"status":{s(c.status)},"reason":{s(c.reason)},"message":{s(c.message)},'
+                '"lastTransitionTime":"')
+        if len(_condition_heads) >= _CONDITION_HEADS_SIZE:
+            _condition_heads.popitem(last=False)
+        _condition_heads[key] = head
+    return f'{head}{format_rfc3339(c.last_transition_time)}"}}'
 
 
 # A workload's pods, as its last write held them, and their JSON: a pod report replaces one record of the
 # tuple and keeps the others (``replace``), so the next write compares the records by identity, position by
-# position, and encodes only the new one.  Kept for the workloads written last (a running workload is
-# written at each report of its pods; 0.2-0.4 KiB of JSON a pod, so at most a few MiB); beyond, the pods'
-# JSON comes from the status pieces.
+# position, and encodes only the new one.  Kept for the workloads whose pods were written last (a running
+# workload is written at each report of its pods; 0.2-0.4 KiB of JSON a pod, so at most a few MiB); beyond,
+# the pods' JSON is written whole.  The oldest entry is the workload admitted first: an entry is updated in
+# place (moving it last, a pop and an insert into the OrderedDict, cost more than its lookup).
 _POD_LISTS_SIZE = 4_096
-_pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], list[str]]] = OrderedDict()
+# (namespace, name) -> (the pods, their JSON as _pods_parts gives it).
+_pod_lists: OrderedDict[tuple[str, str], tuple[tuple[PodRecord, ...], tuple[str, ...]]] = OrderedDict()
 
 
-def _pods_text(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop: bool = False) -> str:
-    """The JSON of ``pods``, comma-separated (without the brackets); ``drop``: the workload's last write,
-    what was kept for it goes."""
+def _pods_parts(pods: tuple[PodRecord, ...], ref: tuple[str, str] | None, *, drop: bool = False) -> tuple[str, ...]:
+    """The JSON of ``pods`` as the pieces of text between the brackets, each pod's followed by a comma but the
+    last's; ``drop``: the workload's last write, what was kept for it goes."""
     if ref is None:
-        return ",".join([_piece_json(p, _pod_json) for p in pods])
-    hit = _pod_lists.pop(ref, None)  # re-inserted last: the oldest entry goes first
-    if hit is not None and len(hit[0]) == len(pods):
-        texts = [text if p is o else _pod_json(p, o, text) for p, o, text in zip(pods, hit[0], hit[1], strict=True)]
+        out = []
+        for i, p in enumerate(pods):
+            if i:
+                out.append(",")
+            out.append(_piece_json(p, _pod_json, _status_pieces, _STATUS_PIECES_SIZE))
+        return tuple(out)
+    hit = _pod_lists.pop(ref, None) if drop else _pod_lists.get(ref)
+    if hit is not None and len(kept := hit[0]) == len(pods):
+        if len(pods) == 1:
+            # A workload of one pod, the usual: no loop.
+            if pods[0] is kept[0]:
+                return hit[1]
+            parts: tuple[str, ...] = (_pod_json(pods[0], kept[0], hit[1][0]),)
+        else:
+            was = hit[1]
+            out = []
+            for i, p in enumerate(pods):
+                if i:
+                    out.append(",")
+                o = kept[i]
+                out.append(was[2 * i] if p is o else _pod_json(p, o, was[2 * i]))
+            parts = tuple(out)
     else:
         # New records (the workload's first pods) or ones dropped from memory: written, not looked up.
-        texts = [_pod_json(p) for p in pods]
+        out = []
+        for i, p in enumerate(pods):
+            if i:
+                out.append(",")
+            out.append(_pod_json(p))
+        parts = tuple(out)
         if hit is None and len(_pod_lists) >= _POD_LISTS_SIZE and not drop:
             _pod_lists.popitem(last=False)
     if not drop:
-        _pod_lists[ref] = (pods, texts)
-    return ",".join(texts)
+        _pod_lists[ref] = (pods, parts)
+    return parts
 
 
 # status.extra keys that ``_status`` sets itself (an extra entry of the same name takes their place in order).
@@ -432,7 +531,7 @@ _OWN_EXTRA_KEYS = frozenset({"pods", "lastPods", "deleting", "terminate"})
 def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None, conditions_text: str | None = None,
                  *, drop: bool = False) -> str:
     """``_to_json(_status(status))``, spliced from the pieces' kept JSON (the same bytes); ``ref``, the
-    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_text; ``drop``:
+    workload's (namespace, name), lets its pods' JSON be kept from its last write (see _pods_parts; ``drop``:
     used a last time); ``conditions_text``: the conditions' JSON, comma-separated, when the caller has it."""
     extra_doc = status.extra
     if extra_doc and not _OWN_EXTRA_KEYS.isdisjoint(extra_doc):
@@ -460,9 +559,9 @@ def _status_json(status: WorkloadStatus, ref: tuple[str, str] | None = None, con
     if extra_doc:
         extra.append(_to_json(dict(extra_doc))[1:-1])  # its entries, in their order, without the braces
     if status.pods:
-        extra.append('"pods":[' + _pods_text(status.pods, ref, drop=drop) + "]")
+        extra.append('"pods":[' + "".join(_pods_parts(status.pods, ref, drop=drop)) + "]")
     if status.last_pods:
-        extra.append('"lastPods":[' + ",".join(_piece_json(p, _pod_json) for p in status.last_pods) + "]")
+        extra.append('"lastPods":[' + "".join(_pods_parts(status.last_pods, None)) + "]")
     if status.deleting:
         extra.append('"deleting":true')
     if status.terminate is not None:

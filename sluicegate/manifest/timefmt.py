@@ -69,23 +69,69 @@ def parse_rfc3339(text: str) -> float:
     return float(Fraction(whole) + Fraction(int(frac), 10 ** len(frac)))
 
 
-# A workload's timestamps are formatted again on every write and watch event
-# while they rarely change; the conversion is worth remembering.
-@functools.lru_cache(maxsize=1 << 16)
+# A workload's timestamps are formatted again and again (the conditions of one
+# admission share their time, as do the admissions of one scheduling cycle; a
+# workload's creation time goes out with every reply about it) while each new
+# one is formatted once: a plain dict, emptied when full, costs a lookup on a
+# hit and little on a miss (lru_cache's bookkeeping cost a third of the
+# conversion itself).  Small, so that a miss's insertion stays cheap: the times
+# that repeat are recent ones.
+_STAMPS_SIZE = 4096
+_stamps: dict[float, str] = {}
+
+
 def format_rfc3339(epoch: float) -> str:
     """Seconds since the epoch -> ``2024-05-01T12:00:00Z``, with the shortest exact fraction."""
-    if not math.isfinite(epoch):
-        raise ValueError(f"timestamp {epoch!r} is not a finite number of seconds")
-    if _FAST_MIN <= epoch < _FAST_MAX:
+    text = _stamps.get(epoch)
+    if text is None:
+        if type(epoch) is float and _FAST_MIN <= epoch < _FAST_MAX:
+            # _format_rfc3339's own first branch, written out: every new time of this era comes here.
+            whole, _, frac = _float_repr(epoch).partition(".")
+            second = _seconds.get(whole)
+            if second is None:
+                if len(_seconds) >= _SECONDS_SIZE:
+                    _seconds.clear()
+                second = _seconds[whole] = _whole_seconds(int(whole))
+            text = f"{second}Z" if frac == "0" else f"{second}.{frac}Z"
+        else:
+            text = _format_rfc3339(epoch)
+        if len(_stamps) >= _STAMPS_SIZE:
+            _stamps.clear()
+        _stamps[epoch] = text
+    return text
+
+
+def _format_rfc3339(epoch: float) -> str:
+    # A float of this era takes the shortest path: no finiteness test (the bounds leave out nan and the
+    # infinities) and one f-string.
+    if type(epoch) is float and _FAST_MIN <= epoch < _FAST_MAX:
         # repr() is the shortest decimal that reads back as this float, and
         # with the integer part fixed "fewest significant digits" is "fewest
         # fraction digits": the same text _format_exact finds, without the
-        # Fraction arithmetic (every new condition time misses the cache).
-        # Above 1e16 repr switches to exponent notation, hence the bounds.
-        whole, _, frac = repr(epoch).partition(".")
+        # Fraction arithmetic.  Below 1e16 repr writes "<int>.<fraction>" and
+        # the fraction ends in a zero only when it is "0" (a whole second).
+        whole, _, frac = _float_repr(epoch).partition(".")
+        second = _seconds.get(whole)
+        if second is None:
+            if len(_seconds) >= _SECONDS_SIZE:
+                _seconds.clear()
+            second = _seconds[whole] = _whole_seconds(int(whole))
+        return f"{second}Z" if frac == "0" else f"{second}.{frac}Z"
+    if not math.isfinite(epoch):
+        raise ValueError(f"timestamp {epoch!r} is not a finite number of seconds")
+    if _FAST_MIN <= epoch < _FAST_MAX:
+        # (An int, or a float subclass: written by its value, whatever its own repr says.)
+        whole, _, frac = (_float_repr(epoch) if isinstance(epoch, float) else repr(epoch)).partition(".")
         frac = frac.rstrip("0")
         return _whole_seconds(int(whole)) + ("." + frac if frac else "") + "Z"
     return _format_exact(epoch)
+
+
+_float_repr = float.__repr__
+# The date and time of day of a whole second, by its decimal text (the part of repr() before the point):
+# the timestamps of a burst share a few seconds.
+_SECONDS_SIZE = 4096
+_seconds: dict[str, str] = {}
 
 
 # Seconds at which repr(epoch) is plain "<int>.<fraction>" and the date is

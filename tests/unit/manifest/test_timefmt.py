@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sluicegate.manifest import timefmt
 from sluicegate.manifest.timefmt import _format_exact, format_duration, format_rfc3339, parse_duration, parse_rfc3339
 
 
@@ -79,7 +83,56 @@ def test_format_rfc3339_fast_path_writes_what_the_exact_conversion_writes(low: f
     # The repr()-based path must pick the very digits of the Fraction-based reference.
     rng = random.Random(f"{low}-{high}")
     epochs = [rng.uniform(low, high) for _ in range(3000)] + [float(rng.randint(int(low), int(high))) + k / 8 for k in range(8)]
-    assert [format_rfc3339.__wrapped__(e) for e in epochs] == [_format_exact(e) for e in epochs]
+    assert [timefmt._format_rfc3339(e) for e in epochs] == [_format_exact(e) for e in epochs]
+
+
+@pytest.mark.parametrize(
+    ("epoch", "text"),
+    [
+        pytest.param(1714564800, "2024-05-01T12:00:00Z", id="int"),
+        pytest.param(0.5, "1970-01-01T00:00:00.5Z", id="below-the-fast-path"),
+        pytest.param(1e12, "33658-09-27T01:46:40Z", id="beyond-year-9999"),
+    ],
+)
+def test_format_rfc3339_off_the_float_path_is_the_reference(epoch: float, text: str) -> None:
+    # Only floats of this era take the shortcut; anything else goes the way it always went.
+    if epoch >= 253_402_300_800:
+        with pytest.raises(OverflowError):
+            format_rfc3339(epoch)
+        return
+    assert format_rfc3339(epoch) == text == _format_exact(float(epoch))
+
+
+def test_format_rfc3339_float_subclass_is_written_by_its_value() -> None:
+    class Stamp(float):
+        def __repr__(self) -> str:
+            return "Stamp"
+
+    assert format_rfc3339(Stamp(1714564800.25)) == "2024-05-01T12:00:00.25Z"
+
+
+@given(st.floats(min_value=-1e12, max_value=1e12) | st.integers(-10**12, 10**12)
+       | st.sampled_from([math.nan, math.inf, -math.inf]))
+@settings(max_examples=500, deadline=None)
+def test_format_rfc3339_memo_answers_what_the_conversion_answers(epoch: float) -> None:
+    try:
+        expected = _format_exact(float(epoch)) if math.isfinite(epoch) else None
+    except (ValueError, OverflowError):
+        expected = None
+    if expected is None:
+        with pytest.raises((ValueError, OverflowError)):
+            format_rfc3339(epoch)
+    else:
+        assert format_rfc3339(epoch) == expected
+        assert format_rfc3339(epoch) == expected  # the remembered text
+
+
+def test_format_rfc3339_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timefmt, "_STAMPS_SIZE", 8)
+    monkeypatch.setattr(timefmt, "_stamps", {})
+    for k in range(20):
+        assert format_rfc3339(1714564800.0 + k / 4) == _format_exact(1714564800.0 + k / 4)
+        assert len(timefmt._stamps) <= 8
 
 
 @pytest.mark.parametrize(
