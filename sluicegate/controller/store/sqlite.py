@@ -389,14 +389,15 @@ class SqliteStore:
             db.execute(_DELETE, (ch.kind, ch.namespace, ch.name))
             db.execute(_SET_META, ("resource_version", str(version)))
             return
-        if len(batches) == 1:
-            # One write of puts only (a scheduling cycle's): upserted in order, the last put of an
-            # object wins, which is what collapsing would keep; every row carries the newest version.
-            version, changes = batches[0]
-            rows = [ch + (version,) for ch in changes if type(ch) is Put]
-            if len(rows) == len(changes):
-                db.executemany(_PUT, rows)
-                return
+        # Puts only (a scheduling cycle's writes, a batch of pod reports): upserted in write order, each
+        # row with its own write's version.  An object put twice ends as its last put with that put's
+        # version, which is what collapsing keeps; and the newest write's puts are their objects' last
+        # changes, so a row carries the newest version.  Writes of a group name each object about once
+        # (a workload is written once per turn), so collapsing them would only cost a dict entry a row.
+        rows = [ch + (version,) for version, changes in batches for ch in changes if type(ch) is Put]
+        if len(rows) == sum([len(changes) for _, changes in batches]) and batches[-1][1]:
+            db.executemany(_PUT, rows)
+            return
         # Rows hold only an object's latest state, so the batches collapse to
         # the last change of each object: one row per object, puts and deletes
         # each as one executemany (the rows are bound in C).  A change is a
