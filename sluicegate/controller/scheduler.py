@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from sluicegate.common.heapgc import HEAP_GC
 from sluicegate.controller.cache import Cache
 from sluicegate.controller.commit import Committer
 from sluicegate.controller.decide_cycle import cycle_effects, heads_back, status_with, with_status
@@ -228,7 +229,9 @@ class Scheduler:
         # A cycle holds its heads, entries and assignments until it ends, then drops them: with the
         # collector on, every young collection inside it walks them all and promotes them, and older
         # generations walk them again.  Off for the cycle (nothing else runs meanwhile), they are freed
-        # by reference counting at its end without ever being walked.
+        # by reference counting at its end without ever being walked.  What is left alive then is state
+        # (the admitted workloads, their records and encodings): frozen, rather than walked and promoted by
+        # the collections after (common/heapgc.py).
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -236,6 +239,7 @@ class Scheduler:
                 stats = self._schedule_once()
         finally:
             if collecting:
+                HEAP_GC.after_burst()
                 gc.enable()
         if stats.heads and self.observer is not None:
             self.observer.admission_attempt(admitted=stats.admitted > 0, seconds=time.perf_counter() - started)
