@@ -20,8 +20,9 @@ each young collection walks every object allocated since the last.
 A scheduling cycle runs with the collector off, and what is alive when it
 ends is almost all state: the workloads it admitted, their records and
 encodings.  ``after_burst`` freezes it there, so young and middle
-collections no longer walk and promote it (the large-scale replay: 2.1 s of
-the loop's ~22 s in about 120 collections before, 0.1-0.2 s after).  The
+collections no longer walk and promote it (the large-scale replay: 1.6-1.7 s
+of the loop's ~21 s in about 265 collections, the longest 381 ms, before;
+0.10-0.16 s, the longest 26 ms, after).  The
 cost is the same as for the survivors of a full collection, only sooner: a
 reference cycle that dies while frozen waits for a rescan.  The controller
 makes very few: over that whole replay (50,000 workloads) its collections
