@@ -385,7 +385,6 @@ class FlavorAssigner:
     last_tried: Sequence[Mapping[str, int]] | None = None
 
     def assign(self, counts: Sequence[int] | None = None) -> Assignment:
-        assignment = Assignment()
         # A pending workload needs quota only for the pods not yet reclaimable
         # (Kueue's totalRequestsFromPodSets); a partial count never asks for more.
         wl = self.workload
@@ -399,6 +398,7 @@ class FlavorAssigner:
             fit = self._fit_at_once(plan)
             if fit is not None:
                 return fit
+        assignment = Assignment()  # only now: a head that fits at once (most) gets a kept one
         for i, (ps, step) in enumerate(zip(wl.pod_sets, plan.steps, strict=True)):
             result = PodSetResult(name=step.name, count=step.count, requests=dict(step.requests))
             ok = self._assign_pod_set(i, ps, step, result, assignment.usage)
