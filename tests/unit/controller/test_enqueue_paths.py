@@ -28,10 +28,10 @@ from tests.builders import cluster_queue, flavor, group, local_queue, workload
     stop=st.sampled_from(list(StopPolicy)),
     cq_exists=st.booleans(),
     queue_name=st.sampled_from(["lq", "", "other"]),
-    group=st.sampled_from([None, "pg", "missing"]),
+    pod_group=st.sampled_from([None, "pg", "missing"]),
     active=st.booleans(),
 )
-def test_enqueue_queues_where_cq_for_and_unqueued_reason_say(lq_exists, stop, cq_exists, queue_name, group,  # type: ignore[no-untyped-def]
+def test_enqueue_queues_where_cq_for_and_unqueued_reason_say(lq_exists, stop, cq_exists, queue_name, pod_group,  # type: ignore[no-untyped-def]
                                                               active) -> None:
     c = Cache()
     c.set_cluster_queue(cluster_queue("cq", _cpu()))
@@ -40,8 +40,8 @@ def test_enqueue_queues_where_cq_for_and_unqueued_reason_say(lq_exists, stop, cq
         c.set_local_queue(replace(local_queue("", "cq" if cq_exists else "gone"), stop_policy=stop))
     c.pod_groups[("default", "pg")] = PodGroup("default", "pg", queue="lq")
     w = workload("w", queue=queue_name)
-    if group is not None:
-        w = replace(w, annotations={GROUP_NAME_ANNOTATIONS[0]: group})
+    if pod_group is not None:
+        w = replace(w, annotations={GROUP_NAME_ANNOTATIONS[0]: pod_group})
     if not active:
         w = replace(w, active=False)
     queueing = Queueing(c, Deadlines(), clock=lambda: 0.0)
