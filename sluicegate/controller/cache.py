@@ -63,6 +63,14 @@ class Cache:
     # tree_members' answers per cohort tree (by its root), for the tree shape they were made for.
     _members: dict[int, tuple[QuotaNode, tuple[ClusterQueueName, ...]]] = field(default_factory=dict)
     _members_shape: int = -1
+    # Whether ``afs_admitted`` is kept up to date: from the first time it is read (see _afs_ledger).  Until
+    # then no admission or release counts into it: without Admission Fair Sharing or a DominantResourceShare
+    # queue nothing ever reads it, and every admission and release paid for the counting.
+    _afs_counting: bool = False
+
+    def __post_init__(self) -> None:
+        # Admission Fair Sharing reads the ledger's every count, zeros included: kept from the start.
+        self._afs_counting = self.config.admission_fair_sharing is not None
 
     # -- queues and cohorts ---------------------------------------------------
 
@@ -138,7 +146,7 @@ class Cache:
         spec = self.local_queues.get(lq)
         cq_spec = self.cluster_queues.get(spec.cluster_queue) if spec is not None else None
         if spec is not None and cq_spec is not None and cq_spec.dominant_share_admission:
-            return afs.dominant_share(self.afs_admitted.get(lq, {}), self._capacity(spec.cluster_queue),
+            return afs.dominant_share(self._afs_ledger().get(lq, {}), self._capacity(spec.cluster_queue),
                                       spec.fair_sharing_weight)
         cfg = self.config.admission_fair_sharing
         if cfg is None:
@@ -147,6 +155,23 @@ class Cache:
         # A LocalQueue not yet charged nor sampled has consumed nothing (a weight of 0 still puts it last).
         return afs.usage(status.consumed_resources if status is not None else {},
                          spec.fair_sharing_weight if spec is not None else 1, cfg.resource_weights)
+
+    def _afs_ledger(self) -> dict[tuple[str, str], dict[str, float]]:
+        """``afs_admitted``, counted from the admitted workloads when it is first read.
+
+        Under Admission Fair Sharing it is kept from the start (see
+        __post_init__), so its counts, zeros included, are those the
+        admissions and releases made one by one.  Otherwise only
+        DominantResourceShare queues read it, and only its positive amounts,
+        which a count from scratch gives the same.
+        """
+        if not self._afs_counting:
+            self._afs_counting = True
+            self.afs_admitted.clear()
+            for held in self.admitted.values():
+                for info in held.values():
+                    self._afs_count(info.workload, info.usage, 1)
+        return self.afs_admitted
 
     def _afs_count(self, wl: Workload, usage: Mapping[FlavorResource, int], sign: int) -> None:
         key = (wl.namespace, wl.queue_name)
@@ -167,7 +192,7 @@ class Cache:
         consumed = old.consumed_resources if old is not None else {}
         last = old.last_update if old is not None else now
         penalty = afs.entry_penalty(afs.total_requests(wl), cfg)
-        new = afs.charged(consumed, self.afs_admitted.get(key, {}), penalty, now - last, cfg.usage_half_life_seconds)
+        new = afs.charged(consumed, self._afs_ledger().get(key, {}), penalty, now - last, cfg.usage_half_life_seconds)
         self.afs[key] = AdmissionFairSharingStatus(new, max(now, last))
 
     def afs_sample(self, now: float) -> list[LocalQueueSpec]:
@@ -182,7 +207,7 @@ class Cache:
             old = self.afs.get(key)
             consumed = old.consumed_resources if old is not None else {}
             elapsed = now - old.last_update if old is not None else 0.0
-            new = afs.sampled(consumed, self.afs_admitted.get(key, {}), elapsed, cfg.usage_half_life_seconds)
+            new = afs.sampled(consumed, self._afs_ledger().get(key, {}), elapsed, cfg.usage_half_life_seconds)
             last = max(now, old.last_update) if old is not None else now
             out.append(replace(lq, admission_fair_sharing_status=AdmissionFairSharingStatus(new, last)))
         return out
@@ -307,8 +332,9 @@ class Cache:
             self.tree.live.remove_all(node, old.usage)
             self.tree.live.add_all(node, new_usage)
         self.admitted[cq][wl.key] = AdmittedWorkload(wl, cq, new_usage, old.admitted_at)
-        self._afs_count(wl, old.usage, -1)
-        self._afs_count(wl, new_usage, 1)
+        if self._afs_counting:
+            self._afs_count(wl, old.usage, -1)
+            self._afs_count(wl, new_usage, 1)
         return cq
 
     def add_admitted(self, wl: Workload, admitted_at: float) -> AdmittedWorkload:
@@ -320,10 +346,15 @@ class Cache:
             held = self.admitted[cq] = {}
         held[wl.key] = info
         self.holder[wl.key] = cq
-        node = self.tree.cluster_queues.get(cq)
+        tree = self.tree
+        node = tree.cluster_queues.get(cq)
         if node is not None:
-            self.tree.live.add_all(node, info.usage)
-        self._afs_count(wl, info.usage, 1)
+            add = tree.live.add_usage
+            for fr, v in info.usage.items():
+                if v:
+                    add(node, fr, v)
+        if self._afs_counting:
+            self._afs_count(wl, info.usage, 1)
         return info
 
     def update_admitted(self, wl: Workload) -> None:
@@ -340,11 +371,18 @@ class Cache:
         cq = self.holder.pop(key, None)
         if cq is None:
             return None
-        info = self.admitted.get(cq, {}).pop(key, None)
-        node = self.tree.cluster_queues.get(cq)
-        if info is not None and node is not None:
-            self.tree.live.remove_all(node, info.usage)
-        if info is not None:
+        held = self.admitted.get(cq)
+        info = held.pop(key, None) if held is not None else None
+        if info is None:
+            return cq
+        tree = self.tree
+        node = tree.cluster_queues.get(cq)
+        if node is not None:
+            remove = tree.live.remove_usage
+            for fr, v in info.usage.items():
+                if v:
+                    remove(node, fr, v)
+        if self._afs_counting:
             self._afs_count(info.workload, info.usage, -1)
         return cq
 

@@ -107,10 +107,14 @@ class Queueing:
         if not wl.active or wl.is_finished or c.holds_quota(wl.key):
             c.queues.delete(wl.key)
             return
-        cq = self.cq_for(wl)
-        if cq is None or self.unqueued_reason(wl) is not None:
+        # unqueued_reason(c, wl) is not None, with the LocalQueue looked up once (every creation and
+        # requeue asks): no LocalQueue, a stopped one, a missing ClusterQueue, or a PodGroup to wait for.
+        lq = c.local_queue_for(wl)
+        if lq is None or lq.stop_policy is not StopPolicy.NONE or lq.cluster_queue not in c.cluster_queues \
+                or waiting_reason(c.pod_groups, wl) is not None:
             c.queues.delete(wl.key)
             return
+        cq = lq.cluster_queue
         rs = wl.status.requeue_state
         if rs is not None and rs.requeue_at is not None and rs.requeue_at > self.clock():
             c.queues.delete(wl.key)

@@ -26,7 +26,7 @@ from sluicegate.controller.lifecycle import carried_over, skip_done_indexes
 from sluicegate.controller.scheduling.backfill import BackfillState, Reservation
 from sluicegate.controller.scheduling.cycle import AssignmentMemo, Entry, EntryStatus, Head, Preemptor, run_cycle
 from sluicegate.controller.scheduling.fairsharing import order_for
-from sluicegate.controller.scheduling.flavors import PodSetResult
+from sluicegate.controller.scheduling.flavors import Assignment, PodSetResult
 from sluicegate.controller.scheduling.placement import CyclePlacer, PlacementCache, PodPlacement
 from sluicegate.controller.store import StoreError
 from sluicegate.model.conditions import set_condition
@@ -185,6 +185,9 @@ class Scheduler:
         self._admissions: dict[Hashable, Admission] = {}
         # The same by the identity of an assignment's list of pod sets: id -> (the list, queue, admission).
         self._admission_of: dict[int, tuple[list[PodSetResult], ClusterQueueName, Admission]] = {}
+        # _pod_sets_to_place's answers for kept assignments: (ids) -> (the assignment, the pod sets, the answer).
+        self._to_place: dict[tuple[int, int], tuple[Assignment, tuple[PodSet, ...],
+                                                    list[tuple[PodSet, int, dict[str, FlavorName]]]]] = {}
         # "Quota reserved in ClusterQueue X", one string per queue.
         self._reserved_message: dict[ClusterQueueName, str] = {}
         # The Admitted condition of the workloads admitted at one time (a cycle's): one value, one object.
@@ -335,11 +338,24 @@ class Scheduler:
 
     def _pod_sets_to_place(self, e: Entry) -> list[tuple[PodSet, int, dict[str, FlavorName]]]:
         assert e.assignment is not None
+        kept = e.assignment.kept_last_tried is not None
+        if kept:
+            # A kept assignment (flavors._Plan.fits) is shared by the heads of a shape and never changed,
+            # and so are their pod sets: what to place is found by the two identities.
+            hit = self._to_place.get((id(e.assignment), id(e.workload.pod_sets)))
+            if hit is not None and hit[0] is e.assignment and hit[1] is e.workload.pod_sets:
+                return hit[2]
         specs = {ps.name: ps for ps in e.workload.pod_sets}
-        return [
+        out = [
             (specs[r.name], r.count, {res: fc.flavor for res, fc in r.flavors.items()})
             for r in e.assignment.pod_sets
         ]
+        if kept:
+            if len(self._to_place) >= ADMISSIONS_KEPT:
+                self._to_place.clear()
+            # Kept with the assignment and pod sets, so their ids stay theirs while the entry lives.
+            self._to_place[(id(e.assignment), id(e.workload.pod_sets))] = (e.assignment, e.workload.pod_sets, out)
+        return out
 
     def _decided(self, e: Entry, now: float, placements: list[PodPlacement] | None = None,
                  topology: Mapping[str, TopologyAssignment] | None = None) -> Workload | None:

@@ -175,15 +175,6 @@ def resources_to_reserve(entry: Entry, snapshot: Snapshot) -> dict[FlavorResourc
     return reserved
 
 
-def _namespace_ok(snapshot: Snapshot, head: Head) -> bool:
-    selector = snapshot.cluster_queues[head.cluster_queue].namespace_selector
-    if selector is None:
-        return False
-    if selector.is_empty:
-        return True  # matches every namespace: its labels need not be looked up
-    return selector.matches(snapshot.namespace_labels(head.workload.namespace))
-
-
 def never_preempts(spec: ClusterQueueSpec, node: QuotaNode) -> bool:
     """The queue's policies leave no candidate anywhere: none in its own queue, none in its cohort tree."""
     p = spec.preemption
@@ -329,7 +320,9 @@ def nominate(heads: Iterable[Head], snapshot: Snapshot, preemptor: Preemptor,
             e.message = f"ClusterQueue {cq} not found"
         elif cq in inactive:
             e.message = f"ClusterQueue {cq} is inactive"
-        elif not _namespace_ok(snapshot, head):
+        elif (selector := specs[cq].namespace_selector) is None or not (
+                # An empty selector matches every namespace: its labels need not be looked up.
+                selector.is_empty or selector.matches(snapshot.namespace_labels(head.workload.namespace))):
             e.message = (
                 f"Workload namespace doesn't match ClusterQueue selector: namespace {head.workload.namespace} "
                 f"is not selected by ClusterQueue {cq} (spec.namespaceSelector)"

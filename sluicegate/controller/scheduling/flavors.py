@@ -385,7 +385,6 @@ class FlavorAssigner:
     last_tried: Sequence[Mapping[str, int]] | None = None
 
     def assign(self, counts: Sequence[int] | None = None) -> Assignment:
-        assignment = Assignment()
         # A pending workload needs quota only for the pods not yet reclaimable
         # (Kueue's totalRequestsFromPodSets); a partial count never asks for more.
         wl = self.workload
@@ -399,6 +398,7 @@ class FlavorAssigner:
             fit = self._fit_at_once(plan)
             if fit is not None:
                 return fit
+        assignment = Assignment()  # only now: a head that fits at once (most) gets a kept one
         for i, (ps, step) in enumerate(zip(wl.pod_sets, plan.steps, strict=True)):
             result = PodSetResult(name=step.name, count=step.count, requests=dict(step.requests))
             ok = self._assign_pod_set(i, ps, step, result, assignment.usage)
@@ -416,7 +416,7 @@ class FlavorAssigner:
             return None
         group = step.groups[0]
         flavors = group.flavors
-        index = self._start_index(0, group.resource)
+        index = 0 if self.last_tried is None else self._start_index(0, group.resource)
         while index < len(flavors) and flavors[index].rejected is not None:
             index += 1
         if index >= len(flavors):
@@ -425,7 +425,10 @@ class FlavorAssigner:
         borrows: list[int] = []
         for _, fr, val in flavors[index].cells:
             # _fits_resource_quota's fitting case: within the maximum capacity and what is unused now.
-            if val > view.available(node, fr) or val > potential_available(node, fr):
+            potential = node.potential.get(fr)  # potential_available's kept answer, read inline
+            if potential is None:
+                potential = potential_available(node, fr)
+            if val > potential or val > view.available(node, fr):
                 return None
             borrows.append(view.lowest_subtree_that_fits(node, fr, val)[0])
         most = max(borrows)

@@ -206,6 +206,10 @@ class PlacementCache:
     dirty: set[str] = field(default_factory=set)
     # Each node's position in ``ordered`` (built when first needed).
     at: dict[str, int] = field(default_factory=dict)
+    # What a pod set admitted with given flavors requires of a node (see _requirements), by
+    # (id of the pod set, its flavors by resource): the submission path shares one pod set among the
+    # workloads of a shape, so a cycle's entries mostly ask the same.
+    requirements: dict[tuple[int, tuple[tuple[str, FlavorName], ...]], _Requirements] = field(default_factory=dict)
 
     @classmethod
     def of(cls, nodes: Sequence[NodeView]) -> PlacementCache:
@@ -283,6 +287,45 @@ class PlacementCache:
                         fit.update(now, found.avoid[name], _NOTHING)
 
 
+@dataclass(frozen=True, slots=True)
+class _Requirements:
+    """``labels_required`` and ``tolerations_of`` a pod set with its flavors, and their key in
+    ``PlacementCache.eligible``; kept with the pod set and the flavor objects they were read from
+    (a changed flavor is a new object)."""
+
+    pod_set: PodSet
+    flavors: tuple[tuple[FlavorName, ResourceFlavor | None], ...]
+    required: dict[str, str]
+    tolerations: tuple[Toleration, ...]
+    key: tuple[object, ...]
+
+
+# At most this many kept requirements (PlacementCache.requirements); all are dropped when full.
+REQUIREMENTS_KEPT = 4096
+
+
+def _requirements(shared: PlacementCache, pod_set: PodSet, assigned: Mapping[str, FlavorName],
+                  flavors: Mapping[FlavorName, ResourceFlavor]) -> _Requirements:
+    memo_key = (id(pod_set), tuple(assigned.items()))
+    known = shared.requirements.get(memo_key)
+    if known is not None and known.pod_set is pod_set:
+        for name, flavor in known.flavors:
+            if flavors.get(name) is not flavor:
+                break
+        else:
+            return known
+    required = labels_required(pod_set, assigned, flavors)
+    tolerations = tolerations_of(pod_set, assigned, flavors)
+    names = sorted(set(assigned.values()))
+    made = _Requirements(pod_set, tuple((n, flavors.get(n)) for n in names), required, tolerations,
+                         (tuple(sorted(required.items())), tolerations))
+    if len(shared.requirements) >= REQUIREMENTS_KEPT:
+        shared.requirements.clear()
+    # Kept with the pod set, so its id stays its own while the entry lives.
+    shared.requirements[memo_key] = made
+    return made
+
+
 def _eligible(
     ordered: Sequence[NodeView], required: Mapping[str, str], tolerations: tuple[Toleration, ...]
 ) -> _Eligible:
@@ -327,9 +370,8 @@ def place(
     shared = cache if cache is not None else PlacementCache.of(nodes)
     ordered = shared.ordered
     for pod_set, count, assigned in pod_sets:
-        required = labels_required(pod_set, assigned, flavors)
-        tolerations = tolerations_of(pod_set, assigned, flavors)
-        key = (tuple(sorted(required.items())), tolerations)
+        needs = _requirements(shared, pod_set, assigned, flavors)
+        required, tolerations, key = needs.required, needs.tolerations, needs.key
         found = shared.eligible.get(key)
         if found is None:
             found = shared.eligible[key] = _eligible(ordered, required, tolerations)

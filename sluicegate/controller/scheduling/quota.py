@@ -268,6 +268,29 @@ def _local_quota(node: QuotaNode, fr: FlavorResource) -> int:
     return 0
 
 
+def _below(node: QuotaNode, fr: FlavorResource, used: int, parent_available: int) -> int:
+    """``UsageView.available`` of a node with a parent, from its usage and its parent's availability."""
+    q = node.quotas.get(fr)
+    if q is None:
+        # No quota of its own: nothing local, no borrowing limit.
+        return parent_available - used if used < 0 else parent_available
+    lending, borrowing = q.lending_limit, q.borrowing_limit
+    local = 0
+    if lending is not None:
+        local = node.subtree_quota.get(fr, 0) - lending
+        if local < 0:
+            local = 0
+    if borrowing is not None:
+        used_in_parent = used - local
+        if used_in_parent < 0:
+            used_in_parent = 0
+        capped = node.subtree_quota.get(fr, 0) - local - used_in_parent + borrowing
+        if capped < parent_available:
+            parent_available = capped
+    own = local - used
+    return own + parent_available if own > 0 else parent_available
+
+
 class LiveUsage(UsageView):
     """Writes straight into the nodes: used by the controller's cache."""
 
@@ -295,6 +318,37 @@ class LiveUsage(UsageView):
                 return
             val -= local_available
             node = parent
+
+    def remove_usage(self, node: QuotaNode, fr: FlavorResource, val: int) -> None:
+        """``UsageView.remove_usage`` with the reads and writes inlined (every release walks its path)."""
+        while True:
+            usage = node.usage
+            before = usage.get(fr, 0)
+            stored_in_parent = before - _local_quota(node, fr)
+            node.version += 1
+            after = before - val
+            if after:
+                usage[fr] = after
+            else:
+                usage.pop(fr, None)
+            parent = node.parent
+            if stored_in_parent <= 0 or parent is None:
+                return
+            if stored_in_parent < val:
+                val = stored_in_parent
+            node = parent
+
+    def available(self, node: QuotaNode, fr: FlavorResource) -> int:
+        """``UsageView.available`` with the usage read inline (every release budget asks it)."""
+        parent = node.parent
+        used = node.usage.get(fr, 0)
+        if parent is None:
+            return node.subtree_quota.get(fr, 0) - used
+        if parent.parent is not None:
+            parent_available = self.available(parent, fr)
+        else:
+            parent_available = parent.subtree_quota.get(fr, 0) - parent.usage.get(fr, 0)
+        return _below(node, fr, used, parent_available)
 
     def _add(self, node: QuotaNode, fr: FlavorResource, delta: int) -> None:
         node.version += 1
@@ -342,6 +396,45 @@ class UsageOverlay(UsageView):
                 return
             val -= local_available
             node = parent
+
+    def available(self, node: QuotaNode, fr: FlavorResource) -> int:
+        """``UsageView.available`` with the usage read inline (each head's flavor search and each entry's
+        fit ask it, for every resource)."""
+        delta = self._delta
+        parent = node.parent
+        used = node.usage.get(fr, 0)
+        if delta:
+            used += delta.get((node, fr), 0)
+        if parent is None:
+            return node.subtree_quota.get(fr, 0) - used
+        if parent.parent is not None:
+            parent_available = self.available(parent, fr)
+        else:
+            parent_used = parent.usage.get(fr, 0)
+            if delta:
+                parent_used += delta.get((parent, fr), 0)
+            parent_available = parent.subtree_quota.get(fr, 0) - parent_used
+        return _below(node, fr, used, parent_available)
+
+    def lowest_subtree_that_fits(self, cq: QuotaNode, fr: FlavorResource, val: int) -> tuple[int, bool]:
+        """``UsageView.lowest_subtree_that_fits``, answering at once (the usage read inline) when the queue
+        holds ``val`` more without borrowing, as most heads that fit do."""
+        if cq.parent is None:
+            return 0, False
+        used = cq.usage.get(fr, 0)
+        delta = self._delta
+        if delta:
+            used += delta.get((cq, fr), 0)
+        if used + val <= cq.subtree_quota.get(fr, 0):
+            return 0, True
+        return UsageView.lowest_subtree_that_fits(self, cq, fr, val)
+
+    def fits(self, cq: QuotaNode, usage: Mapping[FlavorResource, int]) -> bool:
+        available = self.available
+        for fr, v in usage.items():
+            if v and available(cq, fr) < v:
+                return False
+        return True
 
     @contextmanager
     def simulate_removal(self, removals: list[tuple[QuotaNode, Mapping[FlavorResource, int]]]) -> Iterator[None]:

@@ -162,9 +162,10 @@ def _random_tree(rng: random.Random) -> QuotaTree:
     return tree_of(queues, cohorts)
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(80))
 def test_the_inlined_usage_walks_match_the_generic_ones(seed: int) -> None:
-    """LiveUsage's and UsageOverlay's own add_usage, and available, do what UsageView's generic code does."""
+    """LiveUsage's and UsageOverlay's own add_usage, LiveUsage's remove_usage, both views' available, and
+    UsageOverlay's fits and lowest_subtree_that_fits, do what UsageView's generic code does."""
     rng = random.Random(seed)
     fast, slow = _random_tree(random.Random(seed)), _random_tree(random.Random(seed))
     reference = _GenericLive()
@@ -179,18 +180,29 @@ def test_the_inlined_usage_walks_match_the_generic_ones(seed: int) -> None:
             fast.live.remove_usage(fast.cluster_queues[name], CPU, amount)
             reference.remove_usage(slow.cluster_queues[name], CPU, amount)
         other = ClusterQueueName(f"q{rng.randint(0, 3)}")
-        overlay.add_usage(fast.cluster_queues[other], CPU, amount)
-        UsageView.add_usage(overlay_ref, slow.cluster_queues[other], CPU, amount)
+        if rng.random() < 0.7:
+            overlay.add_usage(fast.cluster_queues[other], CPU, amount)
+            UsageView.add_usage(overlay_ref, slow.cluster_queues[other], CPU, amount)
+        else:
+            overlay.remove_usage(fast.cluster_queues[other], CPU, amount)
+            UsageView.remove_usage(overlay_ref, slow.cluster_queues[other], CPU, amount)
         for n in ("q0", "q1", "q2", "q3"):
             f, s = fast.cluster_queues[ClusterQueueName(n)], slow.cluster_queues[ClusterQueueName(n)]
             assert (f.usage, f.version) == (s.usage, s.version)
             assert fast.live.available(f, CPU) == _reference_available(reference, s, CPU)
             assert overlay.available(f, CPU) == _reference_available(overlay_ref, s, CPU)
             assert overlay.usage(f, CPU) == overlay_ref.usage(s, CPU)
+            val = rng.randint(0, 9) * 1000
+            assert overlay.lowest_subtree_that_fits(f, CPU, val) == \
+                UsageView.lowest_subtree_that_fits(overlay_ref, s, CPU, val)
+            want = {CPU: val}
+            assert overlay.fits(f, want) == (_reference_available(overlay_ref, s, CPU) >= want[CPU] or not want[CPU])
         for n in ("root", "mid"):
             f, s = fast.cohorts[CohortName(n)], slow.cohorts[CohortName(n)]
             assert (f.usage, f.version) == (s.usage, s.version)
             assert overlay.usage(f, CPU) == overlay_ref.usage(s, CPU)
+            assert fast.live.available(f, CPU) == _reference_available(reference, s, CPU)
+            assert overlay.available(f, CPU) == _reference_available(overlay_ref, s, CPU)
 
 
 def _uncached_potential(node, fr) -> int:  # type: ignore[no-untyped-def]
