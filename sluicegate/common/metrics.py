@@ -191,8 +191,9 @@ class _LabelText:
     a first scrape writes the same label set for a dozen families.
     """
 
-    def __init__(self, labels: Sequence[str], extra: str = "") -> None:
+    def __init__(self, labels: Sequence[str], extra: str = "", keep: bool = True) -> None:
         names = [*labels, extra] if extra else list(labels)
+        self._keep = keep
         self.count = len(labels)
         self._order = sorted(range(len(names)), key=lambda i: names[i])
         self._names = names
@@ -205,7 +206,7 @@ class _LabelText:
         if not self._names:
             return ""
         full: Sequence[str] = [*values, extra] if len(self._names) > len(values) else values
-        if full is values and isinstance(values, tuple):
+        if full is values and self._keep and isinstance(values, tuple):
             kept = self._kept.get(values)
             if kept is None:
                 kept = "{" + ",".join([f'{self._names[i]}="{_escape(values[i])}"' for i in self._order]) + "}"
@@ -457,11 +458,21 @@ def _grow_counts(n: int) -> bool:
     return True
 
 
+_WHOLE_TEXTS: Final = [f"{i}.0" for i in range(1 << 12)]
+
+
 def _number_text(value: float) -> str:
-    """A value in the library's number format, whole numbers (most of them) without its detour."""
-    value = float(value)
-    if value.is_integer() and -1_000_000 < value < 1_000_000 and (value or math.copysign(1.0, value) > 0):
-        return f"{int(value)}.0"
+    """A value in the library's number format, whole numbers (most of them) without its detour, and the
+    smallest (the most common: counts of queues and workloads, 0 and 1) already written."""
+    try:
+        whole = int(value)
+    except (OverflowError, ValueError):  # infinite or NaN
+        return _number(value)
+    if whole == value:
+        if 0 < whole < len(_WHOLE_TEXTS):
+            return _WHOLE_TEXTS[whole]
+        if -1_000_000 < whole < 1_000_000 and (whole or math.copysign(1.0, value) > 0):  # -0.0 is the library's
+            return f"{whole}.0"
     return _number(value)
 
 
@@ -481,7 +492,7 @@ class GaugeFamily:
     def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
         self.name = name
         self._header = _header(name, documentation, "gauge")
-        self._labels = _LabelText(labels)
+        self._labels = _LabelText(labels, keep=False)  # the prefixes below are what is kept
         self._prefix: dict[tuple[str, ...], str] = {}
 
     def text(self, samples: Iterable[tuple[Sequence[str], float]]) -> str:
@@ -489,7 +500,7 @@ class GaugeFamily:
         new: dict[tuple[str, ...], str] = {}
         out = [self._header]
         for values, value in samples:
-            key = tuple(values)
+            key = values if type(values) is tuple else tuple(values)
             prefix = old.get(key)
             if prefix is None:
                 self._labels.check(self.name, key)

@@ -16,8 +16,9 @@ from bisect import bisect_left
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.utils import floatToGoString
 
-from sluicegate.common.metrics import CounterFamily, HistogramFamily, new_registry, render
+from sluicegate.common.metrics import CounterFamily, HistogramFamily, _number_text, new_registry, render
 
 BUCKETS = [0.5, 1.0, 2.5, 1e6]
 # Label values the text format escapes (and a % that a format string would take for its own).
@@ -127,3 +128,11 @@ def test_a_flush_in_slices_with_counting_between_reads_the_same_as_one_render() 
 
     body = asyncio.run(scrape())
     assert body.endswith(library.text())
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.floats(), st.integers(-2_000_000, 2_000_000), st.sampled_from(
+    [0.0, -0.0, 1.0, 4095.0, 4096.0, 999_999.0, 1e6, -999_999.0, -1e6, float("inf"), float("-inf"), float("nan")])))
+def test_numbers_are_written_as_the_library_writes_them(value: float) -> None:
+    """Whole numbers skip the library's formatting (the smallest are written once); every value reads the same."""
+    assert _number_text(value) == floatToGoString(value)
