@@ -484,30 +484,39 @@ def _count(n: int) -> str:
 class GaugeFamily:
     """A gauge family whose samples are read at scrape time, written straight to exposition text.
 
-    The line prefix (name and label text) of each label set is kept from one
-    scrape to the next, so a scrape formats only the numbers; label sets
-    absent from a scrape are forgotten.
+    The line of each label set is kept from one scrape to the next, so a
+    scrape writes only the lines whose value changed (most do not between two
+    scrapes 15 s apart); label sets absent from a scrape are forgotten.
     """
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
         self.name = name
         self._header = _header(name, documentation, "gauge")
-        self._labels = _LabelText(labels, keep=False)  # the prefixes below are what is kept
-        self._prefix: dict[tuple[str, ...], str] = {}
+        self._labels = _LabelText(labels, keep=False)  # the lines below are what is kept
+        # label set -> (its line's prefix, the value written, the line)
+        self._kept: dict[tuple[str, ...], tuple[str, float, str]] = {}
 
     def text(self, samples: Iterable[tuple[Sequence[str], float]]) -> str:
-        old = self._prefix
-        new: dict[tuple[str, ...], str] = {}
+        old = self._kept
+        new: dict[tuple[str, ...], tuple[str, float, str]] = {}
         out = [self._header]
         for values, value in samples:
             key = values if type(values) is tuple else tuple(values)
-            prefix = old.get(key)
-            if prefix is None:
+            kept = old.get(key)
+            if kept is not None:
+                # 0.0 equals -0.0, which the library writes with its sign: a zero's sign is compared too.
+                if kept[1] == value and (value or math.copysign(1.0, value) == math.copysign(1.0, kept[1])):
+                    new[key] = kept
+                    out.append(kept[2])
+                    continue
+                prefix = kept[0]
+            else:
                 self._labels.check(self.name, key)
                 prefix = f"{self.name}{self._labels(key)} "
-            new[key] = prefix
-            out.append(f"{prefix}{_number_text(value)}\n")
-        self._prefix = new
+            line = f"{prefix}{_number_text(value)}\n"
+            new[key] = (prefix, value, line)
+            out.append(line)
+        self._kept = new
         return "".join(out)
 
 

@@ -11,14 +11,15 @@ byte for byte, what prometheus_client writes after the same counts.
 from __future__ import annotations
 
 import asyncio
+import math
 from bisect import bisect_left
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.utils import floatToGoString
 
-from sluicegate.common.metrics import CounterFamily, HistogramFamily, _number_text, new_registry, render
+from sluicegate.common.metrics import CounterFamily, GaugeFamily, HistogramFamily, _number_text, new_registry, render
 
 BUCKETS = [0.5, 1.0, 2.5, 1e6]
 # Label values the text format escapes (and a % that a format string would take for its own).
@@ -136,3 +137,22 @@ def test_a_flush_in_slices_with_counting_between_reads_the_same_as_one_render() 
 def test_numbers_are_written_as_the_library_writes_them(value: float) -> None:
     """Whole numbers skip the library's formatting (the smallest are written once); every value reads the same."""
     assert _number_text(value) == floatToGoString(value)
+
+
+gauge_values = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1.0, 2.0, 0.5, float("inf"), float("nan"), 7e6]),
+                         st.floats(-1e7, 1e7))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(labels, gauge_values, max_size=6), max_size=6))
+@example([{("a", "a"): 0.0}, {("a", "a"): -0.0}, {("a", "a"): 0.0}, {("a", "a"): math.nan}, {("a", "a"): math.nan}])
+def test_a_gauge_family_reads_as_the_librarys_scrape_after_scrape(scrapes: list[dict[tuple[str, str], float]]) -> None:
+    """Lines kept from the last scrape are reused only for the same value (a zero of the same sign)."""
+    ours = GaugeFamily("pending", "Pending.", ["zone", "kind"])
+    for samples in scrapes:
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        registry = CollectorRegistry()
+        gauge = Gauge("pending", "Pending.", ["zone", "kind"], registry=registry)
+        for key, value in samples.items():
+            gauge.labels(*key).set(value)
+        assert ours.text(list(samples.items())) == generate_latest(registry).decode("utf-8")
