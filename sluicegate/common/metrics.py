@@ -36,7 +36,7 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from itertools import accumulate, chain, repeat
+from itertools import accumulate
 from typing import Final, TypeVar, cast
 
 from prometheus_client import (
@@ -278,8 +278,6 @@ class _Labelled:
         self._header = _header(name, documentation, kind).encode("utf-8")
         # Each label set's lines, in the order the sets were first seen (b"" until first written).
         self._lines: dict[tuple[str, ...], bytes] = {}
-        # Each label set's count (or value) when its lines were last written.
-        self._shown: dict[tuple[str, ...], float] = {}
         self._text: bytes | None = None
         # Label sets written to text since the family was made: what scrapes have cost it.
         self.written = 0
@@ -331,19 +329,20 @@ class CounterFamily(_Labelled):
     def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
         super().__init__(f"{name.removesuffix('_total')}_total", documentation, labels, "counter")
         self._labels = _label_text(labels)
-        # label set -> [value]: a cell, which a hook may keep and add to without looking it up each time
+        # label set -> [value, ...]: a cell, which a hook may keep and add to without looking it up each time
         self._values: dict[tuple[str, ...], list[float]] = {}
         self._prefix: dict[tuple[str, ...], bytes] = {}
         if not labels:
             self.inc((), 0.0)
 
     def cell(self, labels: tuple[str, ...]) -> list[float]:
-        """The label set's value as a one-item list, made (at zero, and exported from then on) if new:
-        adding to its item is :meth:`inc` without the check that the amount is not negative."""
+        """The label set's value as the first item of a list, made (at zero, and exported from then on) if
+        new: adding to that item is :meth:`inc` without the check that the amount is not negative."""
         cell = self._values.get(labels)
         if cell is None:
             self._labels.check(self.name, labels)
-            cell = self._values[labels] = [0.0]
+            # [value, the value last written]: never written yet, and NaN equals nothing
+            cell = self._values[labels] = [0.0, math.nan]
             self._lines[labels] = b""  # its place: label sets are written in the order first seen
         return cell
 
@@ -360,13 +359,12 @@ class CounterFamily(_Labelled):
         return cell[0] if cell is not None else 0.0
 
     def changed(self) -> list[tuple[str, ...]]:
-        shown = self._shown
-        # A label set never written is not in shown, and _NEVER equals no number: it is written, zero or not.
-        return [k for k, cell in self._values.items() if cell[0] != shown.get(k, _NEVER)]
+        # A label set never written is written, zero or not (see cell); a NaN value is written at every scrape.
+        return [k for k, cell in self._values.items() if cell[0] != cell[1]]
 
     def _render(self, key: tuple[str, ...]) -> bytes:
-        value = self._values[key][0]
-        self._shown[key] = value
+        cell = self._values[key]
+        value = cell[1] = cell[0]
         prefix = self._prefix.get(key)
         if prefix is None:
             prefix = self._prefix[key] = f"{self.name}{self._labels(key)} ".encode()
@@ -386,19 +384,21 @@ class HistogramFamily(_Labelled):
         self._le = [_number(b).encode() for b in bounds]
         self._labels = _label_text(labels)
         self._bucket_labels = _label_text(labels, "le")
-        # label set -> [count in each bucket (not cumulative)..., sum, count]
+        # label set -> [count in each bucket (not cumulative)..., the count last written, sum, count]
         self._state: dict[tuple[str, ...], list[float]] = {}
         self._bucket_name, self._count_name, self._sum_name = (
             f"{name}_{suffix}".encode() for suffix in ("bucket", "count", "sum"))
+        self._pieces: list[bytes] = [p for le in self._le for p in (self._bucket_name, b"", le, b"", b"")]
 
     def child(self, labels: tuple[str, ...]) -> list[float]:
         """The label set's numbers, made (and exported from then on) if new: ``[count in each bucket (not
-        cumulative)..., sum, count]``. Observing ``value`` is adding 1 to the item at
+        cumulative)..., the count last written, sum, count]``. Observing ``value`` is adding 1 to the item at
         ``bisect_left(bounds, value)`` and to the last one, and ``value`` to the one before the last."""
         state = self._state.get(labels)
         if state is None:
             self._labels.check(self.name, labels)
-            state = self._state[labels] = [0] * len(self.bounds) + [0.0, 0]
+            # the count last written goes before the sum: -1 until first written, equal to no count
+            state = self._state[labels] = [0] * len(self.bounds) + [-1, 0.0, 0]
             self._lines[labels] = b""  # its place: label sets are written in the order first seen
         return state
 
@@ -417,31 +417,31 @@ class HistogramFamily(_Labelled):
         counter.inc(labels)
 
     def changed(self) -> list[tuple[str, ...]]:
-        shown = self._shown
-        # Each observation adds one to the count. A label set never written is not in shown, and _NEVER
-        # equals no number: it is written, empty or not.
-        return [k for k, state in self._state.items() if state[-1] != shown.get(k, _NEVER)]
+        # Each observation adds one to the count; a label set never written is written, empty or not.
+        return [k for k, state in self._state.items() if state[-1] != state[-3]]
 
     def _render(self, key: tuple[str, ...]) -> bytes:
         state = self._state[key]
         before, after = self._bucket_labels.around(key)
         plain = self._labels.text_of(key)
-        total = cast(int, state[-1])  # the counts are whole (see child)
-        self._shown[key] = total
-        buckets = cast("list[int]", state[:-2])
+        total = state[-3] = cast(int, state[-1])  # the counts are whole (see child)
+        buckets = cast("list[int]", state[:-3])
         if total < len(_COUNTS) or _grow_counts(total):
             numbers = list(map(_COUNTS.__getitem__, accumulate(buckets)))  # no running total exceeds the count
         else:
             numbers = [f"{_count(n)}\n".encode() for n in accumulate(buckets)]
-        # Each bucket's line is five pieces, joined in one go: the lines are many.
-        name = self._bucket_name
-        lines = b"".join(chain.from_iterable(zip(repeat(name), repeat(before), self._le, repeat(after), numbers)))
+        # Each bucket's line is five pieces (name, labels before le, le, labels after, count), set into a copy
+        # of the family's by slices and joined in one go: a few lists a label set, as the label sets are many
+        # and each object made here is one more for the garbage collector to count.
+        pieces = self._pieces.copy()
+        n = len(numbers)
+        pieces[1::5] = [before] * n
+        pieces[3::5] = [after] * n
+        pieces[4::5] = numbers
+        lines = b"".join(pieces)
         return b"%s%s%s %s%s%s %s\n" % (lines, self._count_name, plain, numbers[-1], self._sum_name, plain,
                                        _number_text(state[-2]).encode())
 
-
-_NEVER: Final = object()
-"""What a label set never written was shown with: unequal to any number."""
 
 _COUNTS_KEPT: Final = 1 << 16
 
@@ -493,30 +493,31 @@ class GaugeFamily:
         self.name = name
         self._header = _header(name, documentation, "gauge")
         self._labels = _LabelText(labels, keep=False)  # the lines below are what is kept
-        # label set -> (its line's prefix, the value written, the line)
-        self._kept: dict[tuple[str, ...], tuple[str, float, str]] = {}
+        # label set -> its line, and the value written there (two maps of strings and numbers, not one of
+        # pairs: tens of thousands of pairs would be as many objects more for the garbage collector)
+        self._lines: dict[tuple[str, ...], str] = {}
+        self._values: dict[tuple[str, ...], float] = {}
 
     def text(self, samples: Iterable[tuple[Sequence[str], float]]) -> str:
-        old = self._kept
-        new: dict[tuple[str, ...], tuple[str, float, str]] = {}
+        old_lines, old_values = self._lines, self._values
+        lines: dict[tuple[str, ...], str] = {}
+        values: dict[tuple[str, ...], float] = {}
         out = [self._header]
-        for values, value in samples:
-            key = values if type(values) is tuple else tuple(values)
-            kept = old.get(key)
-            if kept is not None:
+        for labels, value in samples:
+            key = labels if type(labels) is tuple else tuple(labels)
+            line = old_lines.get(key)
+            if line is not None:
+                was = old_values[key]
                 # 0.0 equals -0.0, which the library writes with its sign: a zero's sign is compared too.
-                if kept[1] == value and (value or math.copysign(1.0, value) == math.copysign(1.0, kept[1])):
-                    new[key] = kept
-                    out.append(kept[2])
-                    continue
-                prefix = kept[0]
+                if not (was == value and (value or math.copysign(1.0, value) == math.copysign(1.0, was))):
+                    line = f"{line[:line.rindex(' ') + 1]}{_number_text(value)}\n"  # no number has a space
             else:
                 self._labels.check(self.name, key)
-                prefix = f"{self.name}{self._labels(key)} "
-            line = f"{prefix}{_number_text(value)}\n"
-            new[key] = (prefix, value, line)
+                line = f"{self.name}{self._labels(key)} {_number_text(value)}\n"
+            lines[key] = line
+            values[key] = value
             out.append(line)
-        self._kept = new
+        self._lines, self._values = lines, values
         return "".join(out)
 
 
