@@ -223,7 +223,8 @@ class _LabelText:
         return kept
 
     def around(self, values: tuple[str, ...]) -> tuple[bytes, bytes]:
-        """For a family with an extra label: the text before its value (``{a="x",le="``) and after it (UTF-8)."""
+        """For a family with an extra label: the text before its value (``{a="x",le="``) and after it up to the
+        sample's number (``",b="y"} ``), UTF-8."""
         kept = self._kept_around.get(values)
         if kept is not None:
             return kept
