@@ -36,7 +36,8 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
+from operator import itemgetter, ne
 from typing import Final, TypeVar, cast
 
 from prometheus_client import (
@@ -308,11 +309,19 @@ class _Labelled:
 
     def chunks(self) -> list[bytes]:
         """The family's exposition (UTF-8) in pieces, for one join of the whole scrape: only the label sets
-        that changed since they were last written are written again."""
+        that changed since they were last written are written again.
+
+        A family that changed is given in pieces (joined once, with the whole
+        scrape); one unchanged since the last scrape is joined and kept, and
+        given in one piece from then on while it stays so.
+        """
         changed = self.changed()
         if changed:
             self.write(changed)
-        return [self._header, *self._lines.values()]
+            return [self._header, *self._lines.values()]
+        if self._text is None:
+            self._text = b"".join([self._header, *self._lines.values()])
+        return [self._text]
 
     def text(self) -> bytes:
         """The family's exposition (UTF-8); an unchanged family is not even joined again."""
@@ -361,7 +370,9 @@ class CounterFamily(_Labelled):
 
     def changed(self) -> list[tuple[str, ...]]:
         # A label set never written is written, zero or not (see cell); a NaN value is written at every scrape.
-        return [k for k, cell in self._values.items() if cell[0] != cell[1]]
+        # The comparisons run in C: this is every label set of the family, at every scrape.
+        cells = self._values.values()
+        return list(compress(self._values, map(ne, map(_FIRST, cells), map(_SECOND, cells))))
 
     def _render(self, key: tuple[str, ...]) -> bytes:
         cell = self._values[key]
@@ -418,8 +429,10 @@ class HistogramFamily(_Labelled):
         counter.inc(labels)
 
     def changed(self) -> list[tuple[str, ...]]:
-        # Each observation adds one to the count; a label set never written is written, empty or not.
-        return [k for k, state in self._state.items() if state[-1] != state[-3]]
+        # Each observation adds one to the count; a label set never written is written, empty or not. The
+        # comparisons run in C: this is every label set of the family, at every scrape.
+        states = self._state.values()
+        return list(compress(self._state, map(ne, map(_LAST, states), map(_LAST_WRITTEN, states))))
 
     def _render(self, key: tuple[str, ...]) -> bytes:
         state = self._state[key]
@@ -443,6 +456,8 @@ class HistogramFamily(_Labelled):
         return b"%s%s%s %s%s%s %s\n" % (lines, self._count_name, plain, numbers[-1], self._sum_name, plain,
                                        _number_text(state[-2]).encode())
 
+
+_FIRST, _SECOND, _LAST, _LAST_WRITTEN = itemgetter(0), itemgetter(1), itemgetter(-1), itemgetter(-3)
 
 _COUNTS_KEPT: Final = 1 << 16
 
