@@ -11,15 +11,27 @@ counts all of it. Then it renders the registry as a scrape does
 (``--scrapes`` times; ``--http``: through the real health server over
 loopback as well) and prints, per size: the exposition's CPU and wall time
 (the first scrape, and the median of the later ones), its size, the number of series, and the largest families by series.
+
+``--writes`` times the counting hook alone: every admitted workload's life
+(created, admitted with its pods, all pods ready, finished, and one write
+that changes no condition) is told to a fresh ControllerMetrics's
+``workload_stored``, as the store's writes reach it in the controller (see
+:func:`time_writes`), and it prints the time per write and what the first
+scrape after them costs (with the queues' gauges: the controller's case at
+the end of a large run, where every label set has changed since the last
+scrape) and the next one, where nothing has.
 Not a test: it prints figures.
 
     .venv/bin/python bench/metrics_scrape.py --cluster-queues 100,1000,2000
+    .venv/bin/python bench/metrics_scrape.py --cluster-queues 1000 --workloads 20 --writes
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import math
 import shutil
 import statistics
 import sys
@@ -39,6 +51,8 @@ from sluicegate.controller.metrics import ControllerMetrics  # noqa: E402
 from sluicegate.controller.store.memory import MemoryStore  # noqa: E402
 from sluicegate.manifest.loader import RawDocument  # noqa: E402
 from sluicegate.model.conditions import set_condition  # noqa: E402
+from sluicegate.model.pods import PodRecord  # noqa: E402
+from sluicegate.model.workloads import Workload  # noqa: E402
 
 API = "sluicegate.io/v1beta2"
 CURL = shutil.which("curl")
@@ -135,6 +149,67 @@ def time_render(metrics: ControllerMetrics, scrapes: int) -> tuple[list[float], 
     return cpu, wall, body
 
 
+def lives(m: Manager) -> list[tuple[Workload | None, Workload]]:
+    """(old, new) for each write of each admitted workload's life: created, admitted (pods placed), ready,
+    rewritten (a pod's status, no condition), finished."""
+    admitted = [w for w in m.cache.workloads.values() if w.is_admitted and not w.is_finished]
+    created = [replace(w, status=replace(w.status, admission=None, conditions=())) for w in admitted]
+    writes: list[tuple[Workload | None, Workload]] = []
+    for c, w in zip(created, admitted, strict=True):
+        t = max(cond.last_transition_time for cond in w.status.conditions)
+        pods = (PodRecord(uid=f"{w.name}-0", name=f"{w.name}-0", pod_set="main", index=0, node="node-0"),)
+        placed = replace(w, status=replace(w.status, pods=pods))
+        ready = replace(placed, status=replace(placed.status, conditions=set_condition(
+            placed.status.conditions, type_="PodsReady", status=True, reason="PodsReady", message="", now=t + 2)))
+        running = replace(ready, status=replace(ready.status, pods=(replace(pods[0], ready=True),)))
+        done = replace(running, status=replace(running.status, conditions=set_condition(
+            running.status.conditions, type_="Finished", status=True, reason="Succeeded", message="", now=t + 9)))
+        writes += [(None, c), (c, placed), (placed, ready), (ready, running), (running, done)]
+    return writes
+
+
+def time_writes(m: Manager, rounds: int) -> tuple[int, float, float, float]:
+    """The writes of :func:`lives`, their CPU time per write, and the least CPU seconds over ``rounds`` of the
+    first and of a second render of a fresh ControllerMetrics that was told them and reads ``m``.
+
+    The writes go to one ControllerMetrics in runs of a few workloads' lives,
+    each run told ``rounds`` times and its least time kept (counting a life
+    again counts it again, as another workload with the same queues would):
+    the controller tells the hook of a state just after making it from the
+    old one, so the hook finds both in the CPU's caches, and the least of a
+    few tries leaves out the other processes sharing the machine.
+    """
+    writes = lives(m)
+    gc.collect()
+    gc.freeze()  # as the controller's heapgc does: the state is not walked again by each collection
+    metrics = ControllerMetrics()
+    stored = metrics.workload_stored
+    total = 0.0
+    run = 5 * 32
+    for start in range(0, len(writes), run):
+        part = writes[start:start + run]
+        least = math.inf
+        for _ in range(rounds):
+            c0 = time.perf_counter()
+            for old, new in part:
+                stored(old, new)
+            least = min(least, time.perf_counter() - c0)
+        total += least
+    first = second = math.inf
+    for _ in range(min(rounds, 3)):
+        metrics = ControllerMetrics()
+        for old, new in writes:
+            metrics.workload_stored(old, new)
+        metrics.attach(m)
+        c0 = time.process_time()
+        render(metrics.registry)
+        c1 = time.process_time()
+        render(metrics.registry)
+        first, second = min(first, c1 - c0), min(second, time.process_time() - c1)
+    gc.unfreeze()
+    return len(writes), total / len(writes), first, second
+
+
 async def time_http(metrics: ControllerMetrics, scrapes: int) -> tuple[float, float]:
     """Median wall seconds of a GET /metrics through the real health server (a thread plays Prometheus), and
     the longest the event loop went without a turn meanwhile (what a scheduling cycle would have waited)."""
@@ -181,6 +256,8 @@ def main() -> None:
     p.add_argument("--scrapes", type=int, default=4)
     p.add_argument("--top", type=int, default=8, help="families to list by series count")
     p.add_argument("--http", action="store_true", help="also scrape through the health server")
+    p.add_argument("--writes", action="store_true", help="also time the counting hook per workload write")
+    p.add_argument("--rounds", type=int, default=10, help="tries of each run of --writes (the least is kept)")
     ns = p.parse_args()
     for n_cq in (int(x) for x in ns.cluster_queues.split(",")):
         t0 = time.perf_counter()
@@ -197,6 +274,11 @@ def main() -> None:
         if ns.http:
             took, stall = asyncio.run(time_http(metrics, ns.scrapes))
             print(f"  http GET /metrics: median {took * 1000:.1f} ms; longest event-loop stall {stall * 1000:.1f} ms")
+        if ns.writes:
+            n, per_write, first, second = time_writes(m, ns.rounds)
+            print(f"  workload_stored: {n} writes, {per_write * 1e6:.2f} us per write (least of {ns.rounds}); "
+                  f"then scrapes (least of {min(ns.rounds, 3)}): first cpu={first * 1000:.1f} ms, second "
+                  f"cpu={second * 1000:.1f} ms")
         for name, n in families.most_common(ns.top):
             print(f"    {n:8d}  {name}")
         m.stop()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Final
@@ -98,8 +99,93 @@ def _queued_at_in(conditions: Mapping[str, Condition], created: float) -> float:
     return at
 
 
-# The conditions whose turning true workload_stored counts.
-_COUNTED_CONDITIONS: Final = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Finished")
+# The conditions whose turning true workload_stored counts, each a bit of what one write gained.
+_RESERVED, _ADMITTED, _READY, _EVICTED, _FINISHED = 1, 2, 4, 8, 16
+_COUNTED: Final = {"QuotaReserved": _RESERVED, "Admitted": _ADMITTED, "PodsReady": _READY, "Evicted": _EVICTED,
+                   "Finished": _FINISHED}
+
+# A histogram's numbers (see HistogramFamily.child) and its bucket bounds.
+_Child = tuple[list[float], list[float]]
+
+
+class _Series:
+    """The numbers one workload's writes count into, for one ClusterQueue, LocalQueue and priority class.
+
+    A write that counts something looks its series up once (instead of each
+    family looking up its label set), and adds to the numbers directly. Each
+    group of label sets is taken from its families on first use, as
+    ``observe`` and ``inc`` would make them then, so a label set appears in
+    the scrape at the same point as when the families were called one by one.
+    """
+
+    __slots__ = ("admitted", "cq", "finished", "lq", "ready", "reserved")
+
+    def __init__(self, cq: tuple[str, str, str], lq: tuple[str, str, str, str]) -> None:
+        self.cq = cq
+        self.lq = lq
+        # (wait histogram, counter) per ClusterQueue, then per LocalQueue
+        self.reserved: tuple[_Child, list[float], _Child, list[float]] | None = None
+        self.admitted: tuple[_Child, list[float], _Child, list[float]] | None = None
+        # ready_wait, local_ready_wait, admitted_until_ready, local_admitted_until_ready
+        self.ready: tuple[_Child, _Child, _Child, _Child] | None = None
+        # finished, local_finished
+        self.finished: tuple[list[float], list[float]] | None = None
+
+    def take_reserved(self, m: ControllerMetrics) -> tuple[_Child, list[float], _Child, list[float]]:
+        self.reserved = (_child(m.quota_reserved_wait, self.cq), m.quota_reserved.cell(self.cq),
+                         _child(m.local_quota_reserved_wait, self.lq), m.local_quota_reserved.cell(self.lq))
+        return self.reserved
+
+    def take_admitted(self, m: ControllerMetrics) -> tuple[_Child, list[float], _Child, list[float]]:
+        self.admitted = (_child(m.admission_wait, self.cq), m.admitted.cell(self.cq),
+                         _child(m.local_admission_wait, self.lq), m.local_admitted.cell(self.lq))
+        return self.admitted
+
+    def take_ready(self, m: ControllerMetrics) -> tuple[_Child, _Child, _Child, _Child]:
+        self.ready = (_child(m.ready_wait, self.cq), _child(m.local_ready_wait, self.lq),
+                      _child(m.admitted_until_ready, self.cq), _child(m.local_admitted_until_ready, self.lq))
+        return self.ready
+
+    def take_finished(self, m: ControllerMetrics) -> tuple[list[float], list[float]]:
+        self.finished = (m.finished.cell(self.cq), m.local_finished.cell(self.lq))
+        return self.finished
+
+
+def _child(family: HistogramFamily, labels: tuple[str, ...]) -> _Child:
+    return family.child(labels), family.bounds
+
+
+def _count_wait(group: tuple[_Child, list[float], _Child, list[float]], wait: float) -> None:
+    """Observe ``wait`` in both histograms of ``group`` and count it in both counters (HistogramFamily.observe
+    and CounterFamily.inc, spelt out)."""
+    (state, bounds), counter, (local_state, local_bounds), local_counter = group
+    state[bisect_left(bounds, wait)] += 1
+    state[-2] += wait
+    state[-1] += 1
+    counter[0] += 1.0
+    local_state[bisect_left(local_bounds, wait)] += 1
+    local_state[-2] += wait
+    local_state[-1] += 1
+    local_counter[0] += 1.0
+
+
+def _count_ready(group: tuple[_Child, _Child, _Child, _Child], since_queued: float, since_admitted: float) -> None:
+    """Observe the waits until ready in the four histograms of ``group`` (HistogramFamily.observe, spelt out
+    without a loop, which costs more than the observations here)."""
+    (state, bounds), (local_state, local_bounds), (since_state, since_bounds), (local_since_state,
+                                                                                local_since_bounds) = group
+    state[bisect_left(bounds, since_queued)] += 1
+    state[-2] += since_queued
+    state[-1] += 1
+    local_state[bisect_left(local_bounds, since_queued)] += 1
+    local_state[-2] += since_queued
+    local_state[-1] += 1
+    since_state[bisect_left(since_bounds, since_admitted)] += 1
+    since_state[-2] += since_admitted
+    since_state[-1] += 1
+    local_since_state[bisect_left(local_since_bounds, since_admitted)] += 1
+    local_since_state[-2] += since_admitted
+    local_since_state[-1] += 1
 
 
 class _Tally:
@@ -169,6 +255,8 @@ class ControllerMetrics:
         # Admitted workloads whose pods have not all been ready yet: key -> (when queued, when admitted).
         self._not_ready_yet: dict[WorkloadKey, tuple[float, float]] = {}
         self._gauges: dict[str, GaugeFamily] = {}
+        # (cluster queue, local queue name, namespace, priority class) -> its label sets' numbers
+        self._series: dict[tuple[str, str, str, str], _Series] = {}
         # The queue families' text made by _prepare for the next render: (manager, role, text).
         self._prepared: tuple[Manager, str, bytes] | None = None
         r = self.registry
@@ -277,68 +365,93 @@ class ControllerMetrics:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative integer, got {epoch!r}")
+        if role != self._role:
+            self._series.clear()  # their label sets carry the role
         self._role = role
         self._epoch = epoch
 
     # ------------------------------------------------------------ hooks (the Manager's observer)
 
     def workload_stored(self, old: Workload | None, new: Workload) -> None:
-        """Count the transitions this write makes: quota reserved, admitted, evicted, finished.
+        """Count the transitions this write makes: quota reserved, admitted, pods ready, evicted, finished.
 
         Every write of a workload comes here (four or more per workload), and
         most change no condition that is counted: each state's conditions are
         read once, into a map, instead of scanning them again for every test.
+        What is counted goes straight into the numbers of the workload's
+        queues' label sets (see :class:`_Series`), which a scrape writes out.
+        The loops are spelt out: a comprehension is a call of its own here.
         """
         status = new.status
-        admission = status.admission or (old.status.admission if old is not None else None)
-        if admission is None:
-            return  # only a workload that holds (or held) quota changes any of these counters
         conditions = status.conditions
-        if old is not None and old.status.conditions is conditions:
-            return  # every counted transition is a condition turning true
+        if old is None:
+            admission = status.admission
+            if admission is None:
+                return  # only a workload that holds (or held) quota changes any of these counters
+            old_conditions: tuple[Condition, ...] = ()
+        else:
+            old_status = old.status
+            old_conditions = old_status.conditions
+            if old_conditions is conditions:
+                return  # every counted transition is a condition turning true
+            admission = status.admission or old_status.admission
+            if admission is None:
+                return
         # The condition of each type that WorkloadStatus.condition finds (the first of its type).
-        now = {c.type: c for c in reversed(conditions)}
-        was = {c.type: c for c in reversed(old.status.conditions)} if old is not None else {}
-        gained = [t for t in _COUNTED_CONDITIONS if (c := now.get(t)) is not None and c.status == "True"
-                  and ((p := was.get(t)) is None or p.status != "True")]
+        now: dict[str, Condition] = {}
+        for c in reversed(conditions):
+            now[c.type] = c
+        was: dict[str, Condition] = {}
+        for c in reversed(old_conditions):
+            was[c.type] = c
+        gained = 0
+        for type_, c in now.items():
+            if c.status == "True" and (bit := _COUNTED.get(type_)) is not None:
+                p = was.get(type_)
+                if p is None or p.status != "True":
+                    gained |= bit
         if not gained:
             return
-        role = self._role
         pc = new.priority_class[1] if new.priority_class is not None else ""
-        lq = (new.queue_name, new.namespace, pc, role)
-        cq = (admission.cluster_queue, pc, role)
-        queued_at = _queued_at_in(was if old is not None else now, (old if old is not None else new).creation_timestamp)
-        if "QuotaReserved" in gained:
-            wait = max(0.0, now["QuotaReserved"].last_transition_time - queued_at)
-            self.quota_reserved_wait.observe_counting(cq, wait, self.quota_reserved)
-            self.local_quota_reserved_wait.observe_counting(lq, wait, self.local_quota_reserved)
-        if "Admitted" in gained:
-            admitted_at = now["Admitted"].last_transition_time
-            wait = max(0.0, admitted_at - queued_at)
-            self.admission_wait.observe_counting(cq, wait, self.admitted)
-            if status.pods:
-                # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
-                self._not_ready_yet[new.key] = (queued_at, admitted_at)
-            self.local_admission_wait.observe_counting(lq, wait, self.local_admitted)
-        if "PodsReady" in gained and "Admitted" in now and now["Admitted"].status == "True":
+        series = self._series.get((admission.cluster_queue, new.queue_name, new.namespace, pc))
+        if series is None:
+            series = self._new_series(admission.cluster_queue, new.queue_name, new.namespace, pc)
+        if gained & (_RESERVED | _ADMITTED):
+            queued_at = _queued_at_in(was if old is not None else now,
+                                      (old if old is not None else new).creation_timestamp)
+            if gained & _RESERVED:
+                wait = max(0.0, now["QuotaReserved"].last_transition_time - queued_at)
+                _count_wait(series.reserved or series.take_reserved(self), wait)
+            if gained & _ADMITTED:
+                admitted_at = now["Admitted"].last_transition_time
+                _count_wait(series.admitted or series.take_admitted(self), max(0.0, admitted_at - queued_at))
+                if status.pods:
+                    # PodsReady outlives an eviction, so "first ready since this admission" needs remembering.
+                    self._not_ready_yet[new.key] = (queued_at, admitted_at)
+        if gained & _READY and "Admitted" in now and now["Admitted"].status == "True":
             times = self._not_ready_yet.pop(new.key, None)
             if times is not None:
                 ready_at = now["PodsReady"].last_transition_time
-                since_queued, since_admitted = max(0.0, ready_at - times[0]), max(0.0, ready_at - times[1])
-                self.ready_wait.observe(cq, since_queued)
-                self.local_ready_wait.observe(lq, since_queued)
-                self.admitted_until_ready.observe(cq, since_admitted)
-                self.local_admitted_until_ready.observe(lq, since_admitted)
-        if "Evicted" in gained:
+                _count_ready(series.ready or series.take_ready(self),
+                             max(0.0, ready_at - times[0]), max(0.0, ready_at - times[1]))
+        if gained & _EVICTED:
             reason = now["Evicted"].reason
             reason = _EVICTION_REASON.get(reason, reason)
+            role = self._role
             self.evicted.inc((admission.cluster_queue, reason, "", pc, role))
             self.local_evicted.inc((new.queue_name, new.namespace, reason, "", pc, role))
             self._not_ready_yet.pop(new.key, None)
-        if "Finished" in gained:
-            self.finished.inc(cq)
-            self.local_finished.inc(lq)
+        if gained & _FINISHED:
+            finished = series.finished or series.take_finished(self)
+            finished[0][0] += 1.0
+            finished[1][0] += 1.0
             self._not_ready_yet.pop(new.key, None)
+
+    def _new_series(self, cluster_queue: str, queue_name: str, namespace: str, pc: str) -> _Series:
+        role = self._role
+        series = _Series((cluster_queue, pc, role), (queue_name, namespace, pc, role))
+        self._series[(cluster_queue, queue_name, namespace, pc)] = series
+        return series
 
     def admission_attempt(self, *, admitted: bool, seconds: float) -> None:
         result = "success" if admitted else "inadmissible"

@@ -149,3 +149,38 @@ def test_observe_counting_is_observe_and_inc() -> None:
         c2.inc((cq,))
     assert (h1.text(), c1.text()) == (h2.text(), c2.text())
     assert c1.value(("a",)) == 3
+
+
+# Who a workload is: (name, namespace and local queue, priority class); the hook keeps a series per queue and class.
+_WHO = st.tuples(st.sampled_from(("w1", "w2", "w3")), st.sampled_from(("ns-a", "ns-b")),
+                 st.sampled_from((None, ("WorkloadPriorityClass", "low"), ("WorkloadPriorityClass", "high"))))
+_ACTIONS = st.lists(st.one_of(
+    st.tuples(st.just("write"), _WHO, states),
+    st.tuples(st.just("scrape")),
+    st.tuples(st.just("role"), st.sampled_from(("leader", "follower", "standalone")))), min_size=1, max_size=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ACTIONS, st.floats(min_value=0, max_value=1e4, allow_nan=False))
+def test_the_same_scrapes_across_queues_classes_roles_and_scrapes_between(actions: list, created: float) -> None:
+    """The series the hook holds (one per ClusterQueue, LocalQueue and priority class) give, at every scrape,
+    the text of the families told one by one, also after the role changed (the label sets carry it)."""
+    fast, slow = ControllerMetrics(), ControllerMetrics()
+    stored: dict[str, Workload] = {}
+    for action in actions:
+        if action[0] == "scrape":
+            assert _counted(fast) == _counted(slow)
+        elif action[0] == "role":
+            fast.set_role(action[1], 1)
+            slow.set_role(action[1], 1)
+        else:
+            (name, namespace, priority_class), state = action[1], action[2]
+            old = stored.get(name)
+            base = replace(pending_workload(name, created=created), namespace=namespace, queue_name=f"lq-{namespace}",
+                           priority_class=priority_class)
+            new = _state(base, state, old)
+            fast.workload_stored(old, new)
+            reference(slow, old, new)
+            stored[name] = new
+    assert _counted(fast) == _counted(slow)
+    assert fast._not_ready_yet == slow._not_ready_yet
