@@ -600,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
                 "creationLagP50S": round(_pct(lag, 0.5), 3),
                 "creationLagMaxS": round(max(lag, default=0.0), 3),
                 "watchEvents": recorder.events,
+                # How far behind the controller the bench's watch ran: per message, receipt minus the
+                # controller's publishing of its oldest event.
+                "watchLagP50S": round(_pct(seen.lags, 0.5), 3),
+                "watchLagMaxS": round(max(seen.lags, default=0.0), 3),
                 "watchEventsWithoutConditionChange": recorder.quiet_events,
                 "schedulingCycles": cycles,
                 # Whether the bench itself could have been the bottleneck (2 cores: controller + these):

@@ -111,6 +111,8 @@ class Outcome:
     last_finished_at: float | None
     error: str
     restarts: int
+    # Per watch message, seconds from the controller's publishing of its first event to its receipt here.
+    lags: list[float]
     # The observer process's own CPU (user + system), seconds.
     cpu_s: float
 
@@ -148,6 +150,7 @@ async def _observe(conn: Connection, address: str, recorder: Recorder, progress_
     stopping = asyncio.Event()
     last_finished: list[float] = []
     error: list[str] = []
+    lags: list[float] = []
     restarts = 0
 
     def on_message() -> None:
@@ -178,6 +181,9 @@ async def _observe(conn: Connection, address: str, recorder: Recorder, progress_
                     # ADDED); after an expiry the re-list repeats states the recorder has (it keeps the first).
                     async for batch in client.watch_workload_events(send_initial=True):
                         at = time.monotonic()
+                        # How long the batch's oldest event waited after the controller published it
+                        # (both wall clocks of this machine): how far behind this reader ran.
+                        lags.append(time.time() - batch[0].time)
                         for ev in batch:
                             before = recorder.finished
                             recorder.observe(observation(json.loads(ev.workload.json)), at)
@@ -219,7 +225,7 @@ async def _observe(conn: Connection, address: str, recorder: Recorder, progress_
                     t.cancel()
             await asyncio.gather(*(t for t in (watcher, reporter) if t is not None), return_exceptions=True)
     into.append(Outcome(recorder=recorder, last_finished_at=last_finished[0] if last_finished else None,
-                        error=error[0] if error else "", restarts=restarts, cpu_s=sum(os.times()[:2])))
+                        error=error[0] if error else "", restarts=restarts, lags=lags, cpu_s=sum(os.times()[:2])))
 
 
 # ----------------------------------------------------------------- the parent
