@@ -62,10 +62,15 @@ from bench.kueue_scheduler.config import (  # noqa: E402
     scaled,
     without_tas,
 )
-from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
+from bench.kueue_scheduler.generator import (  # noqa: E402
+    CreationStats,
+    create_queues,
+    create_workloads,
+    queue_apply_documents,
+)
 from bench.kueue_scheduler.recorder import TimelineBin  # noqa: E402
 from bench.kueue_scheduler.watcher import Observer, WatchFailed  # noqa: E402
-from sluicegate.client import CREATE_WINDOW, Client  # noqa: E402
+from sluicegate.client import CREATE_WINDOW, Client, Document  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = {name: HERE / "configs" / name / "generator.yaml" for name in ("baseline", "large-scale", "tas")}
@@ -205,14 +210,14 @@ class RunResult:
 
 
 async def drive(address: str, plan: Plan, observer: Observer, *, concurrency: int, timeout: float,
-                into: list[RunResult]) -> None:
+                into: list[RunResult], queue_documents: list[Document] | None = None) -> None:
     """Create the queues and the workloads; wait until the observer has seen every workload finish.
 
     The result goes into ``into``, not out as the coroutine's: asyncio.run's clean-up may repr the
     finished main task, result included (50,000 creation lags), while the controller waits."""
     async with Client(address, timeout=120) as client:
         connected_at = time.monotonic()
-        queues_at = await create_queues(client, plan)
+        queues_at = await create_queues(client, plan, queue_documents)
         # Blocks this loop for one round trip to the observer (nothing else runs on it yet): the
         # observer records the queues' creation before any workload exists.
         observer.queues_created(queues_at)
@@ -506,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                                               "--stats-file", str(out / "fakenodes.json")],
                                log=out / "fakenodes.log", stdin=subprocess.PIPE)
             procs.append(nodes_proc)
+            queue_docs = queue_apply_documents(plan)
             wait_ready(nodes_proc, tmp / "n.waiting")
             observer.wait_started()
             ctl = spawn("controller", ctl_argv, log=out / "controller.log", ready=tmp / "c.ready", env=env,
@@ -533,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu_at["clientsReady"] = sum(ctl_ps.cpu_times()[:2])
             epoch_offset = time.time() - time.monotonic()
             driven: list[RunResult] = []
-            asyncio.run(drive(address, plan, observer, concurrency=concurrency, timeout=ns.timeout, into=driven))
+            asyncio.run(drive(address, plan, observer, concurrency=concurrency, timeout=ns.timeout, into=driven,
+                              queue_documents=queue_docs))
             run = driven[0]
             run.returned_at = time.monotonic()
             observer.stop_watching()
