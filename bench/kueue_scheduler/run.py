@@ -218,8 +218,7 @@ async def drive(address: str, plan: Plan, observer: Observer, *, concurrency: in
     async with Client(address, timeout=120) as client:
         connected_at = time.monotonic()
         queues_at = await create_queues(client, plan, queue_documents)
-        # Blocks this loop for one round trip to the observer (nothing else runs on it yet): the
-        # observer records the queues' creation before any workload exists.
+        # Sent before the first creation: the observer records it before any workload's event.
         observer.queues_created(queues_at)
         creation = await create_workloads(client, plan, start=queues_at, concurrency=concurrency)
         remaining = timeout - (time.monotonic() - queues_at)

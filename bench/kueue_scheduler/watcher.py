@@ -21,8 +21,9 @@ The conversation over the pipe (parent -> child, child -> parent)::
     child:  ("waiting",)           imported, recorder built; waits for the address
     parent: ("watch", address)
     child:  ("watching",)          its watch call is issued
-    parent: ("queues", at)         the queues exist since ``at`` (recorder.queue_created)
-    child:  ("queued",)
+    parent: ("queues", at)         the queues exist since ``at`` (recorder.queue_created); sent
+                                   before the first creation, so it is in the pipe before any
+                                   workload event can reach the child (which reads it first)
     child:  ("done", at) or ("failed", why)   every workload finished at ``at``, or the watch failed
     parent: ("stop",)              stop watching (also when the run timed out)
     parent: ("send",)              once the controller has exited
@@ -153,8 +154,13 @@ async def _observe(conn: Connection, address: str, recorder: Recorder, progress_
     lags: list[float] = []
     restarts = 0
 
+    queues_seen = False
+
     def on_message() -> None:
+        nonlocal queues_seen
         try:
+            if not conn.poll():  # take_queues() took it already
+                return
             msg = conn.recv()
         except EOFError:  # the parent is gone: nothing to report to
             loop.remove_reader(conn.fileno())
@@ -163,9 +169,18 @@ async def _observe(conn: Connection, address: str, recorder: Recorder, progress_
         if msg[0] == "queues":
             for q in recorder.plan.queues:
                 recorder.queue_created(q.name, msg[1])
-            conn.send(("queued",))
+            queues_seen = True
         elif msg[0] == "stop":
             stopping.set()
+
+    def take_queues() -> None:
+        # A workload event before the queues message was handled (the loop may run the watch's
+        # callback first): the parent sent that message before creating any workload, so it is
+        # in the pipe now; the queues' creation must be recorded before their workloads' events.
+        while not queues_seen and not stopping.is_set():
+            if not conn.poll(ANSWER_TIMEOUT):
+                raise RuntimeError(f"workload events, but no queues message within {ANSWER_TIMEOUT:g}s")
+            on_message()
 
     async def watch(client: Client) -> None:
         nonlocal restarts
@@ -184,6 +199,8 @@ async def _observe(conn: Connection, address: str, recorder: Recorder, progress_
                         # How long the batch's oldest event waited after the controller published it
                         # (both wall clocks of this machine): how far behind this reader ran.
                         lags.append(time.time() - batch[0].time)
+                        if not queues_seen:
+                            take_queues()
                         for ev in batch:
                             before = recorder.finished
                             recorder.observe(observation(json.loads(ev.workload.json)), at)
@@ -276,9 +293,8 @@ class Observer:
         self._expect("watching", ANSWER_TIMEOUT)
 
     def queues_created(self, at: float) -> None:
-        """Record the queues' creation; returns once recorded, so before any workload event can be."""
+        """Have the queues' creation recorded (before any workload event: see take_queues)."""
         self._conn.send(("queues", at))
-        self._expect("queued", ANSWER_TIMEOUT)
 
     async def finished(self) -> None:
         """Until every workload has finished (``done_at``) or the watch failed (``error``)."""
