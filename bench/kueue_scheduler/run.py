@@ -569,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
                     spy.wait(timeout=30)
 
         recorder = seen.recorder
+        # The observer saw the end from the Finished conditions' bytes; its recorder, decoding every event, decides.
+        run.completed = run.completed and recorder.finished >= len(plan.workloads)
         summary = recorder.summary(epoch_offset=epoch_offset)
         cmd_stats = {"wallMs": int((exited - ctl.started) * 1000), "userMs": int(cpu.user * 1000),
                      "sysMs": int(cpu.system * 1000), "maxrss": maxrss}
@@ -617,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                 "benchProcessCpuS": round(sum(os.times()[:2]) + seen.cpu_s, 1),
                 "submitterProcessCpuS": round(sum(os.times()[:2]), 1),
                 "observerProcessCpuS": round(seen.cpu_s, 1),
+                # Decoding the events into the recorder, after the controller's exit (not in the above).
+                "observerDecodeCpuS": round(seen.decode_cpu_s, 1),
                 "fakeNodesProcessCpuS": round(nodes_cpu, 1),
             },
             "kueuePublished": PUBLISHED.get(name or "") if full_size else None,
