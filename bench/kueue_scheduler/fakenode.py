@@ -331,7 +331,10 @@ async def serve(*, controller: str, nodes: int, node_cpu: int, prefix: str, read
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--controller", required=True, help="controller gRPC HOST:PORT")
+    p.add_argument("--controller", required=True,
+                   help="controller gRPC HOST:PORT; '-': read it from the first line of stdin (the bench starts this "
+                        "process before the controller, so that its start-up is not part of the controller's wall)")
+    p.add_argument("--waiting-file", type=Path, help="with --controller -: written once started, before reading stdin")
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--node-cpu", type=int, default=1000, help="allocatable CPUs per node (memory: 4 GiB per CPU)")
     p.add_argument("--prefix", default="fake")
@@ -341,7 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-level", default="WARNING")
     ns = p.parse_args(argv)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(controller=ns.controller, nodes=ns.nodes, node_cpu=ns.node_cpu, prefix=ns.prefix,
+    controller = ns.controller
+    if controller == "-":
+        if ns.waiting_file is not None:
+            ns.waiting_file.write_text(json.dumps({"pid": os.getpid()}))
+        controller = sys.stdin.readline().strip()
+        if not controller:
+            log.error("--controller -: stdin closed before it gave the controller's address")
+            return 2
+    return asyncio.run(serve(controller=controller, nodes=ns.nodes, node_cpu=ns.node_cpu, prefix=ns.prefix,
                              ready_file=ns.ready_file, stats_file=ns.stats_file, node_file=ns.node_file))
 
 

@@ -147,10 +147,17 @@ class CreationStats:
     last_at: float | None = None
 
 
-async def create_queues(client: Client, plan: Plan) -> float:
-    """Apply every queue object in one call; returns the monotonic time it returned."""
-    docs = queue_documents(plan)
-    await client.apply([Document(json.dumps(d), f"generator#{i}") for i, d in enumerate(docs)])
+def queue_apply_documents(plan: Plan) -> list[Document]:
+    """The queue objects as create_queues applies them (for 1,000 ClusterQueues about 0.1 s to make)."""
+    return [Document(json.dumps(d), f"generator#{i}") for i, d in enumerate(queue_documents(plan))]
+
+
+async def create_queues(client: Client, plan: Plan, documents: list[Document] | None = None) -> float:
+    """Apply every queue object in one call; returns the monotonic time it returned.
+
+    ``documents``: queue_apply_documents(plan) made beforehand, so that the controller does not wait
+    while the bench makes them."""
+    await client.apply(documents if documents is not None else queue_apply_documents(plan))
     return time.monotonic()
 
 

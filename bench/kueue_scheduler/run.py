@@ -6,7 +6,10 @@ separate process of fake nodes speaking the real agent protocol, then
 creates the generator configuration's ResourceFlavor, Cohorts,
 WorkloadPriorityClasses, Namespaces, ClusterQueues and LocalQueues over
 gRPC, and its workloads at their configured intervals.  A watch on
-workloads feeds the recorder until every workload has finished.  Prints
+workloads, in an observer process of its own (watcher.py), feeds the
+recorder until every workload has finished.  The fake nodes' and the
+observer's processes start before the controller and are given its address
+once it serves, so that their start-up is not part of the controller's wall.  Prints
 Kueue's runner summary as JSON (stdout) and a table next to Kueue's
 published figures and the ideal lower bound (stderr); with ``--output`` it
 also writes Kueue's artifacts there (summary.yaml, controller.stats.yaml,
@@ -25,11 +28,11 @@ import argparse
 import asyncio
 import atexit
 import dataclasses
-import datetime as dt
 import json
 import math
 import os
 import platform
+import select
 import shutil
 import signal
 import subprocess
@@ -41,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import psutil
 import yaml
 
@@ -60,9 +62,15 @@ from bench.kueue_scheduler.config import (  # noqa: E402
     scaled,
     without_tas,
 )
-from bench.kueue_scheduler.generator import CreationStats, create_queues, create_workloads  # noqa: E402
-from bench.kueue_scheduler.recorder import Observation, Recorder, TimelineBin, condition_flags  # noqa: E402
-from sluicegate.client import CREATE_WINDOW, Client, ClientError  # noqa: E402
+from bench.kueue_scheduler.generator import (  # noqa: E402
+    CreationStats,
+    create_queues,
+    create_workloads,
+    queue_apply_documents,
+)
+from bench.kueue_scheduler.recorder import TimelineBin  # noqa: E402
+from bench.kueue_scheduler.watcher import Observer, WatchFailed  # noqa: E402
+from sluicegate.client import CREATE_WINDOW, Client, Document  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = {name: HERE / "configs" / name / "generator.yaml" for name in ("baseline", "large-scale", "tas")}
@@ -81,6 +89,8 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 TAS_IDEAL_FACTOR = 1.3
 TAS_SPEEDUP = 5.0
 STARTUP_TIMEOUT = 60.0
+# How often the bench looks for a ready file: the controller idles from writing it until the bench connects.
+READY_POLL_S = 0.005
 
 
 # ---------------------------------------------------------------- processes
@@ -95,32 +105,63 @@ class Proc:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def spawn(name: str, argv: list[str], *, log: Path, ready: Path, env: dict[str, str] | None = None,
-          cwd: Path = ROOT) -> Proc:
+def start(name: str, argv: list[str], *, log: Path, env: dict[str, str] | None = None, cwd: Path = ROOT,
+          stdin: int | None = None) -> Proc:
     started = time.monotonic()
     with open(log, "wb") as f:
-        popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env)
-    proc = Proc(name, popen, log, started)
-    deadline = started + STARTUP_TIMEOUT
-    # Bounded poll for the ready file the process writes once it serves.
+        popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env, stdin=stdin)
+    return Proc(name, popen, log, started)
+
+
+def wait_ready(proc: Proc, ready: Path) -> dict[str, Any]:
+    """Bounded poll for the file the process writes once it is ready; returns what it wrote."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            raise SystemExit(f"{name} exited with {popen.returncode} before it was ready:\n{log.read_text()[-3000:]}")
+        if proc.popen.poll() is not None:
+            raise SystemExit(f"{proc.name} exited with {proc.popen.returncode} before it was ready:\n"
+                             f"{proc.log.read_text()[-3000:]}")
         if ready.exists():
-            proc.info = json.loads(ready.read_text())
-            return proc
-        time.sleep(0.02)
+            info: dict[str, Any] = json.loads(ready.read_text())
+            return info
+        time.sleep(READY_POLL_S)
     stop(proc, timeout=10)
-    raise SystemExit(f"{name} was not ready within {STARTUP_TIMEOUT:g}s; its log: {log}")
+    raise SystemExit(f"{proc.name} was not ready within {STARTUP_TIMEOUT:g}s; its log: {proc.log}")
+
+
+def spawn(name: str, argv: list[str], *, log: Path, ready: Path, env: dict[str, str] | None = None,
+          cwd: Path = ROOT) -> Proc:
+    proc = start(name, argv, log=log, env=env, cwd=cwd)
+    proc.info = wait_ready(proc, ready)
+    return proc
+
+
+def _wait_exit(popen: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait for the process to exit, woken the moment it does (a pidfd; Popen.wait with a timeout
+    polls, up to 50 ms late); False if it is still running after ``timeout``."""
+    try:
+        fd = os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):
+        try:
+            popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(timeout * 1000):
+            return False
+    finally:
+        os.close(fd)
+    popen.wait()
+    return True
 
 
 def stop(proc: Proc, *, timeout: float) -> float:
     """SIGTERM, wait (SIGKILL after ``timeout``); returns the monotonic time it exited."""
     if proc.popen.poll() is None:
         proc.popen.send_signal(signal.SIGTERM)
-        try:
-            proc.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        if not _wait_exit(proc.popen, timeout):
             print(f"warning: {proc.name} (pid {proc.popen.pid}) ignored SIGTERM for {timeout:g}s; killing it", file=sys.stderr)
             proc.popen.kill()
             proc.popen.wait(timeout=10)
@@ -153,132 +194,61 @@ def peak_rss_kib(pid: int) -> int:
 # ------------------------------------------------------------------ the run
 
 
-def _ts(text: str | None) -> float | None:
-    if not text:
-        return None
-    return dt.datetime.fromisoformat(text).timestamp()
-
-
-def observation(wl: dict[str, Any]) -> Observation:
-    meta = wl.get("metadata", {})
-    conds = {c["type"]: c for c in wl.get("status", {}).get("conditions", [])}
-    reserved, admitted, evicted, finished = condition_flags({t: c["status"] for t, c in conds.items()})
-    created = _ts(meta.get("creationTimestamp"))
-    stamped_admit = stamped_finish = None
-    if created is not None:
-        if admitted and "QuotaReserved" in conds:
-            t = _ts(conds["QuotaReserved"].get("lastTransitionTime"))
-            stamped_admit = None if t is None else t - created
-        if finished:
-            t = _ts(conds["Finished"].get("lastTransitionTime"))
-            stamped_finish = None if t is None else t - created
-    dispatch = completion = None
-    timeline: tuple[float, float, float, float] | None = None
-    extra = wl.get("status", {}).get("extra", {})
-    pods = extra.get("pods") or []
-    if finished:
-        pods = pods or extra.get("lastPods") or []
-        started = [p["startedAt"] for p in pods if p.get("startedAt")]
-        ended = [p["finishedAt"] for p in pods if p.get("finishedAt")]
-        reserved_at = _ts(conds.get("QuotaReserved", {}).get("lastTransitionTime"))
-        finished_at = _ts(conds["Finished"].get("lastTransitionTime"))
-        if started and reserved_at is not None:
-            dispatch = min(started) - reserved_at
-        if ended and finished_at is not None:
-            completion = finished_at - max(ended)
-        if started and ended and reserved_at is not None and finished_at is not None:
-            timeline = (reserved_at, min(started), max(ended), finished_at)
-    return Observation(namespace=meta.get("namespace", ""), name=meta.get("name", ""), quota_reserved=reserved,
-                       admitted=admitted, evicted=evicted, finished=finished, stamped_admit_s=stamped_admit,
-                       stamped_finish_s=stamped_finish, dispatch_s=dispatch, completion_s=completion, timeline=timeline,
-                       pending_message="" if reserved else conds.get("QuotaReserved", {}).get("message", ""),
-                       pod_phases=tuple(p.get("phase", "") for p in pods),
-                       pod_nodes=tuple(str(p.get("node", "")) for p in pods if not p.get("replaced")) if finished else ())
-
-
 @dataclass(slots=True)
 class RunResult:
     completed: bool
     queues_created_at: float
     first_created_at: float | None
     last_created_at: float | None
-    last_finished_at: float | None
+    # The watch's "every workload finished" time (None: the run did not complete; see Outcome).
+    done_at: float | None
     creation: CreationStats
+    # When the client connected, and when asyncio.run(drive()) returned.
+    connected_at: float = 0.0
+    returned_at: float = 0.0
     watch_error: str = ""
-    watch_restarts: int = 0
 
 
-# How many times the bench's watch may expire (fall behind the controller's backlog) and re-list.
-WATCH_RESTARTS = 20
+async def drive(address: str, plan: Plan, observer: Observer, *, concurrency: int, timeout: float,
+                into: list[RunResult], queue_documents: list[Document] | None = None) -> None:
+    """Create the queues and the workloads; wait until the observer has seen every workload finish.
 
-
-async def drive(address: str, plan: Plan, recorder: Recorder, *, concurrency: int, timeout: float,
-                progress_every: float) -> RunResult:
-    total = len(plan.workloads)
-    all_done = asyncio.Event()
-    last_finished: list[float] = []
-    watch_error: list[str] = []
-    watch_restarts: list[float] = []
+    The result goes into ``into``, not out as the coroutine's: asyncio.run's clean-up may repr the
+    finished main task, result included (50,000 creation lags), while the controller waits."""
     async with Client(address, timeout=120) as client:
-
-        async def watch() -> None:
-            try:
-                for _ in range(WATCH_RESTARTS + 1):
-                    try:
-                        # send_initial: a workload created before the watch registered still arrives (late, as
-                        # ADDED); after an expiry the re-list repeats states the recorder has (it keeps the first).
-                        async for _, wl in client.watch_workloads(send_initial=True):
-                            at = time.monotonic()
-                            before = recorder.finished
-                            recorder.observe(observation(wl), at)
-                            if recorder.finished != before:
-                                last_finished[:] = [at]
-                                if recorder.finished >= total:
-                                    all_done.set()
-                                    return
-                        return
-                    except ClientError as exc:
-                        # A reader slower than the controller (this bench shares the machine with it) is
-                        # ended as Kubernetes ends a watch that fell behind; like an informer, re-list.
-                        if exc.code != grpc.StatusCode.FAILED_PRECONDITION or "watch expired" not in str(exc):
-                            raise
-                        watch_restarts.append(time.monotonic())
-                raise RuntimeError(f"the watch expired {WATCH_RESTARTS + 1} times")
-            except Exception as exc:  # the run cannot finish without its watch: say why
-                watch_error.append(f"{type(exc).__name__}: {exc}")
-                all_done.set()
-
-        async def progress() -> None:
-            t0 = time.monotonic()
-            while True:
-                await asyncio.sleep(progress_every)
-                held = sum(1 for w in recorder.workloads.values() if w.holds_quota)
-                print(f"  {time.monotonic() - t0:6.0f}s: {len(recorder.workloads)}/{total} created, {held} holding quota, "
-                      f"{recorder.finished} finished", file=sys.stderr, flush=True)
-
-        watcher = asyncio.create_task(watch(), name="watch")
-        reporter = asyncio.create_task(progress(), name="progress") if progress_every > 0 else None
+        connected_at = time.monotonic()
+        queues_at = await create_queues(client, plan, queue_documents)
+        # Sent before the first creation: the observer records it before any workload's event.
+        observer.queues_created(queues_at)
+        creation = await create_workloads(client, plan, start=queues_at, concurrency=concurrency)
+        remaining = timeout - (time.monotonic() - queues_at)
         try:
-            queues_at = await create_queues(client, plan)
-            for q in plan.queues:
-                recorder.queue_created(q.name, queues_at)
-            creation = await create_workloads(client, plan, start=queues_at, concurrency=concurrency)
-            remaining = timeout - (time.monotonic() - queues_at)
-            try:
-                await asyncio.wait_for(all_done.wait(), timeout=max(1.0, remaining))
-            except TimeoutError:
-                pass
-        finally:
-            for t in (watcher, reporter):
-                if t is not None:
-                    t.cancel()
-            await asyncio.gather(*(t for t in (watcher, reporter) if t is not None), return_exceptions=True)
-    return RunResult(
-        completed=recorder.finished >= total and not watch_error, queues_created_at=queues_at,
-        first_created_at=creation.first_at, last_created_at=creation.last_at,
-        last_finished_at=last_finished[0] if last_finished else None, creation=creation,
-        watch_error=watch_error[0] if watch_error else "", watch_restarts=len(watch_restarts),
-    )
+            await asyncio.wait_for(observer.finished(), timeout=max(1.0, remaining))
+        except TimeoutError:
+            pass
+    into.append(RunResult(
+        completed=observer.done_at is not None and not observer.error, queues_created_at=queues_at,
+        first_created_at=creation.first_at, last_created_at=creation.last_at, done_at=observer.done_at,
+        creation=creation, connected_at=connected_at, watch_error=observer.error,
+    ))
+
+
+def phases(*, spawned: float, ready: float, clients_ready: float, run: RunResult, last_finished_at: float | None,
+           scraped: float, nodes_stopped: float, exited: float) -> dict[str, float]:
+    """The controller's life (cmdStats.wallMs, spawn to exit) cut into consecutive phases, seconds; they
+    add up to the wall.  ``run`` is runWallS (first creation answered to last workload seen finished)."""
+    first = run.first_created_at or run.queues_created_at
+    last = last_finished_at if last_finished_at is not None else run.returned_at
+    marks = [("controllerStart", spawned, ready), ("clientsStart", ready, clients_ready),
+             ("queues", clients_ready, run.queues_created_at), ("toFirstCreate", run.queues_created_at, first),
+             ("run", first, last), ("runEnd", last, run.returned_at), ("metricsScrape", run.returned_at, scraped),
+             ("fakeNodesStop", scraped, nodes_stopped), ("controllerStop", nodes_stopped, exited)]
+    return {name: round(end - begin, 3) for name, begin, end in marks}
+
+
+PHASE_LABELS = {"controllerStart": "start", "clientsStart": "nodes+watch", "queues": "queues",
+                "toFirstCreate": "1st create", "run": "run", "runEnd": "run end", "metricsScrape": "/metrics",
+                "fakeNodesStop": "nodes stop", "controllerStop": "stop"}
 
 
 # ----------------------------------------------------------------- reporting
@@ -414,6 +384,10 @@ def table(result: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    if result.get("phasesS"):
+        lines.append("")
+        lines.append("command wall by phase (s; controller spawn to exit): "
+                     + ", ".join(f"{PHASE_LABELS.get(k, k)} {v:.2f}" for k, v in result["phasesS"].items()))
     t = result.get("targets") or {}
     if t:
         lines.append("")
@@ -521,10 +495,32 @@ def main(argv: list[str] | None = None) -> int:
                      "--log-level", ns.controller_log_level, "--ready-file", str(tmp / "c.ready")]
         procs: list[Proc] = []
         spy: subprocess.Popen[bytes] | None = None
+        # The observer and the fake nodes start first and wait for the controller's address: their
+        # Python start-up is then neither in the controller's wall nor competing with its start-up.
+        observer = Observer(plan, progress_every=ns.progress)
         try:
+            node_argv = ["--nodes", str(nodes), "--node-cpu", str(ns.node_cpu)]
+            if topology_nodes:
+                (tmp / "nodes.json").write_text(json.dumps([
+                    {"name": n.name, "labels": dict(n.labels), "allocatable": {"cpu": n.cpu_m, "memory": n.memory}}
+                    for n in topology_nodes]))
+                node_argv = ["--node-file", str(tmp / "nodes.json")]
+            nodes_proc = start("fake nodes", [sys.executable, str(HERE / "fakenode.py"), "--controller", "-", *node_argv,
+                                              "--waiting-file", str(tmp / "n.waiting"), "--ready-file", str(tmp / "n.ready"),
+                                              "--stats-file", str(out / "fakenodes.json")],
+                               log=out / "fakenodes.log", stdin=subprocess.PIPE)
+            procs.append(nodes_proc)
+            queue_docs = queue_apply_documents(plan)
+            wait_ready(nodes_proc, tmp / "n.waiting")
+            observer.wait_started()
             ctl = spawn("controller", ctl_argv, log=out / "controller.log", ready=tmp / "c.ready", env=env,
                         cwd=ns.controller_src)
+            ready_at = time.monotonic()
             procs.append(ctl)
+            ctl_ps = psutil.Process(ctl.popen.pid)
+            # The controller's CPU (user + system s) at the phases' boundaries: which phases cost it CPU.
+            cpu_at = {"ready": sum(ctl_ps.cpu_times()[:2])}
+            address = ctl.info["grpc"]
             if ns.profile == "py-spy":
                 if not Path(ns.py_spy).exists():
                     raise SystemExit(f"py-spy not found at {ns.py_spy}: python3 -m venv /tmp/pyspy-venv && "
@@ -533,32 +529,38 @@ def main(argv: list[str] | None = None) -> int:
                     spy = subprocess.Popen([ns.py_spy, "record", "--pid", str(ctl.popen.pid), "--rate", "100", "--format",
                                             "raw", "--threads", "--idle", "-o", str(out / "controller.pyspy.txt")],
                                            stdout=subprocess.DEVNULL, stderr=spy_log)
-            node_argv = ["--nodes", str(nodes), "--node-cpu", str(ns.node_cpu)]
-            if topology_nodes:
-                (tmp / "nodes.json").write_text(json.dumps([
-                    {"name": n.name, "labels": dict(n.labels), "allocatable": {"cpu": n.cpu_m, "memory": n.memory}}
-                    for n in topology_nodes]))
-                node_argv = ["--node-file", str(tmp / "nodes.json")]
-            nodes_proc = spawn("fake nodes", [sys.executable, str(HERE / "fakenode.py"), "--controller", ctl.info["grpc"],
-                                              *node_argv, "--ready-file", str(tmp / "n.ready"),
-                                              "--stats-file", str(out / "fakenodes.json")],
-                               log=out / "fakenodes.log", ready=tmp / "n.ready")
-            procs.append(nodes_proc)
-            recorder = Recorder(plan)
+            assert nodes_proc.popen.stdin is not None
+            nodes_proc.popen.stdin.write(f"{address}\n".encode())
+            nodes_proc.popen.stdin.close()
+            observer.watch(address)
+            nodes_proc.info = wait_ready(nodes_proc, tmp / "n.ready")
+            clients_ready = time.monotonic()
+            cpu_at["clientsReady"] = sum(ctl_ps.cpu_times()[:2])
             epoch_offset = time.time() - time.monotonic()
-            run = asyncio.run(drive(ctl.info["grpc"], plan, recorder, concurrency=concurrency, timeout=ns.timeout,
-                             progress_every=ns.progress))
-            ctl_ps = psutil.Process(ctl.popen.pid)
+            driven: list[RunResult] = []
+            asyncio.run(drive(address, plan, observer, concurrency=concurrency, timeout=ns.timeout, into=driven,
+                              queue_documents=queue_docs))
+            run = driven[0]
+            run.returned_at = time.monotonic()
+            observer.stop_watching()
+            cpu_at["runEnded"] = sum(ctl_ps.cpu_times()[:2])
             maxrss = peak_rss_kib(ctl.popen.pid)
             cycles = scheduling_cycles(ctl.info["health"])
             nodes_cpu = sum(psutil.Process(nodes_proc.popen.pid).cpu_times()[:2])
+            scraped = time.monotonic()
+            cpu_at["scraped"] = sum(ctl_ps.cpu_times()[:2])
             # The fake nodes leave first so the controller has no open streams to drain.
-            stop(nodes_proc, timeout=30)
+            nodes_stopped = stop(nodes_proc, timeout=30)
             cpu = ctl_ps.cpu_times()
             exited = stop(ctl, timeout=60)
+            # After the controller's exit: handing the recorder over is outside its wall.
+            seen = observer.outcome()
+        except WatchFailed as exc:
+            raise SystemExit(f"error: the bench's observer process: {exc}") from None
         finally:
-            for p in reversed(procs):
+            for p in procs:  # the fake nodes first, as above
                 stop(p, timeout=30)
+            observer.close()
             if spy is not None:
                 try:
                     spy.wait(timeout=60)
@@ -566,9 +568,19 @@ def main(argv: list[str] | None = None) -> int:
                     spy.send_signal(signal.SIGINT)
                     spy.wait(timeout=30)
 
+        recorder = seen.recorder
+        # The observer saw the end from the Finished conditions' bytes; its recorder, decoding every event, decides.
+        run.completed = run.completed and recorder.finished >= len(plan.workloads)
         summary = recorder.summary(epoch_offset=epoch_offset)
         cmd_stats = {"wallMs": int((exited - ctl.started) * 1000), "userMs": int(cpu.user * 1000),
                      "sysMs": int(cpu.system * 1000), "maxrss": maxrss}
+        cpu_phases = {"controllerStart": cpu_at["ready"], "clientsStart": cpu_at["clientsReady"] - cpu_at["ready"],
+                      "queuesToRunEnd": cpu_at["runEnded"] - cpu_at["clientsReady"],
+                      "metricsScrape": cpu_at["scraped"] - cpu_at["runEnded"],
+                      "fakeNodesStop": cpu.user + cpu.system - cpu_at["scraped"]}
+        phases_s = phases(spawned=ctl.started, ready=ready_at, clients_ready=clients_ready, run=run,
+                          last_finished_at=seen.last_finished_at, scraped=scraped, nodes_stopped=nodes_stopped,
+                          exited=exited)
         lag = run.creation.lag
         result: dict[str, Any] = {
             "controller": {"source": str(ns.controller_src), "revision": _revision(ns.controller_src)},
@@ -580,23 +592,35 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {"cpus": os.cpu_count(), "memoryGiB": round(psutil.virtual_memory().total / 2**30),
                         "cpuModel": _cpu_model(), "python": platform.python_version(), "kernel": platform.release()},
             "cmdStats": cmd_stats,
+            "phasesS": phases_s,
+            # cmdStats' userMs + sysMs (read before the controller is stopped) by phase, seconds.
+            "controllerCpuByPhaseS": {k: round(v, 2) for k, v in cpu_phases.items()},
             "summary": summary,
             "ideal": {"wallS": round(bound.wall_s, 2), "workS": round(bound.work_s, 2), "busiestCohort": bound.busiest_cohort,
                       "creationS": round(bound.creation_s, 2), "usagePct": round(bound.usage_pct, 1)},
             "run": {
                 "completed": run.completed,
-                "watchError": run.watch_error,
-                "watchRestarts": run.watch_restarts,
-                "runWallS": round((run.last_finished_at or time.monotonic()) - (run.first_created_at or run.queues_created_at), 2),
+                "watchError": run.watch_error or seen.error,
+                "watchRestarts": seen.restarts,
+                "runWallS": round((seen.last_finished_at or time.monotonic()) - (run.first_created_at or run.queues_created_at), 2),
                 "creationSpanS": round((run.last_created_at or 0) - run.queues_created_at, 2),
                 "plannedCreationSpanS": round(max((w.due for w in plan.workloads), default=0.0), 2),
                 "creationLagP50S": round(_pct(lag, 0.5), 3),
                 "creationLagMaxS": round(max(lag, default=0.0), 3),
                 "watchEvents": recorder.events,
+                # How far behind the controller the bench's watch ran: per message, receipt minus the
+                # controller's publishing of its oldest event.
+                "watchLagP50S": round(_pct(seen.lags, 0.5), 3),
+                "watchLagMaxS": round(max(seen.lags, default=0.0), 3),
                 "watchEventsWithoutConditionChange": recorder.quiet_events,
                 "schedulingCycles": cycles,
-                # Whether the bench itself could have been the bottleneck (2 cores: controller + these).
-                "benchProcessCpuS": round(sum(os.times()[:2]), 1),
+                # Whether the bench itself could have been the bottleneck (2 cores: controller + these):
+                # its submitting process and its observer process together, then each.
+                "benchProcessCpuS": round(sum(os.times()[:2]) + seen.cpu_s, 1),
+                "submitterProcessCpuS": round(sum(os.times()[:2]), 1),
+                "observerProcessCpuS": round(seen.cpu_s, 1),
+                # Decoding the events into the recorder, after the controller's exit (not in the above).
+                "observerDecodeCpuS": round(seen.decode_cpu_s, 1),
                 "fakeNodesProcessCpuS": round(nodes_cpu, 1),
             },
             "kueuePublished": PUBLISHED.get(name or "") if full_size else None,

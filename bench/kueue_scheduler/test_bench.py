@@ -7,7 +7,10 @@ Not part of the suite (tests/ is); run explicitly:
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.kueue_scheduler import fakenode  # noqa: E402
 from bench.kueue_scheduler.config import (  # noqa: E402
     ConfigError,
     expand,
@@ -24,8 +28,11 @@ from bench.kueue_scheduler.config import (  # noqa: E402
     scaled,
     without_tas,
 )
-from bench.kueue_scheduler.generator import queue_documents, workload_document  # noqa: E402
+from bench.kueue_scheduler.generator import CreationStats, queue_documents, workload_document  # noqa: E402
 from bench.kueue_scheduler.recorder import Observation, Recorder  # noqa: E402
+from bench.kueue_scheduler.run import RunResult, _wait_exit, phases  # noqa: E402
+from bench.kueue_scheduler.run import main as run_bench  # noqa: E402
+from bench.kueue_scheduler.watcher import observation  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -289,3 +296,85 @@ def test_timeline_splits_held_and_running_quota_into_bins() -> None:
         (0.0, share, round(share / 2, 1)), (1.0, share, round(share / 2, 1)), (2.0, 0.0, 0.0)]
     assert bins[0].running_pct_by_size == {"small": round(share / 2, 1)}
     assert Recorder(plan).timeline(1.0) == []  # nothing finished: no timeline
+
+
+def test_observation_reads_conditions_stamps_and_pods() -> None:
+    """What the observer takes from one watched workload: the four condition flags, the controller's stamps
+    (relative to creationTimestamp), and of a finished run its pods' start and end."""
+    wl = {
+        "metadata": {"namespace": "ns", "name": "w", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+                {"type": "Admitted", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+                {"type": "Finished", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z"},
+            ],
+            "extra": {"lastPods": [{"phase": "Succeeded", "node": "n1", "startedAt": 1767225601.5,
+                                    "finishedAt": 1767225604.0}]},
+        },
+    }
+    got = observation(wl)
+    assert (got.namespace, got.name, got.quota_reserved, got.admitted, got.evicted, got.finished) == (
+        "ns", "w", True, True, False, True)
+    assert (got.stamped_admit_s, got.stamped_finish_s, got.dispatch_s, got.completion_s) == (1.0, 5.0, 0.5, 1.0)
+    assert got.timeline == (1767225601.0, 1767225601.5, 1767225604.0, 1767225605.0)
+    assert (got.pod_phases, got.pod_nodes) == (("Succeeded",), ("n1",))
+    pending = observation({"metadata": {"namespace": "ns", "name": "w"}, "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "message": "waiting"}]}})
+    assert (pending.quota_reserved, pending.finished, pending.pending_message) == (False, False, "waiting")
+
+
+def test_phases_cut_the_wall_in_consecutive_parts() -> None:
+    run = RunResult(completed=True, queues_created_at=12.0, first_created_at=12.5, last_created_at=20.0, done_at=30.0,
+                    creation=CreationStats(), connected_at=11.5, returned_at=30.25)
+    got = phases(spawned=10.0, ready=11.0, clients_ready=11.25, run=run, last_finished_at=30.0, scraped=31.0,
+                 nodes_stopped=31.5, exited=32.0)
+    assert got == {"controllerStart": 1.0, "clientsStart": 0.25, "queues": 0.75, "toFirstCreate": 0.5, "run": 17.5,
+                   "runEnd": 0.25, "metricsScrape": 0.75, "fakeNodesStop": 0.5, "controllerStop": 0.5}
+    assert sum(got.values()) == 32.0 - 10.0
+    # A run that did not complete ends its "run" phase when drive() gave up.
+    unfinished = phases(spawned=10.0, ready=11.0, clients_ready=11.25, run=run, last_finished_at=None, scraped=31.0,
+                        nodes_stopped=31.5, exited=32.0)
+    assert (unfinished["run"], unfinished["runEnd"], sum(unfinished.values())) == (17.75, 0.0, 22.0)
+
+
+def test_wait_exit_wakes_on_exit_and_times_out_on_a_live_process() -> None:
+    popen = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert not _wait_exit(popen, 0.05)
+        assert popen.stdin is not None
+        popen.stdin.close()  # the child's read ends: it exits
+        assert _wait_exit(popen, 30.0)
+        assert popen.returncode == 0
+    finally:
+        popen.kill()
+        popen.wait()
+
+
+def test_fake_nodes_without_an_address_on_stdin_give_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert fakenode.main(["--controller", "-", "--waiting-file", str(tmp_path / "waiting")]) == 2
+    assert json.loads((tmp_path / "waiting").read_text())["pid"] == os.getpid()
+
+
+def test_small_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole bench on 20 workloads: the observer process's recorder comes back, its watch kept up,
+    and the phases add up to the controller's wall."""
+    config = tmp_path / "generator.yaml"
+    config.write_text(json.dumps(one_queue(count=20, runtime_ms=200)))
+    rc = run_bench(["--config", str(config), "--progress", "0", "--time-scale", "0.5", "--nodes", "4",
+                    "--output", str(tmp_path / "out")])
+    assert rc == 0
+    result = json.loads(capsys.readouterr().out)
+    run = result["run"]
+    assert (run["completed"], run["watchError"], run["watchRestarts"]) == (True, "", 0)
+    assert result["summary"]["workloadClasses"]["small"]["finished"] == 20
+    assert run["watchEvents"] >= 20 * 3  # created, admitted, finished at least
+    phases_s = result["phasesS"]
+    assert list(phases_s) == ["controllerStart", "clientsStart", "queues", "toFirstCreate", "run", "runEnd",
+                              "metricsScrape", "fakeNodesStop", "controllerStop"]
+    assert min(phases_s.values()) >= 0
+    assert abs(sum(phases_s.values()) - result["cmdStats"]["wallMs"] / 1000) < 0.02
+    assert phases_s["run"] == pytest.approx(run["runWallS"], abs=0.01)
+    assert run["observerProcessCpuS"] > 0 and run["benchProcessCpuS"] >= run["submitterProcessCpuS"]
+    assert (tmp_path / "out" / "wlStates.csv").read_text().count("\n") == 21
