@@ -9,12 +9,20 @@ server's watch cache serves every watcher from one ring of events): an event
 is appended once whatever the number of watchers, each watcher keeps only
 its position in the log, and the bytes a transport makes of an event are
 made once and shared (:attr:`WatchEvent.wire`).  A watcher that falls more
-than :data:`WATCH_BACKLOG` events behind while its transport is blocked
-sending to it is ended with :class:`WatchExpired` (Kubernetes ends a watch
-that cannot keep up, and its client re-lists and watches again); it then
-holds nothing but the one batch it may be blocked sending, and no one else
-waits for it.  A watcher behind only because it is gathering a message or
-waiting for its turn on the loop is not ended: its reader is keeping up.
+than :data:`WATCH_BACKLOG` events behind while its transport has been
+blocked sending to it for :data:`SEND_GRACE_S` or longer, or more than
+:data:`HARD_BACKLOG` backlogs behind while sending at all, is ended with
+:class:`WatchExpired` (Kubernetes ends a watch that cannot keep up, and its
+client re-lists and watches again); it then holds nothing but the one batch
+it may be blocked sending, and no one else waits for it.  A watcher behind
+only because it is gathering a message or waiting for its turn on the loop
+is not ended: its reader is keeping up.  The grace is there for a loop that
+is saturated: a send then waits for the loop's next turns too, and a
+scheduling burst can publish a backlog's worth of events meanwhile however
+fast the reader reads (the large-scale replay re-listed its watch 4 to 8
+times in half its runs, each re-list a listing of up to 50,000 workloads);
+the apiserver's watch cache likewise gives a blocked watcher a time budget
+before it ends it.
 """
 
 from __future__ import annotations
@@ -29,8 +37,12 @@ from sluicegate.controller.errors import FailedPrecondition
 from sluicegate.manifest.encode import EncodedObject
 from sluicegate.model.workloads import Workload
 
-# The most events the log keeps for the slowest watcher; one further behind is ended.
+# The most events the log keeps for the slowest watcher; one further behind is ended (see the docstring).
 WATCH_BACKLOG = 10_000
+# How long a watcher's transport must have held its message before being behind by the backlog ends it,
+# and how many backlogs behind end it while it sends at all (what bounds the log meanwhile).
+SEND_GRACE_S = 1.0
+HARD_BACKLOG = 4
 # How often (in events published) the log drops what every watcher has read.
 _TRIM_EVERY = 256
 # While events keep coming, a watcher is sent at most one message per this
@@ -73,8 +85,8 @@ class WatchEvent:
 
 
 class Watcher:
-    __slots__ = ("namespace", "name", "namespaces", "everything", "cursor", "expired", "sending", "sent_at", "task",
-                 "cut", "deadline", "__weakref__")
+    __slots__ = ("namespace", "name", "namespaces", "everything", "cursor", "expired", "sending", "send_since",
+                 "sent_at", "task", "cut", "deadline", "__weakref__")
 
     def __init__(self, namespace: str, name: str, namespaces: Collection[str] | None = None,
                  deadline: asyncio.Timeout | None = None) -> None:
@@ -88,6 +100,8 @@ class Watcher:
         self.expired = False
         # True while the consumer of the stream holds a batch (the transport sending it).
         self.sending = False
+        # The watchers' clock when the transport took the message it holds (while sending).
+        self.send_since = 0.0
         # Loop time when the last message was handed to the transport.
         self.sent_at = 0.0
         self.task: asyncio.Task[object] | None = None
@@ -107,9 +121,12 @@ class Watcher:
 
 
 class Watchers:
-    def __init__(self, backlog: int = WATCH_BACKLOG, flush_s: float = WATCH_FLUSH_S) -> None:
+    def __init__(self, backlog: int = WATCH_BACKLOG, flush_s: float = WATCH_FLUSH_S, *,
+                 send_grace_s: float = SEND_GRACE_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.backlog = backlog
         self.flush_s = flush_s
+        self.send_grace_s = send_grace_s
+        self._clock = clock
         self._all: list[Watcher] = []
         # Watchers that want every event (no filter): their number.
         self._everything = 0
@@ -179,8 +196,12 @@ class Watchers:
             self._log.clear()
             return
         floor = self._next - self.backlog
-        # Only a reader that is not reading is ended: one gathering or waiting for the loop moves on by itself.
-        slow = [w for w in self._all if w.cursor < floor and w.sending]
+        hard = self._next - HARD_BACKLOG * self.backlog
+        # Only a reader that is not reading is ended: one gathering or waiting for the loop moves on by itself,
+        # and one whose send is young may only be waiting for the loop's next turns.
+        stalled = self._clock() - self.send_grace_s
+        slow = [w for w in self._all
+                if w.sending and (w.cursor < hard or (w.cursor < floor and w.send_since <= stalled))]
         for w in slow:
             self._expire(w)
         oldest = min((w.cursor for w in self._all), default=self._next)
@@ -231,6 +252,7 @@ class Watchers:
             pending = iter(initial)
             while first := list(itertools.islice(pending, max_batch)):
                 w.sending = True
+                w.send_since = self._clock()
                 yield first
                 w.sending = False
             del first, pending
@@ -266,6 +288,7 @@ class Watchers:
                     w.cursor += i - start
                 if batch:
                     w.sending = True
+                    w.send_since = self._clock()
                     yield batch
                     w.sending = False
                     w.sent_at = loop.time()

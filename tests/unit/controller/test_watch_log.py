@@ -62,6 +62,7 @@ async def test_a_watcher_too_far_behind_is_ended_and_the_log_stays_bounded() -> 
     m = Manager(MemoryStore(), clock=time.time, placement=False)
     m.commit.watchers.backlog = 10
     m.commit.watchers.flush_s = 0.0
+    m.commit.watchers.send_grace_s = 0.0  # its send counts as stalled at once (the grace: below)
     slow = m.watch_batches("", "", False, max_batch=5)
     fast = m.watch_batches("", "", False, max_batch=100)
     pending = [asyncio.ensure_future(anext(g)) for g in (slow, fast)]
@@ -107,6 +108,52 @@ async def test_a_watcher_behind_only_while_gathering_or_waiting_for_the_loop_is_
     assert (len(m.commit.watchers), m.commit.watchers.held, m.commit.watchers.alive) == (0, 0, 0)
 
 
+async def test_a_send_younger_than_the_grace_is_not_ended_until_the_hard_backlog() -> None:
+    # A saturated loop makes a send wait for its next turns, and a burst can publish a backlog's worth
+    # meanwhile: a watcher is ended at the backlog only once its send has been held for the grace,
+    # and at HARD_BACKLOG backlogs whatever the time.
+    from sluicegate.controller import watch
+
+    now = [100.0]
+    m = Manager(MemoryStore(), clock=time.time, placement=False)
+    ws = m.commit.watchers = watch.Watchers(backlog=10, flush_s=0.0, send_grace_s=1.0, clock=lambda: now[0])
+    young = m.watch_batches("", "", False, max_batch=5)
+    stalled = m.watch_batches("", "", False, max_batch=5)
+    pending = [asyncio.ensure_future(anext(g)) for g in (young, stalled)]
+    await asyncio.sleep(0)
+    _create(m, "w-000")
+    for p in pending:
+        assert [e.workload.name for e in await asyncio.wait_for(p, 5)] == ["w-000"]  # both hold a message now
+    for i in range(1, 25):
+        _create(m, f"w-{i:03d}")  # 24 behind, past the backlog: both sends are younger than the grace
+    assert (len(ws), ws.held) == (2, 24)
+    now[0] += 1.0  # one of them is handed its next message and so is sending afresh; the other is not
+    pending = [asyncio.ensure_future(anext(young))]
+    await asyncio.sleep(0)
+    assert [e.workload.name for e in await asyncio.wait_for(pending[0], 5)] == [f"w-{i:03d}" for i in range(1, 6)]
+    _create(m, "w-025")
+    for i in range(26, 256 + 1):
+        _create(m, f"w-{i:03d}")  # trims at least once: the stalled one is ended, the young one is not yet
+        if len(ws) == 1:
+            break
+    assert len(ws) == 1 and ws.expired_total == 1
+    with pytest.raises(WatchExpired):
+        await _take(stalled, 1)
+    # The young one, still holding its message (a send younger than the grace: the clock stands
+    # still), is ended once HARD_BACKLOG backlogs behind, not before.
+    (left,) = ws._all
+    behind = 0
+    for i in range(1000):
+        behind = ws._next - left.cursor
+        _create(m, f"x-{i:03d}")
+        if len(ws) == 0:
+            break
+    assert len(ws) == 0 and ws.held == 0
+    assert behind >= watch.HARD_BACKLOG * ws.backlog
+    with pytest.raises(WatchExpired):
+        await _take(young, 1)
+
+
 async def test_without_watchers_nothing_is_kept() -> None:
     m = Manager(MemoryStore(), clock=time.time, placement=False)
     for i in range(5):
@@ -123,6 +170,7 @@ async def test_a_reader_stuck_sending_has_its_call_cancelled_after_the_grace(mon
     m = Manager(MemoryStore(), clock=time.time, placement=False)
     m.commit.watchers.backlog = 5
     m.commit.watchers.flush_s = 0.0
+    m.commit.watchers.send_grace_s = 0.0
     holding = asyncio.Event()
 
     async def reader() -> None:
