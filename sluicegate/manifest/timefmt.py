@@ -84,17 +84,7 @@ def format_rfc3339(epoch: float) -> str:
     """Seconds since the epoch -> ``2024-05-01T12:00:00Z``, with the shortest exact fraction."""
     text = _stamps.get(epoch)
     if text is None:
-        if type(epoch) is float and _FAST_MIN <= epoch < _FAST_MAX:
-            # _format_rfc3339's own first branch, written out: every new time of this era comes here.
-            whole, _, frac = _float_repr(epoch).partition(".")
-            second = _seconds.get(whole)
-            if second is None:
-                if len(_seconds) >= _SECONDS_SIZE:
-                    _seconds.clear()
-                second = _seconds[whole] = _whole_seconds(int(whole))
-            text = f"{second}Z" if frac == "0" else f"{second}.{frac}Z"
-        else:
-            text = _format_rfc3339(epoch)
+        text = _format_rfc3339(epoch)
         if len(_stamps) >= _STAMPS_SIZE:
             _stamps.clear()
         _stamps[epoch] = text
