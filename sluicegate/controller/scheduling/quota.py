@@ -164,15 +164,7 @@ class UsageView:
             return node.subtree_quota.get(fr, 0) - self.usage(node, fr)
         parent_available = self.available(parent, fr) if parent.parent is not None \
             else parent.subtree_quota.get(fr, 0) - self.usage(parent, fr)
-        used = self.usage(node, fr)
-        q = node.quotas.get(fr)
-        local = max(0, node.subtree_quota.get(fr, 0) - q.lending_limit) \
-            if q is not None and q.lending_limit is not None else 0
-        if q is not None and q.borrowing_limit is not None:
-            stored_in_parent = node.subtree_quota.get(fr, 0) - local
-            used_in_parent = max(0, used - local)
-            parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
-        return max(0, local - used) + parent_available
+        return _below(node, fr, self.usage(node, fr), parent_available)
 
     def borrowing_with(self, node: QuotaNode, fr: FlavorResource, val: int) -> bool:
         return self.usage(node, fr) + val > node.subtree_quota.get(fr, 0)
@@ -269,7 +261,8 @@ def _local_quota(node: QuotaNode, fr: FlavorResource) -> int:
 
 
 def _below(node: QuotaNode, fr: FlavorResource, used: int, parent_available: int) -> int:
-    """``UsageView.available`` of a node with a parent, from its usage and its parent's availability."""
+    """What a node with a parent may take now: what is left of its own (local) quota, plus what its parent
+    has available, capped by its borrowing limit (the usage already placed in the parent counted)."""
     q = node.quotas.get(fr)
     if q is None:
         # No quota of its own: nothing local, no borrowing limit.
