@@ -297,11 +297,6 @@ class _Labelled:
         """The label sets changed since they were last written, in the order first seen."""
         raise NotImplementedError
 
-    @property
-    def dirty(self) -> set[tuple[str, ...]]:
-        """The label sets changed since they were last written."""
-        return set(self.changed())
-
     def write(self, keys: Iterable[tuple[str, ...]]) -> None:
         """Write the lines of ``keys`` (the family's text is joined again when next asked for)."""
         lines, render = self._lines, self._render
