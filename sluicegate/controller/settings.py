@@ -14,7 +14,7 @@ Every key is optional; unknown keys are errors that name the key.
     placement: true                 # false: quota-only mode, admitted workloads are not run
     finishedRetention: 24h          # finished workloads (and their logs) are deleted after this
     grpcGrace: 5s                   # in-flight RPCs get this long at shutdown
-    watchBacklog: 10000             # events kept for a slow watcher; one further behind, its send blocked 1 s, is ended (it re-lists)
+    watchBacklog: 10000             # events kept for a slow watcher; one behind by more, blocked 1 s, is ended
     pkiDir: /var/lib/sluicegate/pki # TLS on: the cluster CA and serving certificate ('sluicegate-controller init')
     tokenListen: 127.0.0.1:7423     # TLS without client certificates: agents joining, bearer-token users
     tokenFile: /etc/sluicegate/tokens.yaml   # bearer tokens (hashed) -> user and groups; reloaded on SIGHUP
