@@ -125,9 +125,11 @@ CONTROLLER: dict[str, Setting] = {
                            "node's workloads are not requeued until it returns.", attr("self_fencing")),
     "grpcGrace": Setting("duration", "How long in-flight RPCs may run on at shutdown.", attr("grpc_grace", duration)),
     "watchBacklog": Setting("int", "Events kept for watchers that have not read them; a watch further behind "
-                            "while its client reads nothing (the send to it blocked) is ended at once with "
-                            "FAILED_PRECONDITION \"watch expired\", after the events in flight, and its client "
-                            "starts a new one (re-listing).", attr("watch_backlog")),
+                            "whose client reads nothing (the send to it blocked for 1 s or more), or four times "
+                            "as far behind while a send to it is under way, is ended with FAILED_PRECONDITION "
+                            "\"watch expired\", after the events in flight, and its client starts a new one "
+                            "(re-listing). The second allowance is for a busy controller, whose sends also wait "
+                            "for its event loop.", attr("watch_backlog")),
     "placement": Setting("bool", "`false`: quota-only mode; workloads are admitted but not run anywhere.",
                          attr("placement")),
     "finishedRetention": Setting("duration", "Finished workloads stay listable this long, then are deleted with "
